@@ -1,0 +1,482 @@
+package cache
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+)
+
+// DeltaType says what happened to an object.
+type DeltaType string
+
+// The delta types. Replaced is queued for every object of a relist, Sync for
+// every cached object on a resync.
+const (
+	Added    DeltaType = "Added"
+	Updated  DeltaType = "Updated"
+	Deleted  DeltaType = "Deleted"
+	Replaced DeltaType = "Replaced"
+	Sync     DeltaType = "Sync"
+)
+
+// Delta is one change to one object.
+type Delta[T Object] struct {
+	Type DeltaType
+	// Object is the object's state after the change. For a Deleted delta it
+	// is the final state, or, when FinalStateUnknown is set, the last state
+	// the cache knew.
+	Object T
+	// FinalStateUnknown marks a Deleted delta that was inferred rather than
+	// observed: the object vanished from a relist while the watch was down
+	// (client-go's DeletedFinalStateUnknown tombstone).
+	FinalStateUnknown bool
+}
+
+// Deltas are the changes queued for one key, oldest first.
+type Deltas[T Object] []Delta[T]
+
+// Oldest returns the oldest delta, and false when there is none.
+func (d Deltas[T]) Oldest() (Delta[T], bool) {
+	if len(d) == 0 {
+		return Delta[T]{}, false
+	}
+	return d[0], true
+}
+
+// Newest returns the newest delta, and false when there is none.
+func (d Deltas[T]) Newest() (Delta[T], bool) {
+	if len(d) == 0 {
+		return Delta[T]{}, false
+	}
+	return d[len(d)-1], true
+}
+
+// KeyListerGetter is what a DeltaFIFO needs to know of the cache it feeds:
+// which keys it holds and their objects. An Indexer is one.
+type KeyListerGetter[T Object] interface {
+	ListKeys() []string
+	GetByKey(key string) (T, bool, error)
+}
+
+// TransformFunc rewrites an object before it is queued, typically to drop
+// fields a controller never reads (managedFields) and so save memory. It sees
+// each object once, when it arrives from the server; objects coming back
+// from the cache (resync, tombstones) are already transformed.
+type TransformFunc[T Object] func(T) (T, error)
+
+// PopProcessFunc processes one key's deltas. isInInitialList is true while
+// the items of the first list are being popped.
+type PopProcessFunc[T Object] func(key string, deltas Deltas[T], isInInitialList bool) error
+
+// ErrFIFOClosed is returned by Pop once the queue is closed and empty.
+var ErrFIFOClosed = errors.New("cache: DeltaFIFO closed")
+
+// ErrRequeue, returned by a PopProcessFunc, puts the deltas back in the queue
+// (unless newer deltas for the key arrived meanwhile) and makes Pop return
+// Err.
+type ErrRequeue struct {
+	Err error
+}
+
+func (e ErrRequeue) Error() string {
+	if e.Err == nil {
+		return "cache: requeue"
+	}
+	return e.Err.Error()
+}
+
+func (e ErrRequeue) Unwrap() error { return e.Err }
+
+// DeltaFIFOOptions configure a DeltaFIFO. The zero value works: keys by
+// MetaNamespaceKeyFunc, no known objects, no transform.
+type DeltaFIFOOptions[T Object] struct {
+	// KeyFunc keys objects; MetaNamespaceKeyFunc when nil.
+	KeyFunc KeyFunc[T]
+	// KnownObjects is the cache the queue feeds. With it, Replace can queue
+	// deletions for cached objects missing from a relist, Delete can ignore
+	// objects the cache never had, and Resync has something to resync.
+	KnownObjects KeyListerGetter[T]
+	// Transform, when set, is applied to each object before it is queued.
+	Transform TransformFunc[T]
+}
+
+// DeltaFIFO is a queue of keys, each with the list of changes (Deltas) seen
+// for it since it was last popped. A key is in the queue at most once, so a
+// consumer that falls behind processes each object once with its whole
+// history, in the order keys first arrived.
+//
+// DeltaFIFO holds data only: it does no I/O and starts no goroutine. The
+// Reflector feeds it and a controller's processLoop drains it.
+type DeltaFIFO[T Object] struct {
+	mu   sync.Mutex
+	cond sync.Cond
+
+	items map[string]Deltas[T]
+	queue keyQueue
+
+	// populated is set by the first Replace, or by any Add, Update or Delete
+	// before it. initialPopulationCount counts the keys of that first batch
+	// still to be popped.
+	populated              bool
+	initialPopulationCount int
+
+	keyFunc      KeyFunc[T]
+	knownObjects KeyListerGetter[T]
+	transform    TransformFunc[T]
+	closed       bool
+}
+
+// NewDeltaFIFO returns an empty DeltaFIFO.
+func NewDeltaFIFO[T Object](opts DeltaFIFOOptions[T]) *DeltaFIFO[T] {
+	f := &DeltaFIFO[T]{
+		items:        map[string]Deltas[T]{},
+		keyFunc:      opts.KeyFunc,
+		knownObjects: opts.KnownObjects,
+		transform:    opts.Transform,
+	}
+	if f.keyFunc == nil {
+		f.keyFunc = metaKey[T]
+	}
+	f.cond.L = &f.mu
+	return f
+}
+
+// KeyOf returns the key obj is queued under.
+func (f *DeltaFIFO[T]) KeyOf(obj T) (string, error) {
+	if isNil(obj) {
+		return "", fmt.Errorf("cache: nil object: %w", ErrNoName)
+	}
+	return f.keyFunc(obj)
+}
+
+// HasSynced reports whether the first batch of items (the first Replace, or
+// whatever was added before it) has been popped.
+func (f *DeltaFIFO[T]) HasSynced() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.hasSyncedLocked()
+}
+
+func (f *DeltaFIFO[T]) hasSyncedLocked() bool {
+	return f.populated && f.initialPopulationCount == 0
+}
+
+// Add queues an Added delta.
+func (f *DeltaFIFO[T]) Add(obj T) error {
+	return f.queueAction(Added, obj)
+}
+
+// Update queues an Updated delta.
+func (f *DeltaFIFO[T]) Update(obj T) error {
+	return f.queueAction(Updated, obj)
+}
+
+func (f *DeltaFIFO[T]) queueAction(t DeltaType, obj T) error {
+	key, err := f.KeyOf(obj)
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.populated = true
+	return f.queueActionLocked(key, Delta[T]{Type: t, Object: obj})
+}
+
+// Delete queues a Deleted delta. A key that is neither queued nor known to
+// the cache is ignored: there is nothing to delete.
+func (f *DeltaFIFO[T]) Delete(obj T) error {
+	key, err := f.KeyOf(obj)
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.populated = true
+	if _, queued := f.items[key]; !queued {
+		if f.knownObjects == nil {
+			return nil
+		}
+		if _, known, err := f.knownObjects.GetByKey(key); err != nil || !known {
+			return err
+		}
+	}
+	return f.queueActionLocked(key, Delta[T]{Type: Deleted, Object: obj})
+}
+
+// queueActionLocked appends d to key's deltas, queueing the key if it was not.
+func (f *DeltaFIFO[T]) queueActionLocked(key string, d Delta[T]) error {
+	// Sync deltas and tombstones carry objects from the cache, which were
+	// transformed when they arrived.
+	if f.transform != nil && d.Type != Sync && !d.FinalStateUnknown {
+		obj, err := f.transform(d.Object)
+		if err != nil {
+			return fmt.Errorf("cache: transform of %q: %w", key, err)
+		}
+		if isNil(obj) {
+			return fmt.Errorf("cache: transform of %q returned nil", key)
+		}
+		d.Object = obj
+	}
+	old, queued := f.items[key]
+	if d.Type == Sync && queued {
+		// A Sync behind a Deleted would bring the object back to life, and
+		// behind anything else it says nothing new.
+		if last, _ := old.Newest(); last.Type == Deleted {
+			return nil
+		}
+	}
+	deltas := append(old, d)
+	deltas = dedupDeltas(deltas)
+	f.items[key] = deltas
+	if !queued {
+		f.queue.push(key)
+		f.cond.Signal()
+	}
+	return nil
+}
+
+// dedupDeltas collapses two trailing Deleted deltas into one, keeping the
+// observed one over a tombstone (its object is the real final state).
+func dedupDeltas[T Object](deltas Deltas[T]) Deltas[T] {
+	n := len(deltas)
+	if n < 2 {
+		return deltas
+	}
+	a, b := deltas[n-2], deltas[n-1]
+	if a.Type != Deleted || b.Type != Deleted {
+		return deltas
+	}
+	if b.FinalStateUnknown && !a.FinalStateUnknown {
+		b = a
+	}
+	deltas[n-2] = b
+	deltas[n-1] = Delta[T]{} // drop the reference for the GC
+	return deltas[:n-1]
+}
+
+// Replace queues a Replaced delta for every object of list, read at
+// resourceVersion, and a Deleted delta with FinalStateUnknown for every key
+// that is queued or known to the cache but missing from list, carrying the
+// newest state known for it.
+func (f *DeltaFIFO[T]) Replace(list []T, resourceVersion string) error {
+	keys := make([]string, len(list))
+	for i, obj := range list {
+		key, err := f.KeyOf(obj)
+		if err != nil {
+			return fmt.Errorf("cache: Replace at resourceVersion %q: %w", resourceVersion, err)
+		}
+		keys[i] = key
+	}
+	listed := make(map[string]struct{}, len(list))
+	for _, k := range keys {
+		listed[k] = struct{}{}
+	}
+
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i, obj := range list {
+		if err := f.queueActionLocked(keys[i], Delta[T]{Type: Replaced, Object: obj}); err != nil {
+			return err
+		}
+	}
+
+	// Keys queued but not listed: their newest queued state is the last
+	// known one.
+	for key, deltas := range f.items {
+		if _, ok := listed[key]; ok {
+			continue
+		}
+		last, _ := deltas.Newest()
+		if last.Type == Deleted {
+			continue
+		}
+		if err := f.queueActionLocked(key, Delta[T]{Type: Deleted, Object: last.Object, FinalStateUnknown: true}); err != nil {
+			return err
+		}
+	}
+	// Keys the cache holds, neither listed nor queued (those were handled
+	// above).
+	if f.knownObjects != nil {
+		for _, key := range f.knownObjects.ListKeys() {
+			if _, ok := listed[key]; ok {
+				continue
+			}
+			if _, queued := f.items[key]; queued {
+				continue
+			}
+			obj, exists, err := f.knownObjects.GetByKey(key)
+			if err != nil {
+				return fmt.Errorf("cache: Replace: known object %q: %w", key, err)
+			}
+			if !exists {
+				continue
+			}
+			if err := f.queueActionLocked(key, Delta[T]{Type: Deleted, Object: obj, FinalStateUnknown: true}); err != nil {
+				return err
+			}
+		}
+	}
+
+	if !f.populated {
+		f.populated = true
+		f.initialPopulationCount = f.queue.len()
+	}
+	return nil
+}
+
+// Resync queues a Sync delta for every key the cache holds that is not
+// already queued (a queued key will reach the handler anyway).
+func (f *DeltaFIFO[T]) Resync() error {
+	if f.knownObjects == nil {
+		return nil
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, key := range f.knownObjects.ListKeys() {
+		if _, queued := f.items[key]; queued {
+			continue
+		}
+		obj, exists, err := f.knownObjects.GetByKey(key)
+		if err != nil {
+			return fmt.Errorf("cache: Resync: known object %q: %w", key, err)
+		}
+		if !exists {
+			continue
+		}
+		if err := f.queueActionLocked(key, Delta[T]{Type: Sync, Object: obj}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// AddIfNotPresent queues deltas for key unless the key is already queued, in
+// which case the queued deltas are newer and win.
+func (f *DeltaFIFO[T]) AddIfNotPresent(key string, deltas Deltas[T]) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.addIfNotPresentLocked(key, deltas)
+}
+
+func (f *DeltaFIFO[T]) addIfNotPresentLocked(key string, deltas Deltas[T]) {
+	if len(deltas) == 0 {
+		return
+	}
+	f.populated = true
+	if _, queued := f.items[key]; queued {
+		return
+	}
+	f.items[key] = deltas
+	f.queue.push(key)
+	f.cond.Signal()
+}
+
+// Pop waits for a key, removes it and its deltas from the queue and calls
+// process with them while holding the queue's lock, so that whatever process
+// does to the cache is atomic with the pop: a Replace or Resync never sees a
+// key that is neither queued nor cached yet. process must therefore not call
+// back into the queue. If process returns an ErrRequeue, the deltas are put
+// back (unless the key was queued again meanwhile) and its Err is returned.
+// Pop returns ErrFIFOClosed once the queue is closed and empty.
+func (f *DeltaFIFO[T]) Pop(process PopProcessFunc[T]) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for f.queue.len() == 0 {
+		if f.closed {
+			return ErrFIFOClosed
+		}
+		f.cond.Wait()
+	}
+	isInInitialList := !f.hasSyncedLocked()
+	key := f.queue.pop()
+	if f.initialPopulationCount > 0 {
+		f.initialPopulationCount--
+	}
+	deltas := f.items[key]
+	delete(f.items, key)
+	err := process(key, deltas, isInInitialList)
+	var rq ErrRequeue
+	if errors.As(err, &rq) {
+		f.addIfNotPresentLocked(key, deltas)
+		return rq.Err
+	}
+	return err
+}
+
+// Close makes Pop return ErrFIFOClosed once the queue is empty, waking any
+// Pop waiting.
+func (f *DeltaFIFO[T]) Close() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.closed = true
+	f.cond.Broadcast()
+}
+
+// IsClosed reports whether Close was called.
+func (f *DeltaFIFO[T]) IsClosed() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.closed
+}
+
+// Len returns the number of queued keys.
+func (f *DeltaFIFO[T]) Len() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.queue.len()
+}
+
+// ListKeys returns the queued keys in queue order.
+func (f *DeltaFIFO[T]) ListKeys() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.queue.list()
+}
+
+// GetByKey returns a copy of the deltas queued for key.
+func (f *DeltaFIFO[T]) GetByKey(key string) (Deltas[T], bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	d, ok := f.items[key]
+	if !ok {
+		return nil, false
+	}
+	return append(Deltas[T](nil), d...), true
+}
+
+// keyQueue is a FIFO of keys on a ring buffer, so that a long-running queue
+// neither reallocates on every pop nor holds popped keys alive.
+type keyQueue struct {
+	buf  []string
+	head int
+	n    int
+}
+
+func (q *keyQueue) len() int { return q.n }
+
+func (q *keyQueue) push(k string) {
+	if q.n == len(q.buf) {
+		nb := make([]string, max(16, 2*len(q.buf)))
+		copied := copy(nb, q.buf[q.head:])
+		copy(nb[copied:], q.buf[:q.head])
+		q.buf, q.head = nb, 0
+	}
+	q.buf[(q.head+q.n)%len(q.buf)] = k
+	q.n++
+}
+
+func (q *keyQueue) pop() string {
+	k := q.buf[q.head]
+	q.buf[q.head] = ""
+	q.head = (q.head + 1) % len(q.buf)
+	q.n--
+	return k
+}
+
+func (q *keyQueue) list() []string {
+	out := make([]string, q.n)
+	for i := range out {
+		out[i] = q.buf[(q.head+i)%len(q.buf)]
+	}
+	return out
+}
