@@ -33,8 +33,8 @@ import (
 // A failing seed is printed; LISTWATCH_SEED=N replays just that one.
 func TestInformerProperty(t *testing.T) {
 	seeds := 2000
-	if raceEnabled || testing.Short() {
-		seeds = 300
+	if testing.Short() {
+		seeds = 200
 	}
 	first := uint64(1)
 	if s := os.Getenv("LISTWATCH_SEED"); s != "" {
