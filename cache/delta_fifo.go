@@ -113,6 +113,10 @@ type DeltaFIFO[T Object] struct {
 
 	items map[string]Deltas[T]
 	queue keyQueue
+	// itemsPeak is the most keys items held since it was last made. Go maps
+	// never shrink, so once a large batch (the first list) has drained, the
+	// map is made anew rather than holding its peak size forever.
+	itemsPeak int
 
 	// populated is set by the first Replace, or by any Add, Update or Delete
 	// before it. initialPopulationCount counts the keys of that first batch
@@ -228,6 +232,7 @@ func (f *DeltaFIFO[T]) queueActionLocked(key string, d Delta[T]) error {
 	deltas := append(old, d)
 	deltas = dedupDeltas(deltas)
 	f.items[key] = deltas
+	f.itemsPeak = max(f.itemsPeak, len(f.items))
 	if !queued {
 		f.queue.push(key)
 		f.cond.Signal()
@@ -367,9 +372,13 @@ func (f *DeltaFIFO[T]) addIfNotPresentLocked(key string, deltas Deltas[T]) {
 		return
 	}
 	f.items[key] = deltas
+	f.itemsPeak = max(f.itemsPeak, len(f.items))
 	f.queue.push(key)
 	f.cond.Signal()
 }
+
+// shrinkAbove is the size past which an emptied DeltaFIFO drops its storage.
+const shrinkAbove = 1024
 
 // Pop waits for a key, removes it and its deltas from the queue and calls
 // process with them while holding the queue's lock, so that whatever process
@@ -394,6 +403,11 @@ func (f *DeltaFIFO[T]) Pop(process PopProcessFunc[T]) error {
 	}
 	deltas := f.items[key]
 	delete(f.items, key)
+	if len(f.items) == 0 && f.itemsPeak > shrinkAbove {
+		f.items = map[string]Deltas[T]{}
+		f.itemsPeak = 0
+		f.queue.shrink()
+	}
 	err := process(key, deltas, isInInitialList)
 	var rq ErrRequeue
 	if errors.As(err, &rq) {
@@ -471,6 +485,13 @@ func (q *keyQueue) pop() string {
 	q.head = (q.head + 1) % len(q.buf)
 	q.n--
 	return k
+}
+
+// shrink drops a large empty buffer.
+func (q *keyQueue) shrink() {
+	if q.n == 0 && len(q.buf) > shrinkAbove {
+		q.buf, q.head = nil, 0
+	}
 }
 
 func (q *keyQueue) list() []string {

@@ -78,7 +78,6 @@ type Reflector[T Object] struct {
 	onErr  WatchErrorHandler
 	back   *backoffState
 	gvk    *schema.GroupVersionKind
-	keyErr func(T) error
 
 	mu sync.Mutex
 	// lastSyncRV is the resourceVersion of the last list or event applied.
