@@ -70,14 +70,14 @@ type ReflectorOptions struct {
 // after an exponential backoff with jitter: a failed list is retried as a
 // list, a failed watch as a watch from the last resourceVersion seen.
 type Reflector[T Object] struct {
-	name   string
-	lw     ListerWatcher[T]
-	store  ReflectorStore[T]
-	opts   ReflectorOptions
-	log    *slog.Logger
-	onErr  WatchErrorHandler
-	back   *backoffState
-	gvk    *schema.GroupVersionKind
+	name  string
+	lw    ListerWatcher[T]
+	store ReflectorStore[T]
+	opts  ReflectorOptions
+	log   *slog.Logger
+	onErr WatchErrorHandler
+	back  *backoffState
+	gvk   *schema.GroupVersionKind
 
 	mu sync.Mutex
 	// lastSyncRV is the resourceVersion of the last list or event applied.
