@@ -234,3 +234,69 @@ func TestController_RunTwiceAndStop(t *testing.T) {
 		}
 	})
 }
+
+func TestController_RetryOnErrorRequeues(t *testing.T) {
+	for _, retry := range []bool{false, true} {
+		t.Run(fmt.Sprintf("RetryOnError=%v", retry), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				src := cachetest.New[*corev1.Pod]()
+				mustCreate(t, src, "ns", "a")
+				var mu sync.Mutex
+				calls := 0
+				c := cache.NewController(cache.Config[*corev1.Pod]{
+					Queue:         cache.NewDeltaFIFO(cache.DeltaFIFOOptions[*corev1.Pod]{}),
+					ListerWatcher: src,
+					RetryOnError:  retry,
+					Reflector:     cache.ReflectorOptions{Logger: quiet},
+					Process: func(key string, d cache.Deltas[*corev1.Pod], _ bool) error {
+						mu.Lock()
+						defer mu.Unlock()
+						calls++
+						if calls == 1 {
+							return fmt.Errorf("transient failure for %s", key)
+						}
+						return nil
+					},
+				})
+				runInformer(t, c)
+				want := 1
+				if retry {
+					want = 2
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if calls != want {
+					t.Errorf("Process called %d times, want %d", calls, want)
+				}
+			})
+		})
+	}
+}
+
+func TestNewInformer_KeyFuncErrorIsReportedAndRetried(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		src := cachetest.New[*corev1.Pod]()
+		mustCreate(t, src, "ns", "a")
+		errs := &errLog{}
+		store, c := cache.NewInformer[*corev1.Pod](src, nil, cache.InformerOptions[*corev1.Pod]{
+			KeyFunc: func(p *corev1.Pod) (string, error) {
+				if p.Labels["unkeyable"] != "" {
+					return "", fmt.Errorf("cannot key %s", p.Name)
+				}
+				return cache.MetaNamespaceKeyFunc(p)
+			},
+			Reflector: cache.ReflectorOptions{WatchErrorHandler: errs.handle},
+		})
+		runInformer(t, c)
+		bad := newPod("ns", "b")
+		bad.Labels = map[string]string{"unkeyable": "yes"}
+		src.Create(bad)
+		synctest.Wait()
+		if got := errs.all(); len(got) != 1 {
+			t.Fatalf("handler errors = %v, want one for the key func", got)
+		}
+		if keys := store.ListKeys(); len(keys) != 1 {
+			t.Errorf("cache = %v, want only ns/a", keys)
+		}
+	})
+}
