@@ -65,7 +65,8 @@ type KeyListerGetter[T Object] interface {
 type TransformFunc[T Object] func(T) (T, error)
 
 // PopProcessFunc processes one key's deltas. isInInitialList is true while
-// the items of the first list are being popped.
+// the items of the first list are being popped. deltas belongs to the queue:
+// it must not be retained after the function returns (its objects may be).
 type PopProcessFunc[T Object] func(key string, deltas Deltas[T], isInInitialList bool) error
 
 // ErrFIFOClosed is returned by Pop once the queue is closed and empty.
@@ -113,6 +114,11 @@ type DeltaFIFO[T Object] struct {
 
 	items map[string]Deltas[T]
 	queue keyQueue
+	// free holds emptied Deltas for reuse; slab is one allocation carved
+	// into the first Deltas of the keys of a Replace. Both save an
+	// allocation per object on the hot paths.
+	free []Deltas[T]
+	slab []Delta[T]
 	// itemsPeak is the most keys items held since it was last made. Go maps
 	// never shrink, so once a large batch (the first list) has drained, the
 	// map is made anew rather than holding its peak size forever.
@@ -229,6 +235,9 @@ func (f *DeltaFIFO[T]) queueActionLocked(key string, d Delta[T]) error {
 			return nil
 		}
 	}
+	if !queued {
+		old = f.newDeltas()
+	}
 	deltas := append(old, d)
 	deltas = dedupDeltas(deltas)
 	f.items[key] = deltas
@@ -279,6 +288,8 @@ func (f *DeltaFIFO[T]) Replace(list []T, resourceVersion string) error {
 
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.slab = make([]Delta[T], len(list))
+	defer func() { f.slab = nil }()
 	for i, obj := range list {
 		if err := f.queueActionLocked(keys[i], Delta[T]{Type: Replaced, Object: obj}); err != nil {
 			return err
@@ -409,12 +420,46 @@ func (f *DeltaFIFO[T]) Pop(process PopProcessFunc[T]) error {
 		f.queue.shrink()
 	}
 	err := process(key, deltas, isInInitialList)
-	var rq ErrRequeue
-	if errors.As(err, &rq) {
-		f.addIfNotPresentLocked(key, deltas)
-		return rq.Err
+	if err != nil {
+		var rq ErrRequeue
+		if errors.As(err, &rq) {
+			f.addIfNotPresentLocked(key, deltas)
+			return rq.Err
+		}
 	}
+	f.recycle(deltas)
 	return err
+}
+
+// recycle keeps a short Deltas slice for reuse by a later key, so that a
+// steady stream of watch events allocates no Deltas. PopProcessFunc's
+// contract (deltas are not retained after it returns) makes this safe.
+//
+// Slab slots (capacity 1) are never recycled: one kept alive would pin the
+// whole slab of the list it came from.
+func (f *DeltaFIFO[T]) recycle(deltas Deltas[T]) {
+	if cap(deltas) < 2 || cap(deltas) > 4 || len(f.free) >= 256 {
+		return
+	}
+	clear(deltas)
+	f.free = append(f.free, deltas[:0])
+}
+
+// newDeltas returns an empty Deltas to start a key with: a recycled one, a
+// slot of the current Replace's slab, or a fresh one.
+func (f *DeltaFIFO[T]) newDeltas() Deltas[T] {
+	if n := len(f.free); n > 0 {
+		d := f.free[n-1]
+		f.free[n-1] = nil
+		f.free = f.free[:n-1]
+		return d
+	}
+	if len(f.slab) > 0 {
+		d := f.slab[:0:1]
+		f.slab = f.slab[1:]
+		return d
+	}
+	return make(Deltas[T], 0, 2)
 }
 
 // Close makes Pop return ErrFIFOClosed once the queue is empty, waking any
