@@ -159,8 +159,10 @@ func (f *DeltaFIFO[T]) KeyOf(obj T) (string, error) {
 	return f.keyFunc(obj)
 }
 
-// HasSynced reports whether the first batch of items (the first Replace, or
-// whatever was added before it) has been popped.
+// HasSynced reports whether the first batch of items has been popped: the
+// items of the first Replace, counted when it is called. An Add, Update,
+// Delete or AddIfNotPresent before any Replace leaves no batch to wait for,
+// so HasSynced is true from then on.
 func (f *DeltaFIFO[T]) HasSynced() bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
