@@ -1,0 +1,219 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"sync"
+	"time"
+
+	cgworkqueue "k8s.io/client-go/util/workqueue"
+
+	"github.com/listwatch/listwatch/workqueue"
+)
+
+func init() {
+	register("workqueue/add-get-done", benchAddGetDone)
+	register("workqueue/add-after", benchAddAfter)
+}
+
+// queueUnderTest is what both implementations offer the workloads.
+type queueUnderTest[T comparable] struct {
+	add      func(T)
+	addAfter func(T, time.Duration)
+	get      func() (T, bool)
+	done     func(T)
+	drain    func()
+}
+
+func listwatchQueue[T comparable]() queueUnderTest[T] {
+	q := workqueue.NewDelayingQueue[T](workqueue.Config{})
+	return queueUnderTest[T]{
+		add:      func(x T) { q.Add(x) },
+		addAfter: func(x T, d time.Duration) { q.AddAfter(x, d) },
+		get:      q.Get,
+		done:     q.Done,
+		drain:    func() { _ = q.ShutDownWithDrain(context.Background()) },
+	}
+}
+
+func clientGoQueue[T comparable]() queueUnderTest[T] {
+	q := cgworkqueue.NewTypedDelayingQueue[T]()
+	return queueUnderTest[T]{
+		add:      q.Add,
+		addAfter: q.AddAfter,
+		get: func() (T, bool) {
+			x, shutdown := q.Get()
+			return x, !shutdown
+		},
+		done:  q.Done,
+		drain: q.ShutDownWithDrain,
+	}
+}
+
+// benchAddGetDone: one producer adds random keys out of 10k, four workers
+// Get and Done them; the clock stops when the drained queue has shut down.
+func benchAddGetDone(cfg config) ([]Row, error) {
+	const keys, workers = 10_000, 4
+	n := cfg.size(1_000_000)
+	names := make([]string, keys)
+	for i := range names {
+		names[i] = fmt.Sprintf("namespace-%d/object-%d", i%97, i)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	seq := make([]string, n)
+	for i := range seq {
+		seq[i] = names[rng.IntN(keys)]
+	}
+
+	run := func(impl string, q queueUnderTest[string]) []Row {
+		var wg sync.WaitGroup
+		var processed [workers]int
+		var ms0, ms1 runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&ms0)
+		start := time.Now()
+		for w := range workers {
+			wg.Go(func() {
+				// Count locally: adjacent counters would share a cache
+				// line and slow both implementations down.
+				n := 0
+				for {
+					x, ok := q.get()
+					if !ok {
+						processed[w] = n
+						return
+					}
+					n++
+					q.done(x)
+				}
+			})
+		}
+		for _, k := range seq {
+			q.add(k)
+		}
+		q.drain()
+		wg.Wait()
+		elapsed := time.Since(start)
+		runtime.ReadMemStats(&ms1)
+		total := 0
+		for _, p := range processed {
+			total += p
+		}
+		w := "workqueue/add-get-done"
+		return []Row{
+			{w, impl, "adds/s", float64(n) / elapsed.Seconds(), "ops/s"},
+			{w, impl, "processed", float64(total), "items"},
+			{w, impl, "allocs per add", float64(ms1.Mallocs-ms0.Mallocs) / float64(n), "allocs"},
+			{w, impl, "bytes per add", float64(ms1.TotalAlloc-ms0.TotalAlloc) / float64(n), "B"},
+		}
+	}
+	// The machine may be shared: alternate the implementations over a few
+	// rounds and keep each one's median round, by throughput.
+	const rounds = 5
+	results := map[string][][]Row{}
+	for range rounds {
+		results[implClientGo] = append(results[implClientGo], run(implClientGo, clientGoQueue[string]()))
+		results[implListwatch] = append(results[implListwatch], run(implListwatch, listwatchQueue[string]()))
+	}
+	var rows []Row
+	for _, impl := range []string{implClientGo, implListwatch} {
+		rs := results[impl]
+		slices.SortFunc(rs, func(a, b []Row) int { return cmp.Compare(a[0].Value, b[0].Value) })
+		rows = append(rows, rs[len(rs)/2]...)
+	}
+	return rows, nil
+}
+
+// benchAddAfter: 100k distinct items added with random delays of 0–100ms;
+// four workers record how late each was delivered.
+func benchAddAfter(cfg config) ([]Row, error) {
+	const workers = 4
+	n := cfg.size(100_000)
+	rng := rand.New(rand.NewPCG(3, 4))
+	delays := make([]time.Duration, n)
+	for i := range delays {
+		delays[i] = time.Duration(rng.Int64N(int64(100 * time.Millisecond)))
+	}
+
+	run := func(impl string, q queueUnderTest[int]) ([]Row, error) {
+		due := make([]time.Time, n)
+		late := make([]time.Duration, n)
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		got := 0
+		all := make(chan struct{})
+		for range workers {
+			wg.Go(func() {
+				for {
+					x, ok := q.get()
+					if !ok {
+						return
+					}
+					late[x] = time.Since(due[x])
+					q.done(x)
+					mu.Lock()
+					got++
+					if got == n {
+						close(all)
+					}
+					mu.Unlock()
+				}
+			})
+		}
+		start := time.Now()
+		for i, d := range delays {
+			// due[i] is written before the item enters the queue, which
+			// orders it before the worker that reads it.
+			due[i] = time.Now().Add(d)
+			q.addAfter(i, d)
+		}
+		addElapsed := time.Since(start)
+		select {
+		case <-all:
+		case <-time.After(30 * time.Second):
+			q.drain()
+			wg.Wait()
+			return nil, fmt.Errorf("%s: only %d of %d delivered", impl, got, n)
+		}
+		q.drain()
+		wg.Wait()
+		slices.Sort(late)
+		pct := func(p float64) float64 {
+			return float64(late[min(n-1, int(p*float64(n)))]) / float64(time.Millisecond)
+		}
+		w := "workqueue/add-after"
+		return []Row{
+			{w, impl, "AddAfter calls/s", float64(n) / addElapsed.Seconds(), "ops/s"},
+			{w, impl, "lateness p50", pct(0.50), "ms"},
+			{w, impl, "lateness p99", pct(0.99), "ms"},
+			{w, impl, "lateness max", float64(late[n-1]) / float64(time.Millisecond), "ms"},
+		}, nil
+	}
+	// Median round by p99 lateness, as for add-get-done.
+	const rounds = 5
+	results := map[string][][]Row{}
+	for range rounds {
+		for _, impl := range []string{implClientGo, implListwatch} {
+			q := listwatchQueue[int]()
+			if impl == implClientGo {
+				q = clientGoQueue[int]()
+			}
+			r, err := run(impl, q)
+			if err != nil {
+				return nil, err
+			}
+			results[impl] = append(results[impl], r)
+		}
+	}
+	var rows []Row
+	for _, impl := range []string{implClientGo, implListwatch} {
+		rs := results[impl]
+		slices.SortFunc(rs, func(a, b []Row) int { return cmp.Compare(a[2].Value, b[2].Value) })
+		rows = append(rows, rs[len(rs)/2]...)
+	}
+	return rows, nil
+}

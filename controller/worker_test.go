@@ -1,0 +1,206 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/listwatch/listwatch/workqueue"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+var quietLogger = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// recorder counts syncs per item and fails or panics on demand.
+type recorder struct {
+	mu       sync.Mutex
+	calls    map[string][]time.Duration
+	failures map[string]int // remaining failures per item
+	panics   map[string]int
+	start    time.Time
+}
+
+func newRecorder() *recorder {
+	return &recorder{calls: map[string][]time.Duration{}, failures: map[string]int{}, panics: map[string]int{}, start: time.Now()}
+}
+
+func (r *recorder) sync(_ context.Context, item string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calls[item] = append(r.calls[item], time.Since(r.start))
+	if r.panics[item] > 0 {
+		r.panics[item]--
+		r.mu.Unlock()
+		defer r.mu.Lock()
+		panic("boom")
+	}
+	if r.failures[item] > 0 {
+		r.failures[item]--
+		return errors.New("transient")
+	}
+	return nil
+}
+
+func (r *recorder) times(item string) []time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]time.Duration(nil), r.calls[item]...)
+}
+
+func TestRunnerSyncRetryForgetPanic(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := newRecorder()
+		rec.failures["flaky"] = 2
+		rec.panics["panicky"] = 1
+		q := workqueue.NewRateLimitingQueue[string](
+			workqueue.NewItemExponentialFailureRateLimiter[string](time.Second, time.Minute), workqueue.Config{})
+		r := &Runner[string]{Name: "test", Queue: q, Sync: rec.sync, Logger: quietLogger}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error)
+		go func() { done <- r.Run(ctx, 3) }()
+		for _, k := range []string{"ok", "flaky", "panicky"} {
+			q.Add(k)
+		}
+		time.Sleep(time.Minute)
+		synctest.Wait()
+
+		tests := []struct {
+			item string
+			want []time.Duration
+		}{
+			{"ok", []time.Duration{0}},
+			// Fails at 0 and 1s; retried after 1s, then 2s.
+			{"flaky", []time.Duration{0, time.Second, 3 * time.Second}},
+			{"panicky", []time.Duration{0, time.Second}},
+		}
+		for _, tt := range tests {
+			got := rec.times(tt.item)
+			if len(got) != len(tt.want) {
+				t.Errorf("%s synced at %v, want %v", tt.item, got, tt.want)
+				continue
+			}
+			for i := range got {
+				if got[i] != tt.want[i] {
+					t.Errorf("%s synced at %v, want %v", tt.item, got, tt.want)
+				}
+			}
+			if n := q.NumRequeues(tt.item); n != 0 {
+				t.Errorf("%s: NumRequeues = %d after success, want 0 (Forget)", tt.item, n)
+			}
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("Run = %v", err)
+		}
+	})
+}
+
+func TestRunnerWaitsForCaches(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := newRecorder()
+		q := workqueue.NewRateLimitingQueue[string](nil, workqueue.Config{})
+		var synced atomic.Bool
+		r := &Runner[string]{Name: "test", Queue: q, Sync: rec.sync, Logger: quietLogger}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error)
+		go func() { done <- r.Run(ctx, 2, func() bool { return true }, synced.Load) }()
+		q.Add("a")
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		if n := len(rec.times("a")); n != 0 {
+			t.Fatalf("synced %d times before the caches", n)
+		}
+		synced.Store(true)
+		time.Sleep(100 * time.Millisecond)
+		synctest.Wait()
+		if got := rec.times("a"); len(got) != 1 || got[0] != 10100*time.Millisecond {
+			t.Fatalf("synced at %v, want once at 10.1s", got)
+		}
+		cancel()
+		<-done
+	})
+}
+
+func TestRunnerCacheSyncAborted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := workqueue.NewRateLimitingQueue[string](nil, workqueue.Config{})
+		r := &Runner[string]{Name: "test", Queue: q, Sync: newRecorder().sync, Logger: quietLogger}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		err := r.Run(ctx, 1, func() bool { return false })
+		if !errors.Is(err, ErrCacheSyncAborted) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Run = %v, want ErrCacheSyncAborted and DeadlineExceeded", err)
+		}
+		if !q.ShuttingDown() {
+			t.Fatal("queue left running")
+		}
+	})
+}
+
+func TestRunnerBadConfig(t *testing.T) {
+	r := &Runner[string]{Name: "test"}
+	if err := r.Run(context.Background(), 1); err == nil {
+		t.Fatal("Run without Queue and Sync succeeded")
+	}
+}
+
+func TestRunnerDrainsOnShutdown(t *testing.T) {
+	tests := []struct {
+		name      string
+		drain     time.Duration
+		wantSyncs int // of the 5 items queued at cancel, each taking 1s
+		wantTime  time.Duration
+	}{
+		{"drain everything", time.Minute, 5, 5 * time.Second},
+		// The third sync is cancelled when the drain time is up.
+		{"drain cut short", 2500 * time.Millisecond, 2, 2500 * time.Millisecond},
+		{"no drain", -1, 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var syncs atomic.Int32
+				started := make(chan struct{}, 10)
+				sync := func(ctx context.Context, item int) error {
+					started <- struct{}{}
+					select {
+					case <-time.After(time.Second):
+						syncs.Add(1)
+						return nil
+					case <-ctx.Done():
+						return ctx.Err()
+					}
+				}
+				q := workqueue.NewRateLimitingQueue[int](nil, workqueue.Config{})
+				r := &Runner[int]{Name: "test", Queue: q, Sync: sync, Logger: quietLogger, DrainTimeout: tt.drain}
+				ctx, cancel := context.WithCancel(context.Background())
+				done := make(chan error)
+				for i := range 5 {
+					q.Add(i)
+				}
+				start := time.Now()
+				go func() { done <- r.Run(ctx, 1) }()
+				<-started
+				cancel()
+				<-done
+				if n := int(syncs.Load()); n != tt.wantSyncs {
+					t.Errorf("%d syncs finished, want %d", n, tt.wantSyncs)
+				}
+				if d := time.Since(start); d != tt.wantTime {
+					t.Errorf("Run returned after %v, want %v", d, tt.wantTime)
+				}
+			})
+		})
+	}
+}

@@ -1,0 +1,168 @@
+package workqueue
+
+import (
+	"runtime"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// collect gets items as they come, recording how long after start each
+// arrived, until the queue shuts down.
+func collect[T comparable](q *DelayingQueue[T], start time.Time) <-chan []arrival[T] {
+	out := make(chan []arrival[T], 1)
+	go func() {
+		var got []arrival[T]
+		for {
+			x, ok := q.Get()
+			if !ok {
+				out <- got
+				return
+			}
+			got = append(got, arrival[T]{x, time.Since(start)})
+			q.Done(x)
+		}
+	}()
+	return out
+}
+
+type arrival[T any] struct {
+	item T
+	at   time.Duration
+}
+
+func TestAddAfter(t *testing.T) {
+	type add struct {
+		item  string
+		delay time.Duration
+	}
+	tests := []struct {
+		name string
+		adds []add
+		want []arrival[string]
+	}{
+		{
+			name: "delivered in due order",
+			adds: []add{{"c", 3 * time.Second}, {"a", time.Second}, {"b", 2 * time.Second}},
+			want: []arrival[string]{{"a", time.Second}, {"b", 2 * time.Second}, {"c", 3 * time.Second}},
+		},
+		{
+			name: "earlier due time wins",
+			adds: []add{{"x", 5 * time.Second}, {"x", 2 * time.Second}, {"x", 4 * time.Second}},
+			want: []arrival[string]{{"x", 2 * time.Second}},
+		},
+		{
+			name: "non-positive delay adds at once",
+			adds: []add{{"later", time.Second}, {"now", 0}, {"past", -time.Hour}},
+			want: []arrival[string]{{"now", 0}, {"past", 0}, {"later", time.Second}},
+		},
+		{
+			name: "immediate add while waiting, then delivered again",
+			adds: []add{{"x", 2 * time.Second}, {"x", 0}},
+			want: []arrival[string]{{"x", 0}, {"x", 2 * time.Second}},
+		},
+		{
+			name: "same due time keeps one",
+			adds: []add{{"x", time.Second}, {"x", time.Second}},
+			want: []arrival[string]{{"x", time.Second}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				q := NewDelayingQueue[string](Config{})
+				start := time.Now()
+				out := collect(q, start)
+				for _, a := range tt.adds {
+					if !q.AddAfter(a.item, a.delay) {
+						t.Fatalf("AddAfter(%q) refused", a.item)
+					}
+				}
+				time.Sleep(time.Minute)
+				synctest.Wait()
+				if n := q.Waiting(); n != 0 {
+					t.Errorf("Waiting = %d after everything was due", n)
+				}
+				q.ShutDown()
+				got := <-out
+				if len(got) != len(tt.want) {
+					t.Fatalf("got %v, want %v", got, tt.want)
+				}
+				for i := range got {
+					if got[i] != tt.want[i] {
+						t.Fatalf("got %v, want %v", got, tt.want)
+					}
+				}
+			})
+		})
+	}
+}
+
+func TestAddAfterShutDown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := NewDelayingQueue[int](Config{})
+		q.AddAfter(1, time.Second)
+		q.ShutDown()
+		if q.AddAfter(2, time.Second) || q.AddAfter(3, 0) {
+			t.Fatal("AddAfter after ShutDown accepted")
+		}
+		time.Sleep(2 * time.Second)
+		if _, ok := q.Get(); ok {
+			t.Fatal("waiting item delivered after ShutDown")
+		}
+	})
+}
+
+// TestAddAfterManyRandom checks the heap against a sort: many items with
+// pseudo-random delays arrive in due order at their exact due times.
+func TestAddAfterManyRandom(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var q DelayingQueue[int] // the zero value works
+		start := time.Now()
+		out := collect(&q, start)
+		const n = 2000
+		due := make(map[int]time.Duration, n)
+		for i := range n {
+			d := time.Duration((i*7919)%1000+1) * time.Millisecond
+			due[i] = d
+			q.AddAfter(i, d)
+		}
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		q.ShutDown()
+		got := <-out
+		if len(got) != n {
+			t.Fatalf("got %d items, want %d", len(got), n)
+		}
+		for i, a := range got {
+			if a.at != due[a.item] {
+				t.Fatalf("item %d arrived at %v, due %v", a.item, a.at, due[a.item])
+			}
+			if i > 0 && a.at < got[i-1].at {
+				t.Fatalf("out of order: %v after %v", a, got[i-1])
+			}
+		}
+	})
+}
+
+// TestDelayingQueueIdleHasNoGoroutine: waiting items cost one timer and no
+// goroutine, so nothing polls while the queue is idle.
+func TestDelayingQueueIdleHasNoGoroutine(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		before := runtime.NumGoroutine()
+		q := NewDelayingQueue[int](Config{})
+		for i := range 100 {
+			q.AddAfter(i, time.Hour+time.Duration(i)*time.Second)
+		}
+		synctest.Wait()
+		if n := runtime.NumGoroutine(); n != before {
+			t.Fatalf("%d goroutines while items wait, want %d", n, before)
+		}
+		time.Sleep(2 * time.Hour)
+		synctest.Wait()
+		if n := q.Len(); n != 100 {
+			t.Fatalf("Len = %d, want 100", n)
+		}
+		q.ShutDown()
+	})
+}
