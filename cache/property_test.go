@@ -32,34 +32,43 @@ import (
 //
 // A failing seed is printed; LISTWATCH_SEED=N replays just that one.
 func TestInformerProperty(t *testing.T) {
-	seeds := 2000
-	if testing.Short() {
-		seeds = 200
-	}
-	first := uint64(1)
-	if s := os.Getenv("LISTWATCH_SEED"); s != "" {
-		n, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("LISTWATCH_SEED: %v", err)
-		}
-		first, seeds = n, 1
-	}
 	tombstones := 0
-	for seed := first; seed < first+uint64(seeds); seed++ {
-		var failed bool
-		synctest.Test(t, func(t *testing.T) {
-			st := runHistory(t, seed)
-			tombstones += st.tombstones
-			failed = t.Failed()
-		})
-		if failed {
-			t.Fatalf("seed %d failed; replay with LISTWATCH_SEED=%d go test -run TestInformerProperty ./cache/", seed, seed)
-		}
-	}
+	seeds := forEachSeed(t, 2000, func(t *testing.T, seed uint64) {
+		tombstones += runHistory(t, seed).tombstones
+	})
 	if tombstones == 0 {
 		t.Errorf("no history produced a delete with an unknown final state: the generator does not cover the case")
 	}
 	t.Logf("%d histories, %d deletes with unknown final state", seeds, tombstones)
+}
+
+// forEachSeed runs fn in a synctest bubble for seeds 1..n (n/10 with
+// -short), or for the one seed in LISTWATCH_SEED, stops at the first seed
+// that fails with the command that replays it, and returns how many ran.
+func forEachSeed(t *testing.T, n int, fn func(t *testing.T, seed uint64)) int {
+	t.Helper()
+	if testing.Short() {
+		n /= 10
+	}
+	first := uint64(1)
+	if s := os.Getenv("LISTWATCH_SEED"); s != "" {
+		seed, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("LISTWATCH_SEED: %v", err)
+		}
+		first, n = seed, 1
+	}
+	for seed := first; seed < first+uint64(n); seed++ {
+		var failed bool
+		synctest.Test(t, func(t *testing.T) {
+			fn(t, seed)
+			failed = t.Failed()
+		})
+		if failed {
+			t.Fatalf("seed %d failed; replay with LISTWATCH_SEED=%d go test -run '^%s$' ./cache/", seed, seed, t.Name())
+		}
+	}
+	return n
 }
 
 type historyStats struct{ tombstones int }

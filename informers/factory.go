@@ -1,0 +1,263 @@
+// Package informers holds the SharedInformerFactory: one shared informer,
+// one watch and one cache per resource for a whole process, created when
+// first asked for and shared by everyone who asks after.
+package informers
+
+import (
+	"context"
+	"log/slog"
+	"reflect"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/listwatch/listwatch/cache"
+)
+
+// Source gives the factory a ListerWatcher for a resource. The REST client
+// implements it for a real API server; tests implement it over
+// cachetest.Source.
+//
+// The returned ListerWatcher lists and watches resource gvr in namespace
+// (every namespace when ""), with tweak, when not nil, applied to the
+// options of every request; the factory passes its list-option tweaks there.
+// A resource the source cannot serve is reported by the ListerWatcher's
+// calls failing, which the informer's SyncStatus then tells.
+type Source interface {
+	ListerWatcher(gvr schema.GroupVersionResource, namespace string, tweak func(*metav1.ListOptions)) cache.ListerWatcher[cache.Object]
+}
+
+// SourceFunc adapts a function to Source.
+type SourceFunc func(gvr schema.GroupVersionResource, namespace string, tweak func(*metav1.ListOptions)) cache.ListerWatcher[cache.Object]
+
+// ListerWatcher calls f.
+func (f SourceFunc) ListerWatcher(gvr schema.GroupVersionResource, namespace string, tweak func(*metav1.ListOptions)) cache.ListerWatcher[cache.Object] {
+	return f(gvr, namespace, tweak)
+}
+
+// Options configure a SharedInformerFactory. The zero value works.
+type Options struct {
+	// Namespace limits every informer to one namespace; "" means all.
+	Namespace string
+	// TweakListOptions rewrites the options of every list and watch, for
+	// label and field selectors.
+	TweakListOptions func(*metav1.ListOptions)
+	// DefaultResync is the resync period of every informer's default
+	// handlers; Resync overrides it per resource.
+	DefaultResync time.Duration
+	Resync        map[schema.GroupVersionResource]time.Duration
+	// KeepManagedFields keeps metadata.managedFields, which the default
+	// transform strips to save memory (controllers never read them).
+	KeepManagedFields bool
+	// Reflector holds the options of every informer's Reflector (logger,
+	// backoff, paging, streaming list, watch-error handler).
+	Reflector cache.ReflectorOptions
+	// MutationDetection turns on every informer's mutation detector.
+	MutationDetection bool
+}
+
+// informerKey identifies a shared informer: the resource and the Go type of
+// its objects, so that typed and untyped users of one resource each get
+// theirs.
+type informerKey struct {
+	gvr schema.GroupVersionResource
+	typ reflect.Type
+}
+
+// runnable is what the factory needs of a SharedIndexInformer[T].
+type runnable interface {
+	Run(ctx context.Context)
+	HasSynced() bool
+}
+
+type entry struct {
+	informer runnable
+	refs     int
+	started  bool
+	cancel   context.CancelFunc
+	done     chan struct{}
+}
+
+// SharedInformerFactory creates and shares informers. It is safe for
+// concurrent use.
+type SharedInformerFactory struct {
+	source Source
+	opts   Options
+	log    *slog.Logger
+
+	mu        sync.Mutex
+	informers map[informerKey]*entry
+	shutdown  bool
+	wg        sync.WaitGroup
+}
+
+// NewSharedInformerFactory returns a factory whose informers read from src.
+func NewSharedInformerFactory(src Source, opts Options) *SharedInformerFactory {
+	log := opts.Reflector.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	return &SharedInformerFactory{source: src, opts: opts, log: log, informers: map[informerKey]*entry{}}
+}
+
+// Informer is one user's hold on a shared informer. Release it when done:
+// the informer stops when its last holder releases it.
+type Informer[T cache.Object] struct {
+	f        *SharedInformerFactory
+	key      informerKey
+	informer *cache.SharedIndexInformer[T]
+	once     sync.Once
+}
+
+// Informer returns the shared informer.
+func (i *Informer[T]) Informer() *cache.SharedIndexInformer[T] { return i.informer }
+
+// Lister returns a Lister over the shared informer's cache.
+func (i *Informer[T]) Lister() cache.Lister[T] {
+	return i.informer.Lister(i.key.gvr.GroupResource())
+}
+
+// Release gives up this hold on the informer. When it was the last one, the
+// informer is stopped (without waiting: Shutdown waits) and forgotten, so a
+// later request creates a new one. Release is idempotent.
+func (i *Informer[T]) Release() {
+	i.once.Do(func() { i.f.release(i.key) })
+}
+
+// InformerFor returns a hold on the shared informer of resource gvr with
+// objects of type T, creating the informer on first request. A new informer
+// runs from the next Start.
+func InformerFor[T cache.Object](f *SharedInformerFactory, gvr schema.GroupVersionResource) *Informer[T] {
+	key := informerKey{gvr: gvr, typ: reflect.TypeFor[T]()}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	e, ok := f.informers[key]
+	if !ok {
+		e = &entry{informer: newTyped[T](f, gvr)}
+		f.informers[key] = e
+	}
+	e.refs++
+	// The entry holds the informer as a runnable; the typed pointer is
+	// recovered from the entry made for this very key and type.
+	inf, _ := e.informer.(*cache.SharedIndexInformer[T])
+	return &Informer[T]{f: f, key: key, informer: inf}
+}
+
+// newTyped builds the informer of gvr for T with the factory's options.
+func newTyped[T cache.Object](f *SharedInformerFactory, gvr schema.GroupVersionResource) *cache.SharedIndexInformer[T] {
+	resync := f.opts.DefaultResync
+	if d, ok := f.opts.Resync[gvr]; ok {
+		resync = d
+	}
+	var transform cache.TransformFunc[T]
+	if !f.opts.KeepManagedFields {
+		transform = StripManagedFields[T]
+	}
+	lw := cache.Unerase[T](f.source.ListerWatcher(gvr, f.opts.Namespace, f.opts.TweakListOptions))
+	ropts := f.opts.Reflector
+	if ropts.Name == "" {
+		ropts.Name = gvr.String()
+	}
+	return cache.NewSharedIndexInformer(lw, cache.SharedInformerOptions[T]{
+		ResyncPeriod:      resync,
+		Transform:         transform,
+		Reflector:         ropts,
+		MutationDetection: f.opts.MutationDetection,
+	})
+}
+
+// StripManagedFields is the factory's default transform: it drops
+// metadata.managedFields. Objects without any are returned as they are; the
+// others are copied first, since the object handed in may be shared with
+// its source.
+func StripManagedFields[T cache.Object](obj T) (T, error) {
+	if len(obj.GetManagedFields()) == 0 {
+		return obj, nil
+	}
+	cp, ok := obj.DeepCopyObject().(T)
+	if !ok {
+		// A DeepCopyObject that changes the type: leave the object alone.
+		return obj, nil
+	}
+	cp.SetManagedFields(nil)
+	return cp, nil
+}
+
+func (f *SharedInformerFactory) release(key informerKey) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	e, ok := f.informers[key]
+	if !ok {
+		return
+	}
+	e.refs--
+	if e.refs > 0 {
+		return
+	}
+	delete(f.informers, key)
+	if e.started {
+		e.cancel()
+	}
+}
+
+// Start runs every informer requested and not yet running, until ctx is
+// done, Shutdown is called or its last holder releases it. It does not
+// block, and calling it again starts only what is new.
+func (f *SharedInformerFactory) Start(ctx context.Context) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.shutdown {
+		return
+	}
+	for _, e := range f.informers {
+		if e.started {
+			continue
+		}
+		ictx, cancel := context.WithCancel(ctx)
+		e.started, e.cancel, e.done = true, cancel, make(chan struct{})
+		f.wg.Go(func() {
+			defer close(e.done)
+			e.informer.Run(ictx)
+		})
+	}
+}
+
+// WaitForCacheSync waits until every started informer has synced, or ctx is
+// done, and returns whether each has, by resource. A resource with informers
+// of two object types is synced when both are.
+func (f *SharedInformerFactory) WaitForCacheSync(ctx context.Context) map[schema.GroupVersionResource]bool {
+	f.mu.Lock()
+	started := map[informerKey]runnable{}
+	for k, e := range f.informers {
+		if e.started {
+			started[k] = e.informer
+		}
+	}
+	f.mu.Unlock()
+	res := map[schema.GroupVersionResource]bool{}
+	for k, inf := range started {
+		ok := cache.WaitForCacheSync(ctx, inf.HasSynced)
+		if prev, seen := res[k.gvr]; seen {
+			ok = ok && prev
+		}
+		res[k.gvr] = ok
+	}
+	return res
+}
+
+// Shutdown stops every informer and waits until all their goroutines are
+// gone, including those of informers already released. Start does nothing
+// afterwards.
+func (f *SharedInformerFactory) Shutdown() {
+	f.mu.Lock()
+	f.shutdown = true
+	for _, e := range f.informers {
+		if e.started {
+			e.cancel()
+		}
+	}
+	f.mu.Unlock()
+	f.wg.Wait()
+}
