@@ -58,6 +58,10 @@ type KeyListerGetter[T Object] interface {
 	GetByKey(key string) (T, bool, error)
 }
 
+// reserver is implemented by a cache that can size itself for n objects
+// before they arrive: the package's own store, fed by the first Replace.
+type reserver interface{ reserve(n int) }
+
 // TransformFunc rewrites an object before it is queued, typically to drop
 // fields a controller never reads (managedFields) and so save memory. It sees
 // each object once, when it arrives from the server; objects coming back
@@ -283,19 +287,43 @@ func (f *DeltaFIFO[T]) Replace(list []T, resourceVersion string) error {
 		}
 		keys[i] = key
 	}
-	listed := make(map[string]struct{}, len(list))
-	for _, k := range keys {
-		listed[k] = struct{}{}
-	}
-
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	// Listed under the lock: Pop processes under it too, so the cache
+	// cannot change between this read and the tombstones below.
+	var known []string
+	if f.knownObjects != nil {
+		known = f.knownObjects.ListKeys()
+	}
+	// Tombstones are owed only for keys queued or known before this list
+	// and missing from it. On the first sync there are none, and skipping
+	// the set of listed keys saves a map insert per object.
+	needListed := len(f.items) > 0 || len(known) > 0
+	var listed map[string]struct{}
+	if needListed {
+		listed = make(map[string]struct{}, len(keys))
+		for _, k := range keys {
+			listed[k] = struct{}{}
+		}
+	}
+	if r, ok := f.knownObjects.(reserver); ok && len(known) == 0 {
+		r.reserve(len(list))
+	}
+	if len(f.items) == 0 && len(list) > 0 {
+		// The queue is empty, so its map can be sized for the list at once
+		// instead of growing through every doubling.
+		f.items = make(map[string]Deltas[T], len(list))
+	}
 	f.slab = make([]Delta[T], len(list))
 	defer func() { f.slab = nil }()
 	for i, obj := range list {
 		if err := f.queueActionLocked(keys[i], Delta[T]{Type: Replaced, Object: obj}); err != nil {
 			return err
 		}
+	}
+	if !needListed {
+		f.markPopulatedLocked()
+		return nil
 	}
 
 	// Keys queued but not listed: their newest queued state is the last
@@ -314,32 +342,35 @@ func (f *DeltaFIFO[T]) Replace(list []T, resourceVersion string) error {
 	}
 	// Keys the cache holds, neither listed nor queued (those were handled
 	// above).
-	if f.knownObjects != nil {
-		for _, key := range f.knownObjects.ListKeys() {
-			if _, ok := listed[key]; ok {
-				continue
-			}
-			if _, queued := f.items[key]; queued {
-				continue
-			}
-			obj, exists, err := f.knownObjects.GetByKey(key)
-			if err != nil {
-				return fmt.Errorf("cache: Replace: known object %q: %w", key, err)
-			}
-			if !exists {
-				continue
-			}
-			if err := f.queueActionLocked(key, Delta[T]{Type: Deleted, Object: obj, FinalStateUnknown: true}); err != nil {
-				return err
-			}
+	for _, key := range known {
+		if _, ok := listed[key]; ok {
+			continue
+		}
+		if _, queued := f.items[key]; queued {
+			continue
+		}
+		obj, exists, err := f.knownObjects.GetByKey(key)
+		if err != nil {
+			return fmt.Errorf("cache: Replace: known object %q: %w", key, err)
+		}
+		if !exists {
+			continue
+		}
+		if err := f.queueActionLocked(key, Delta[T]{Type: Deleted, Object: obj, FinalStateUnknown: true}); err != nil {
+			return err
 		}
 	}
+	f.markPopulatedLocked()
+	return nil
+}
 
+// markPopulatedLocked records, on the first Replace, how many keys must be
+// popped before HasSynced.
+func (f *DeltaFIFO[T]) markPopulatedLocked() {
 	if !f.populated {
 		f.populated = true
 		f.initialPopulationCount = f.queue.len()
 	}
-	return nil
 }
 
 // Resync queues a Sync delta for every key the cache holds that is not

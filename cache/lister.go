@@ -174,28 +174,23 @@ func (s *threadSafeStore[T]) list(ns string, inNS bool, selector labels.Selector
 		}
 	}
 	if !everything {
-		name, vals, ok := l.indexedRequirement(selector, func(n string) bool { _, _, ok := s.lookup(n); return ok })
+		name, vals, ok := l.indexedRequirement(selector, func(n string) bool { _, ok := s.lookup(n); return ok })
 		if ok {
-			idx, _, _ := s.lookup(name)
+			ix, _ := s.lookup(name)
 			for _, v := range vals {
-				for k := range idx[v] {
-					match(s.items[k])
-				}
+				s.keysUnder(ix, v, func(k string) { match(s.items[k].obj) })
 			}
 			return out
 		}
 	}
 	if inNS && s.nsIndex {
-		keys := s.ns[ns]
-		out = make([]T, 0, len(keys))
-		for k := range keys {
-			match(s.items[k])
-		}
+		out = make([]T, 0, s.countUnder(nil, ns))
+		s.keysUnder(nil, ns, func(k string) { match(s.items[k].obj) })
 		return out
 	}
 	out = make([]T, 0, len(s.items))
-	for _, obj := range s.items {
-		match(obj)
+	for _, e := range s.items {
+		match(e.obj)
 	}
 	return out
 }

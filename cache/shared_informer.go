@@ -454,7 +454,7 @@ func (r *Registration[T]) ResyncPeriod() time.Duration {
 func (s *threadSafeStore[T]) each(fn func(key string, obj T)) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	for k, obj := range s.items {
-		fn(k, obj)
+	for k, e := range s.items {
+		fn(k, e.obj)
 	}
 }

@@ -10,6 +10,18 @@ import (
 // whose set becomes empty is removed, so an index does not grow with history.
 type index map[string]map[string]struct{}
 
+// entry is a stored object and the position of its key in its namespace's
+// key list, which lets the namespace index remove a key without a search.
+type entry[T Object] struct {
+	obj   T
+	nsPos int32
+}
+
+// namespaceIndex files keys by namespace in slices rather than sets: every
+// Add of a new object appends to one, which costs no hashing and, once the
+// slice has grown, no allocation. Removal swaps the last key into the hole.
+type namespaceIndex map[string]*[]string
+
 // userIndex is one index the user asked for.
 type userIndex[T Object] struct {
 	name string
@@ -23,12 +35,13 @@ type userIndex[T Object] struct {
 type threadSafeStore[T Object] struct {
 	mu      sync.RWMutex
 	keyFunc KeyFunc[T]
-	items   map[string]T
+	items   map[string]entry[T]
 	// nsIndex says the built-in namespace index ns is kept. It is apart from
-	// the user's indices because it is on the path of every Add and Update
-	// and its single value needs no slice, so it costs no allocation.
+	// the user's indices because it is on the path of every Add and Update:
+	// its single value per object needs no slice of values and its key lists
+	// no hashing.
 	nsIndex bool
-	ns      index
+	ns      namespaceIndex
 	// user holds the user's indices in a slice, not a map, so that put can
 	// pair each with the values it computed for it.
 	user []userIndex[T]
@@ -50,9 +63,9 @@ func newThreadSafeStore[T Object](keyFunc KeyFunc[T], indexers Indexers[T], nsIn
 	if keyFunc == nil {
 		keyFunc = metaKey[T]
 	}
-	s := &threadSafeStore[T]{keyFunc: keyFunc, items: map[string]T{}, nsIndex: nsIndex}
+	s := &threadSafeStore[T]{keyFunc: keyFunc, items: map[string]entry[T]{}, nsIndex: nsIndex}
 	if nsIndex {
-		s.ns = index{}
+		s.ns = namespaceIndex{}
 	}
 	for name, fn := range indexers {
 		if (nsIndex && name == NamespaceIndex) || fn == nil {
@@ -63,17 +76,90 @@ func newThreadSafeStore[T Object](keyFunc KeyFunc[T], indexers Indexers[T], nsIn
 	return s
 }
 
-// lookup finds index name. fn is nil for the namespace index.
-func (s *threadSafeStore[T]) lookup(name string) (idx index, fn IndexFunc[T], ok bool) {
+// lookup finds index name; ix is nil for the namespace index.
+func (s *threadSafeStore[T]) lookup(name string) (ix *userIndex[T], ok bool) {
 	if s.nsIndex && name == NamespaceIndex {
-		return s.ns, nil, true
+		return nil, true
 	}
-	for _, ix := range s.user {
-		if ix.name == name {
-			return ix.idx, ix.fn, true
+	for i := range s.user {
+		if s.user[i].name == name {
+			return &s.user[i], true
 		}
 	}
-	return nil, nil, false
+	return nil, false
+}
+
+// keysUnder returns the keys filed under value in index ix (the namespace
+// index when nil), calling f on each; it returns their number.
+func (s *threadSafeStore[T]) keysUnder(ix *userIndex[T], value string, f func(key string)) int {
+	if ix == nil {
+		keys := s.ns[value]
+		if keys == nil {
+			return 0
+		}
+		for _, k := range *keys {
+			f(k)
+		}
+		return len(*keys)
+	}
+	set := ix.idx[value]
+	for k := range set {
+		f(k)
+	}
+	return len(set)
+}
+
+// countUnder returns how many keys are filed under value in ix, as
+// keysUnder would visit.
+func (s *threadSafeStore[T]) countUnder(ix *userIndex[T], value string) int {
+	if ix == nil {
+		if keys := s.ns[value]; keys != nil {
+			return len(*keys)
+		}
+		return 0
+	}
+	return len(ix.idx[value])
+}
+
+// nsAdd appends key to namespace ns and returns its position.
+func (idx namespaceIndex) add(ns, key string) int32 {
+	keys := idx[ns]
+	if keys == nil {
+		keys = new([]string)
+		idx[ns] = keys
+	}
+	*keys = append(*keys, key)
+	return int32(len(*keys) - 1)
+}
+
+// remove takes the key at pos out of namespace ns and returns the key moved
+// into its place, if any, so the caller can record its new position.
+func (idx namespaceIndex) remove(ns string, pos int32) (moved string, ok bool) {
+	keys := idx[ns]
+	if keys == nil || int(pos) >= len(*keys) {
+		return "", false
+	}
+	last := len(*keys) - 1
+	if int(pos) != last {
+		moved, ok = (*keys)[last], true
+		(*keys)[pos] = moved
+	}
+	(*keys)[last] = ""
+	*keys = (*keys)[:last]
+	if last == 0 {
+		delete(idx, ns)
+	}
+	return moved, ok
+}
+
+// nsRemove removes the entry at pos of namespace ns and fixes the position
+// of the key that took its place.
+func (s *threadSafeStore[T]) nsRemove(ns string, pos int32) {
+	if moved, ok := s.ns.remove(ns, pos); ok {
+		e := s.items[moved]
+		e.nsPos = pos
+		s.items[moved] = e
+	}
 }
 
 func (s *threadSafeStore[T]) key(obj T) (string, error) {
@@ -128,17 +214,20 @@ func (s *threadSafeStore[T]) put(key string, obj T) (old T, had bool, err error)
 			newVals[i] = vals
 		}
 	}
-	old, had = s.items[key]
-	s.items[key] = obj
+	e, had := s.items[key]
+	old = e.obj
 	if s.nsIndex {
 		ns := obj.GetNamespace()
 		if !had {
-			s.addEntry(s.ns, ns, key)
+			e.nsPos = s.ns.add(ns, key)
 		} else if oldNS := old.GetNamespace(); oldNS != ns {
-			s.removeEntry(s.ns, oldNS, key)
-			s.addEntry(s.ns, ns, key)
+			// Only a key func that ignores the namespace lets it change.
+			s.nsRemove(oldNS, e.nsPos)
+			e.nsPos = s.ns.add(ns, key)
 		}
 	}
+	e.obj = obj
+	s.items[key] = e
 	for i, ix := range s.user {
 		var oldVals []string
 		if had {
@@ -148,12 +237,12 @@ func (s *threadSafeStore[T]) put(key string, obj T) (old T, had bool, err error)
 		}
 		for _, v := range oldVals {
 			if !slices.Contains(newVals[i], v) {
-				s.removeEntry(ix.idx, v, key)
+				ix.idx.remove(v, key)
 			}
 		}
 		for _, v := range newVals[i] {
 			if !slices.Contains(oldVals, v) {
-				s.addEntry(ix.idx, v, key)
+				ix.idx.add(v, key)
 			}
 		}
 	}
@@ -164,23 +253,24 @@ func (s *threadSafeStore[T]) put(key string, obj T) (old T, had bool, err error)
 func (s *threadSafeStore[T]) deleteKey(key string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	old, had := s.items[key]
+	e, had := s.items[key]
 	if !had {
 		return
 	}
+	old := e.obj
 	delete(s.items, key)
 	if s.nsIndex {
-		s.removeEntry(s.ns, old.GetNamespace(), key)
+		s.nsRemove(old.GetNamespace(), e.nsPos)
 	}
 	for _, ix := range s.user {
 		vals, _ := ix.fn(old)
 		for _, v := range vals {
-			s.removeEntry(ix.idx, v, key)
+			ix.idx.remove(v, key)
 		}
 	}
 }
 
-func (s *threadSafeStore[T]) addEntry(idx index, value, key string) {
+func (idx index) add(value, key string) {
 	set := idx[value]
 	if set == nil {
 		set = map[string]struct{}{}
@@ -189,7 +279,7 @@ func (s *threadSafeStore[T]) addEntry(idx index, value, key string) {
 	set[key] = struct{}{}
 }
 
-func (s *threadSafeStore[T]) removeEntry(idx index, value, key string) {
+func (idx index) remove(value, key string) {
 	set := idx[value]
 	if set == nil {
 		return
@@ -200,13 +290,23 @@ func (s *threadSafeStore[T]) removeEntry(idx index, value, key string) {
 	}
 }
 
+// reserve sizes an empty store for n objects, sparing the first sync the
+// rehashing of every map doubling; a store holding objects is left as is.
+func (s *threadSafeStore[T]) reserve(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.items) == 0 && n > 0 {
+		s.items = make(map[string]entry[T], n)
+	}
+}
+
 // List implements Store.
 func (s *threadSafeStore[T]) List() []T {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	out := make([]T, 0, len(s.items))
-	for _, obj := range s.items {
-		out = append(out, obj)
+	for _, e := range s.items {
+		out = append(out, e.obj)
 	}
 	return out
 }
@@ -236,28 +336,29 @@ func (s *threadSafeStore[T]) Get(obj T) (T, bool, error) {
 func (s *threadSafeStore[T]) GetByKey(key string) (T, bool, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	obj, ok := s.items[key]
-	return obj, ok, nil
+	e, ok := s.items[key]
+	return e.obj, ok, nil
 }
 
 // Replace implements Store. An object that cannot be keyed or indexed fails
 // the whole call and leaves the store unchanged.
 func (s *threadSafeStore[T]) Replace(list []T, _ string) error {
-	items := make(map[string]T, len(list))
+	items := make(map[string]entry[T], len(list))
 	for _, obj := range list {
 		key, err := s.key(obj)
 		if err != nil {
 			return err
 		}
-		items[key] = obj
+		items[key] = entry[T]{obj: obj}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var ns index
+	var ns namespaceIndex
 	if s.nsIndex {
-		ns = index{}
-		for key, obj := range items {
-			s.addEntry(ns, obj.GetNamespace(), key)
+		ns = namespaceIndex{}
+		for key, e := range items {
+			e.nsPos = ns.add(e.obj.GetNamespace(), key)
+			items[key] = e
 		}
 	}
 	user := make([]userIndex[T], len(s.user))
@@ -273,20 +374,15 @@ func (s *threadSafeStore[T]) Replace(list []T, _ string) error {
 }
 
 // buildIndex files every item under the values fn computes for it.
-func buildIndex[T Object](name string, fn IndexFunc[T], items map[string]T) (index, error) {
+func buildIndex[T Object](name string, fn IndexFunc[T], items map[string]entry[T]) (index, error) {
 	idx := index{}
-	for key, obj := range items {
-		vals, err := fn(obj)
+	for key, e := range items {
+		vals, err := fn(e.obj)
 		if err != nil {
 			return nil, fmt.Errorf("cache: indexing %q: index %q: %w", key, name, err)
 		}
 		for _, v := range vals {
-			set := idx[v]
-			if set == nil {
-				set = map[string]struct{}{}
-				idx[v] = set
-			}
-			set[key] = struct{}{}
+			idx.add(v, key)
 		}
 	}
 	return idx, nil
@@ -302,35 +398,38 @@ func (s *threadSafeStore[T]) Index(indexName string, obj T) ([]T, error) {
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	idx, fn, ok := s.lookup(indexName)
+	ix, ok := s.lookup(indexName)
 	if !ok {
 		return nil, fmt.Errorf("cache: index %q does not exist", indexName)
 	}
-	if fn == nil {
-		return s.objects(idx[obj.GetNamespace()]), nil
+	if ix == nil {
+		return s.objects(ix, obj.GetNamespace()), nil
 	}
-	vals, err := fn(obj)
+	vals, err := ix.fn(obj)
 	if err != nil {
 		return nil, fmt.Errorf("cache: index %q: %w", indexName, err)
 	}
 	if len(vals) == 1 {
-		return s.objects(idx[vals[0]]), nil
+		return s.objects(ix, vals[0]), nil
 	}
 	// Several values may file the same key: collect keys once.
 	keys := map[string]struct{}{}
 	for _, v := range vals {
-		for k := range idx[v] {
+		for k := range ix.idx[v] {
 			keys[k] = struct{}{}
 		}
 	}
-	return s.objects(keys), nil
-}
-
-func (s *threadSafeStore[T]) objects(keys map[string]struct{}) []T {
 	out := make([]T, 0, len(keys))
 	for k := range keys {
-		out = append(out, s.items[k])
+		out = append(out, s.items[k].obj)
 	}
+	return out, nil
+}
+
+// objects returns the objects filed under value in ix.
+func (s *threadSafeStore[T]) objects(ix *userIndex[T], value string) []T {
+	out := make([]T, 0, s.countUnder(ix, value))
+	s.keysUnder(ix, value, func(k string) { out = append(out, s.items[k].obj) })
 	return out
 }
 
@@ -338,26 +437,23 @@ func (s *threadSafeStore[T]) objects(keys map[string]struct{}) []T {
 func (s *threadSafeStore[T]) ByIndex(indexName, value string) ([]T, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	idx, _, ok := s.lookup(indexName)
+	ix, ok := s.lookup(indexName)
 	if !ok {
 		return nil, fmt.Errorf("cache: index %q does not exist", indexName)
 	}
-	return s.objects(idx[value]), nil
+	return s.objects(ix, value), nil
 }
 
 // IndexKeys implements Indexer.
 func (s *threadSafeStore[T]) IndexKeys(indexName, value string) ([]string, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	idx, _, ok := s.lookup(indexName)
+	ix, ok := s.lookup(indexName)
 	if !ok {
 		return nil, fmt.Errorf("cache: index %q does not exist", indexName)
 	}
-	set := idx[value]
-	out := make([]string, 0, len(set))
-	for k := range set {
-		out = append(out, k)
-	}
+	out := make([]string, 0, s.countUnder(ix, value))
+	s.keysUnder(ix, value, func(k string) { out = append(out, k) })
 	return out, nil
 }
 
@@ -365,9 +461,19 @@ func (s *threadSafeStore[T]) IndexKeys(indexName, value string) ([]string, error
 func (s *threadSafeStore[T]) ListIndexFuncValues(indexName string) []string {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	idx, _, _ := s.lookup(indexName)
-	out := make([]string, 0, len(idx))
-	for v := range idx {
+	ix, ok := s.lookup(indexName)
+	if !ok {
+		return nil
+	}
+	if ix == nil {
+		out := make([]string, 0, len(s.ns))
+		for v := range s.ns {
+			out = append(out, v)
+		}
+		return out
+	}
+	out := make([]string, 0, len(ix.idx))
+	for v := range ix.idx {
 		out = append(out, v)
 	}
 	return out
@@ -395,7 +501,7 @@ func (s *threadSafeStore[T]) AddIndexers(newIndexers Indexers[T]) error {
 	defer s.mu.Unlock()
 	added := make([]userIndex[T], 0, len(newIndexers))
 	for name, fn := range newIndexers {
-		if _, _, exists := s.lookup(name); exists {
+		if _, exists := s.lookup(name); exists {
 			return fmt.Errorf("cache: index %q already exists", name)
 		}
 		if fn == nil {

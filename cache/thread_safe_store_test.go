@@ -182,7 +182,24 @@ func checkIndicesAgainst[T Object](t testing.TB, s Indexer[T], want map[string]m
 	defer ts.mu.RUnlock()
 	all := map[string]index{}
 	if ts.nsIndex {
-		all[NamespaceIndex] = ts.ns
+		// The namespace index keeps key lists: each key once, at the
+		// position its entry records.
+		nsSets := index{}
+		for ns, keys := range ts.ns {
+			for i, k := range *keys {
+				if e, ok := ts.items[k]; ok && int(e.nsPos) != i {
+					t.Fatalf("namespace %q: key %q at position %d records position %d", ns, k, i, e.nsPos)
+				}
+				if _, dup := nsSets[ns][k]; dup {
+					t.Fatalf("namespace %q lists key %q twice", ns, k)
+				}
+				nsSets.add(ns, k)
+			}
+			if len(*keys) == 0 {
+				nsSets[ns] = map[string]struct{}{}
+			}
+		}
+		all[NamespaceIndex] = nsSets
 	}
 	for _, ix := range ts.user {
 		all[ix.name] = ix.idx
