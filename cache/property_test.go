@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/listwatch/listwatch/cache"
 	"github.com/listwatch/listwatch/cache/cachetest"
+	"github.com/listwatch/listwatch/internal/proptest"
 )
 
 // TestInformerProperty drives an informer through thousands of random
@@ -33,42 +33,13 @@ import (
 // A failing seed is printed; LISTWATCH_SEED=N replays just that one.
 func TestInformerProperty(t *testing.T) {
 	tombstones := 0
-	seeds := forEachSeed(t, 2000, func(t *testing.T, seed uint64) {
+	seeds := proptest.ForEachSeed(t, 2000, func(t *testing.T, seed uint64) {
 		tombstones += runHistory(t, seed).tombstones
 	})
 	if tombstones == 0 {
 		t.Errorf("no history produced a delete with an unknown final state: the generator does not cover the case")
 	}
 	t.Logf("%d histories, %d deletes with unknown final state", seeds, tombstones)
-}
-
-// forEachSeed runs fn in a synctest bubble for seeds 1..n (n/10 with
-// -short), or for the one seed in LISTWATCH_SEED, stops at the first seed
-// that fails with the command that replays it, and returns how many ran.
-func forEachSeed(t *testing.T, n int, fn func(t *testing.T, seed uint64)) int {
-	t.Helper()
-	if testing.Short() {
-		n /= 10
-	}
-	first := uint64(1)
-	if s := os.Getenv("LISTWATCH_SEED"); s != "" {
-		seed, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("LISTWATCH_SEED: %v", err)
-		}
-		first, n = seed, 1
-	}
-	for seed := first; seed < first+uint64(n); seed++ {
-		var failed bool
-		synctest.Test(t, func(t *testing.T) {
-			fn(t, seed)
-			failed = t.Failed()
-		})
-		if failed {
-			t.Fatalf("seed %d failed; replay with LISTWATCH_SEED=%d go test -run '^%s$' ./cache/", seed, seed, t.Name())
-		}
-	}
-	return n
 }
 
 type historyStats struct{ tombstones int }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/listwatch/listwatch/cache"
 	"github.com/listwatch/listwatch/cache/cachetest"
+	"github.com/listwatch/listwatch/internal/proptest"
 )
 
 // TestSharedInformerProperty runs the random histories of
@@ -33,7 +34,7 @@ import (
 // A failing seed is printed; LISTWATCH_SEED=N replays just that one.
 func TestSharedInformerProperty(t *testing.T) {
 	var joins, stalls, leaves int
-	seeds := forEachSeed(t, 1000, func(t *testing.T, seed uint64) {
+	seeds := proptest.ForEachSeed(t, 1000, func(t *testing.T, seed uint64) {
 		st := runSharedHistory(t, seed)
 		joins += st.joins
 		stalls += st.stalls

@@ -1,0 +1,389 @@
+// Package leaderelection elects one leader among the replicas of a
+// controller-manager through a coordination.k8s.io/v1 Lease.
+//
+// The holder of the Lease renews it every RetryPeriod; the others watch its
+// renewTime change and may take it over only once it has not changed for
+// LeaseDuration, measured on their own clock (so clock skew between
+// replicas does not matter, only the rate of their clocks). A leader that
+// cannot renew within RenewDeadline stops leading before any other replica
+// may take over, because RenewDeadline < LeaseDuration.
+package leaderelection
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// JitterFactor scales RetryPeriod for the waits between attempts of a
+// replica that is not leading, so that candidates do not retry in lockstep.
+const JitterFactor = 1.2
+
+// ErrLeadershipLost is returned by Run when the leader could not renew its
+// Lease within RenewDeadline.
+var ErrLeadershipLost = errors.New("leaderelection: leadership lost")
+
+// LeaseClient reads and writes Leases. The REST client implements it; an
+// Update must fail with a Conflict error when the Lease's resourceVersion is
+// stale, and Get with NotFound when the Lease does not exist.
+type LeaseClient interface {
+	Get(ctx context.Context, namespace, name string) (*coordinationv1.Lease, error)
+	Create(ctx context.Context, lease *coordinationv1.Lease) (*coordinationv1.Lease, error)
+	Update(ctx context.Context, lease *coordinationv1.Lease) (*coordinationv1.Lease, error)
+}
+
+// Callbacks are told of changes of leadership. Each may be nil.
+type Callbacks struct {
+	// OnStartedLeading runs in its own goroutine when this replica becomes
+	// the leader; ctx ends when it stops leading.
+	OnStartedLeading func(ctx context.Context)
+	// OnStoppedLeading is called when this replica stops leading, after the
+	// context given to OnStartedLeading has ended.
+	OnStoppedLeading func()
+	// OnNewLeader is called when the observed leader changes, with its
+	// identity ("" when the Lease was released).
+	OnNewLeader func(identity string)
+}
+
+// Config configures a LeaderElector. Namespace, Name, Identity and Client are
+// required; the durations default to kube-controller-manager's 15s, 10s and
+// 2s.
+type Config struct {
+	Client    LeaseClient
+	Namespace string
+	Name      string
+	// Identity names this replica in the Lease's holderIdentity; it must be
+	// unique among the replicas (hostname plus a random suffix is usual).
+	Identity string
+
+	// LeaseDuration is how long non-leaders wait after the last observed
+	// renewal before taking the Lease over.
+	LeaseDuration time.Duration
+	// RenewDeadline is how long the leader keeps retrying a renewal before
+	// it gives up leading; it must be less than LeaseDuration.
+	RenewDeadline time.Duration
+	// RetryPeriod is the interval between attempts to acquire or renew; it
+	// times JitterFactor must be less than RenewDeadline.
+	RetryPeriod time.Duration
+	// KeepOnCancel, when set, leaves the Lease held when Run's context ends,
+	// so other replicas wait LeaseDuration. By default the Lease is released
+	// on shutdown and another replica can take over at once.
+	KeepOnCancel bool
+
+	Callbacks Callbacks
+	Logger    *slog.Logger
+}
+
+// Defaults used for zero durations in Config.
+const (
+	DefaultLeaseDuration = 15 * time.Second
+	DefaultRenewDeadline = 10 * time.Second
+	DefaultRetryPeriod   = 2 * time.Second
+)
+
+// LeaderElector runs one replica's side of the election.
+type LeaderElector struct {
+	cfg Config
+	log *slog.Logger
+
+	mu       sync.Mutex
+	observed *coordinationv1.Lease // last Lease read or written
+	// observedAt is when this replica, on its own clock, last saw the Lease's
+	// record change; takeover is allowed LeaseDuration after it.
+	observedAt time.Time
+	leader     string // holder last reported to OnNewLeader
+	leading    bool
+	ran        bool
+}
+
+// New validates cfg and returns a LeaderElector.
+func New(cfg Config) (*LeaderElector, error) {
+	if cfg.LeaseDuration == 0 {
+		cfg.LeaseDuration = DefaultLeaseDuration
+	}
+	if cfg.RenewDeadline == 0 {
+		cfg.RenewDeadline = DefaultRenewDeadline
+	}
+	if cfg.RetryPeriod == 0 {
+		cfg.RetryPeriod = DefaultRetryPeriod
+	}
+	switch {
+	case cfg.Client == nil:
+		return nil, errors.New("leaderelection: Client is required")
+	case cfg.Name == "" || cfg.Namespace == "":
+		return nil, errors.New("leaderelection: Lease Namespace and Name are required")
+	case cfg.Identity == "":
+		return nil, errors.New("leaderelection: Identity is required")
+	case cfg.LeaseDuration < 0 || cfg.RenewDeadline < 0 || cfg.RetryPeriod < 0:
+		return nil, errors.New("leaderelection: durations must be positive")
+	case cfg.LeaseDuration <= cfg.RenewDeadline:
+		return nil, fmt.Errorf("leaderelection: LeaseDuration %v must be greater than RenewDeadline %v", cfg.LeaseDuration, cfg.RenewDeadline)
+	case float64(cfg.RenewDeadline) <= JitterFactor*float64(cfg.RetryPeriod):
+		return nil, fmt.Errorf("leaderelection: RenewDeadline %v must be greater than RetryPeriod %v × %.1f", cfg.RenewDeadline, cfg.RetryPeriod, JitterFactor)
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	log = log.With("lease", cfg.Namespace+"/"+cfg.Name, "identity", cfg.Identity)
+	return &LeaderElector{cfg: cfg, log: log}, nil
+}
+
+// IsLeader reports whether this replica currently leads.
+func (le *LeaderElector) IsLeader() bool {
+	le.mu.Lock()
+	defer le.mu.Unlock()
+	return le.leading
+}
+
+// Leader returns the identity of the holder last observed, "" if none.
+func (le *LeaderElector) Leader() string {
+	le.mu.Lock()
+	defer le.mu.Unlock()
+	if le.observed == nil || le.observed.Spec.HolderIdentity == nil {
+		return ""
+	}
+	return *le.observed.Spec.HolderIdentity
+}
+
+// Run campaigns until this replica leads, then renews the Lease until ctx
+// ends or a renewal fails for RenewDeadline. It returns nil when ctx ended
+// (after releasing the Lease unless KeepOnCancel), ErrLeadershipLost when
+// renewal failed. It returns only after OnStartedLeading has returned. A
+// LeaderElector runs once.
+func (le *LeaderElector) Run(ctx context.Context) error {
+	le.mu.Lock()
+	if le.ran {
+		le.mu.Unlock()
+		return errors.New("leaderelection: Run called twice")
+	}
+	le.ran = true
+	le.mu.Unlock()
+
+	acquired, ok := le.acquire(ctx)
+	if !ok {
+		return nil
+	}
+	leadCtx, stopLeading := context.WithCancel(ctx)
+	var callbacks sync.WaitGroup
+	if f := le.cfg.Callbacks.OnStartedLeading; f != nil {
+		callbacks.Go(func() { f(leadCtx) })
+	}
+	err := le.renew(ctx, acquired)
+	le.setLeading(false)
+	stopLeading()
+	callbacks.Wait()
+	if err == nil && !le.cfg.KeepOnCancel {
+		le.release()
+	}
+	if f := le.cfg.Callbacks.OnStoppedLeading; f != nil {
+		f()
+	}
+	return err
+}
+
+// acquire retries every RetryPeriod (jittered) until the Lease is ours or
+// ctx ends; it reports whether it got the Lease and the time of the attempt
+// that got it.
+func (le *LeaderElector) acquire(ctx context.Context) (time.Time, bool) {
+	le.log.Info("campaigning for leadership")
+	for {
+		start := time.Now()
+		if le.tryAcquireOrRenew(ctx) {
+			le.setLeading(true)
+			le.log.Info("became leader")
+			return start, true
+		}
+		jittered := time.Duration(float64(le.cfg.RetryPeriod) * (1 + (JitterFactor-1)*rand.Float64()))
+		if !sleep(ctx, jittered) {
+			return time.Time{}, false
+		}
+	}
+}
+
+// renew keeps the Lease every RetryPeriod until ctx ends (nil) or no
+// attempt succeeded within RenewDeadline of the last success
+// (ErrLeadershipLost). Counting from the last success, not from the first
+// failed attempt, keeps the leader's give-up time strictly before any other
+// replica's takeover time, which is LeaseDuration after it saw that success.
+func (le *LeaderElector) renew(ctx context.Context, last time.Time) error {
+	for {
+		if !sleep(ctx, le.cfg.RetryPeriod) {
+			return nil
+		}
+		deadline, cancel := context.WithDeadline(ctx, last.Add(le.cfg.RenewDeadline))
+		renewed := false
+		for {
+			start := time.Now()
+			if le.tryAcquireOrRenew(deadline) {
+				last, renewed = start, true
+				break
+			}
+			if !sleep(deadline, le.cfg.RetryPeriod) {
+				break
+			}
+		}
+		cancel()
+		if ctx.Err() != nil {
+			return nil
+		}
+		if !renewed {
+			le.log.Warn("could not renew the lease in time; stopping leading", "renewDeadline", le.cfg.RenewDeadline)
+			return ErrLeadershipLost
+		}
+	}
+}
+
+// tryAcquireOrRenew makes one attempt to take or keep the Lease.
+func (le *LeaderElector) tryAcquireOrRenew(ctx context.Context) bool {
+	now := time.Now()
+	me := le.cfg.Identity
+	seconds := int32(le.cfg.LeaseDuration / time.Second)
+	if seconds < 1 {
+		seconds = 1
+	}
+	cur, err := le.cfg.Client.Get(ctx, le.cfg.Namespace, le.cfg.Name)
+	if apierrors.IsNotFound(err) {
+		lease := &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Namespace: le.cfg.Namespace, Name: le.cfg.Name},
+			Spec: coordinationv1.LeaseSpec{
+				HolderIdentity:       &me,
+				LeaseDurationSeconds: &seconds,
+				AcquireTime:          &metav1.MicroTime{Time: now},
+				RenewTime:            &metav1.MicroTime{Time: now},
+				LeaseTransitions:     new(int32),
+			},
+		}
+		created, err := le.cfg.Client.Create(ctx, lease)
+		if err != nil {
+			le.log.Debug("creating the lease failed", "err", err)
+			return false
+		}
+		le.observe(created, now)
+		return true
+	}
+	if err != nil {
+		le.log.Debug("reading the lease failed", "err", err)
+		return false
+	}
+	le.observe(cur, now)
+
+	holder := holderOf(cur)
+	le.mu.Lock()
+	expires := le.observedAt.Add(le.cfg.LeaseDuration)
+	le.mu.Unlock()
+	if holder != "" && holder != me && now.Before(expires) {
+		return false
+	}
+
+	next := cur.DeepCopy()
+	spec := &next.Spec
+	if holder != me {
+		spec.AcquireTime = &metav1.MicroTime{Time: now}
+		transitions := int32(1)
+		if spec.LeaseTransitions != nil {
+			transitions += *spec.LeaseTransitions
+		}
+		spec.LeaseTransitions = &transitions
+	}
+	spec.HolderIdentity = &me
+	spec.LeaseDurationSeconds = &seconds
+	spec.RenewTime = &metav1.MicroTime{Time: now}
+	updated, err := le.cfg.Client.Update(ctx, next)
+	if err != nil {
+		le.log.Debug("updating the lease failed", "err", err)
+		return false
+	}
+	le.observe(updated, now)
+	return true
+}
+
+// release gives the Lease up so another replica need not wait for it to
+// expire: the holder is cleared and the duration shortened to one second.
+func (le *LeaderElector) release() {
+	le.mu.Lock()
+	cur := le.observed
+	le.mu.Unlock()
+	if cur == nil || holderOf(cur) != le.cfg.Identity {
+		return
+	}
+	// The run context has ended; the release gets a short one of its own.
+	ctx, cancel := context.WithTimeout(context.Background(), le.cfg.RetryPeriod)
+	defer cancel()
+	next := cur.DeepCopy()
+	empty, one := "", int32(1)
+	now := metav1.NewMicroTime(time.Now())
+	next.Spec.HolderIdentity = &empty
+	next.Spec.LeaseDurationSeconds = &one
+	next.Spec.RenewTime = &now
+	next.Spec.AcquireTime = &now
+	if updated, err := le.cfg.Client.Update(ctx, next); err != nil {
+		le.log.Warn("releasing the lease failed", "err", err)
+	} else {
+		le.observe(updated, time.Now())
+		le.log.Info("released the lease")
+	}
+}
+
+// observe records lease as the latest seen. The takeover clock restarts only
+// when the holder or the renewal time changed: a Lease nobody renews must
+// expire even though this replica keeps reading it.
+func (le *LeaderElector) observe(lease *coordinationv1.Lease, now time.Time) {
+	le.mu.Lock()
+	changed := le.observed == nil || holderOf(le.observed) != holderOf(lease) ||
+		!renewTimeOf(le.observed).Equal(renewTimeOf(lease))
+	le.observed = lease
+	if changed {
+		le.observedAt = now
+	}
+	holder := holderOf(lease)
+	notify := holder != le.leader
+	le.leader = holder
+	le.mu.Unlock()
+	if notify {
+		le.log.Info("new leader observed", "leader", holder)
+		if f := le.cfg.Callbacks.OnNewLeader; f != nil {
+			f(holder)
+		}
+	}
+}
+
+func (le *LeaderElector) setLeading(v bool) {
+	le.mu.Lock()
+	le.leading = v
+	le.mu.Unlock()
+}
+
+func holderOf(l *coordinationv1.Lease) string {
+	if l.Spec.HolderIdentity == nil {
+		return ""
+	}
+	return *l.Spec.HolderIdentity
+}
+
+func renewTimeOf(l *coordinationv1.Lease) time.Time {
+	if l.Spec.RenewTime == nil {
+		return time.Time{}
+	}
+	return l.Spec.RenewTime.Time
+}
+
+// sleep waits d or until ctx ends; it reports whether the full d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
