@@ -1,0 +1,394 @@
+// Package podlifecycle stands in for the scheduler and the kubelets of a
+// simulated set of nodes, so that pods created by controllers move through
+// their lifecycle without a real cluster: pending pods are bound to a node,
+// become Running and Ready after a delay (or Failed, for a chosen fraction),
+// and graceful deletions of pods on these nodes are confirmed as a kubelet
+// confirms them, by deleting with a zero grace period.
+//
+// Like the real scheduler it binds only pods whose spec.schedulerName is
+// empty or "default-scheduler", so pods meant for another scheduler stay
+// pending.
+package podlifecycle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/listwatch/listwatch/cache"
+	"github.com/listwatch/listwatch/controller"
+	"github.com/listwatch/listwatch/workqueue"
+)
+
+// DefaultSchedulerName is the scheduler whose pods this controller binds.
+const DefaultSchedulerName = corev1.DefaultSchedulerName
+
+// PodClient is what the simulated scheduler and kubelets write through.
+type PodClient interface {
+	// Bind assigns the pod namespace/name, which must have the given UID, to
+	// node, as a scheduler does through the pods/binding subresource.
+	Bind(ctx context.Context, namespace, name string, uid types.UID, node string) error
+	// UpdateStatus writes the pod's status subresource.
+	UpdateStatus(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, error)
+	// Delete deletes the pod with the given options.
+	Delete(ctx context.Context, namespace, name string, opts metav1.DeleteOptions) error
+}
+
+// Options configure the simulation; the zero value simulates three nodes
+// that start pods after one second and never fail them.
+type Options struct {
+	// Nodes names the simulated nodes (default node-1, node-2, node-3).
+	Nodes []string
+	// StartDelay is how long a bound pod stays Pending before it runs.
+	StartDelay time.Duration
+	// FailFraction of pods (0 to 1, chosen by a hash of their UID, so the
+	// choice is stable) end Failed instead of Running.
+	FailFraction float64
+	// TerminationDelay bounds how long a pod on these nodes takes to shut
+	// down after a graceful deletion; the pod's own grace period applies
+	// when shorter. Default 1 s.
+	TerminationDelay time.Duration
+	// Workers run syncs in parallel (default 4).
+	Workers int
+	Logger  *slog.Logger
+}
+
+func (o *Options) defaults() {
+	if len(o.Nodes) == 0 {
+		o.Nodes = []string{"node-1", "node-2", "node-3"}
+	}
+	if o.StartDelay <= 0 {
+		o.StartDelay = time.Second
+	}
+	if o.TerminationDelay <= 0 {
+		o.TerminationDelay = time.Second
+	}
+	if o.Workers <= 0 {
+		o.Workers = 4
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+}
+
+// nodeIndex files pods by spec.nodeName, for counting pods per node.
+const nodeIndex = "spec.nodeName"
+
+// Controller simulates the scheduler and kubelets.
+type Controller struct {
+	informer *cache.SharedIndexInformer[*corev1.Pod]
+	client   PodClient
+	opts     Options
+	nodes    map[string]bool
+	queue    *workqueue.RateLimitingQueue[string]
+	log      *slog.Logger
+
+	mu sync.Mutex
+	// boundAt records when each pod was first seen bound to one of the
+	// nodes, which starts its StartDelay.
+	boundAt map[types.UID]time.Time
+	// assumed holds the node each pod was bound to until the informer shows
+	// the binding, as the real scheduler's assume cache does: without it,
+	// pods bound in quick succession would all see the same least-loaded
+	// node.
+	assumed map[types.UID]string
+	started bool
+}
+
+// New returns a Controller over the shared pod informer. Call it before the
+// informer starts, so that the node index exists from the first object.
+func New(pods *cache.SharedIndexInformer[*corev1.Pod], client PodClient, opts Options) (*Controller, error) {
+	opts.defaults()
+	if opts.FailFraction < 0 || opts.FailFraction > 1 {
+		return nil, fmt.Errorf("podlifecycle: FailFraction %v not in [0, 1]", opts.FailFraction)
+	}
+	c := &Controller{
+		informer: pods,
+		client:   client,
+		opts:     opts,
+		nodes:    map[string]bool{},
+		queue:    workqueue.NewRateLimitingQueue(workqueue.DefaultControllerRateLimiter[string](), workqueue.Config{Name: "podlifecycle"}),
+		log:      opts.Logger.With("controller", "podlifecycle"),
+		boundAt:  map[types.UID]time.Time{},
+		assumed:  map[types.UID]string{},
+	}
+	for _, n := range opts.Nodes {
+		c.nodes[n] = true
+	}
+	// Another controller may have added the same index: reuse it.
+	if _, ok := pods.GetIndexer().GetIndexers()[nodeIndex]; !ok {
+		err := pods.AddIndexers(cache.Indexers[*corev1.Pod]{nodeIndex: func(p *corev1.Pod) ([]string, error) {
+			return []string{p.Spec.NodeName}, nil
+		}})
+		if err != nil {
+			return nil, fmt.Errorf("podlifecycle: %w", err)
+		}
+	}
+	_, err := pods.AddEventHandler(cache.ResourceEventHandlerFuncs[*corev1.Pod]{
+		AddFunc:    func(p *corev1.Pod, _ bool) { c.observe(p) },
+		UpdateFunc: func(_, p *corev1.Pod) { c.observe(p) },
+		DeleteFunc: func(p *corev1.Pod, _ bool) {
+			c.mu.Lock()
+			delete(c.boundAt, p.UID)
+			delete(c.assumed, p.UID)
+			c.mu.Unlock()
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("podlifecycle: %w", err)
+	}
+	return c, nil
+}
+
+// observe drops the assumption for a pod the informer shows bound, and
+// queues the pod.
+func (c *Controller) observe(p *corev1.Pod) {
+	if p.Spec.NodeName != "" {
+		c.mu.Lock()
+		delete(c.assumed, p.UID)
+		c.mu.Unlock()
+	}
+	c.enqueue(p)
+}
+
+func (c *Controller) enqueue(p *corev1.Pod) {
+	key, err := cache.MetaNamespaceKeyFunc(p)
+	if err != nil {
+		c.log.Warn("cannot key pod", "err", err)
+		return
+	}
+	c.queue.Add(key)
+}
+
+// Run runs the workers until ctx ends.
+func (c *Controller) Run(ctx context.Context) error {
+	c.mu.Lock()
+	if c.started {
+		c.mu.Unlock()
+		return errors.New("podlifecycle: Run called twice")
+	}
+	c.started = true
+	c.mu.Unlock()
+	r := controller.Runner[string]{Name: "podlifecycle", Queue: c.queue, Sync: c.sync, Logger: c.log}
+	return r.Run(ctx, c.opts.Workers, c.informer.HasSynced)
+}
+
+// sync moves the pod at key one step through its lifecycle.
+func (c *Controller) sync(ctx context.Context, key string) error {
+	ns, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return nil // not a key this controller made: nothing to retry
+	}
+	pod, ok, err := c.informer.GetIndexer().GetByKey(key)
+	if err != nil || !ok {
+		return err
+	}
+	switch {
+	case pod.DeletionTimestamp != nil:
+		return c.terminate(ctx, pod)
+	case pod.Spec.NodeName == "":
+		return c.schedule(ctx, ns, name, pod)
+	case c.nodes[pod.Spec.NodeName] && (pod.Status.Phase == corev1.PodPending || pod.Status.Phase == ""):
+		return c.start(ctx, key, pod)
+	}
+	return nil
+}
+
+// schedule binds a pending pod to the node with the fewest pods.
+func (c *Controller) schedule(ctx context.Context, ns, name string, pod *corev1.Pod) error {
+	if s := pod.Spec.SchedulerName; s != "" && s != DefaultSchedulerName {
+		return nil
+	}
+	node := c.assume(pod.UID)
+	err := c.client.Bind(ctx, ns, name, pod.UID, node)
+	if err != nil {
+		c.mu.Lock()
+		delete(c.assumed, pod.UID)
+		c.mu.Unlock()
+	}
+	switch {
+	case apierrors.IsNotFound(err), apierrors.IsConflict(err):
+		// Gone, or bound by someone else meanwhile: the informer will tell.
+		return nil
+	case err != nil:
+		return fmt.Errorf("binding pod %s/%s to %s: %w", ns, name, node, err)
+	}
+	c.log.Debug("bound pod", "pod", ns+"/"+name, "node", node)
+	return nil
+}
+
+// assume picks the node with the fewest pods, counting those bound but not
+// yet seen bound, and records the pod there.
+func (c *Controller) assume(uid types.UID) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n, ok := c.assumed[uid]; ok {
+		return n
+	}
+	inFlight := map[string]int{}
+	for _, n := range c.assumed {
+		inFlight[n]++
+	}
+	idx := c.informer.GetIndexer()
+	best, bestN := "", -1
+	for _, n := range c.opts.Nodes {
+		keys, _ := idx.IndexKeys(nodeIndex, n)
+		if load := len(keys) + inFlight[n]; bestN < 0 || load < bestN {
+			best, bestN = n, load
+		}
+	}
+	c.assumed[uid] = best
+	return best
+}
+
+// start makes a bound pod Running and Ready, or Failed, once StartDelay has
+// passed since it was first seen bound.
+func (c *Controller) start(ctx context.Context, key string, pod *corev1.Pod) error {
+	now := time.Now()
+	c.mu.Lock()
+	at, ok := c.boundAt[pod.UID]
+	if !ok {
+		at = now
+		c.boundAt[pod.UID] = at
+	}
+	c.mu.Unlock()
+	if wait := at.Add(c.opts.StartDelay).Sub(now); wait > 0 {
+		c.queue.AddAfter(key, wait)
+		return nil
+	}
+	next := pod.DeepCopy()
+	if c.fails(pod.UID) {
+		setFailed(next, now)
+	} else {
+		setRunning(next, now)
+	}
+	_, err := c.client.UpdateStatus(ctx, next)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case apierrors.IsConflict(err):
+		// A newer version is on its way through the informer, and with it
+		// another sync.
+		return nil
+	case err != nil:
+		return fmt.Errorf("starting pod %s: %w", key, err)
+	}
+	return nil
+}
+
+// fails decides, stably for a pod, whether it is one of the FailFraction.
+func (c *Controller) fails(uid types.UID) bool {
+	if c.opts.FailFraction == 0 {
+		return false
+	}
+	h := fnv.New64a()
+	h.Write([]byte(uid))
+	return float64(h.Sum64()%1_000_000)/1_000_000 < c.opts.FailFraction
+}
+
+// terminate confirms the graceful deletion of a pod on one of the nodes once
+// it has had min(its grace period, TerminationDelay) to shut down. Pods on
+// other nodes are left to their own kubelets.
+func (c *Controller) terminate(ctx context.Context, pod *corev1.Pod) error {
+	if !c.nodes[pod.Spec.NodeName] {
+		return nil
+	}
+	grace := time.Duration(0)
+	if pod.DeletionGracePeriodSeconds != nil {
+		grace = time.Duration(*pod.DeletionGracePeriodSeconds) * time.Second
+	}
+	requested := pod.DeletionTimestamp.Add(-grace)
+	done := requested.Add(min(grace, c.opts.TerminationDelay))
+	if wait := time.Until(done); wait > 0 {
+		key, _ := cache.MetaNamespaceKeyFunc(pod)
+		c.queue.AddAfter(key, wait)
+		return nil
+	}
+	zero := int64(0)
+	uid := pod.UID
+	err := c.client.Delete(ctx, pod.Namespace, pod.Name, metav1.DeleteOptions{
+		GracePeriodSeconds: &zero,
+		Preconditions:      &metav1.Preconditions{UID: &uid},
+	})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("confirming deletion of pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	return nil
+}
+
+func setRunning(p *corev1.Pod, now time.Time) {
+	t := metav1.NewTime(now)
+	p.Status.Phase = corev1.PodRunning
+	p.Status.StartTime = &t
+	p.Status.HostIP = hostIP(p.Spec.NodeName)
+	p.Status.PodIP = podIP(p.UID)
+	p.Status.Conditions = conditions(t, corev1.ConditionTrue,
+		corev1.PodScheduled, corev1.PodInitialized, corev1.ContainersReady, corev1.PodReady)
+	p.Status.ContainerStatuses = p.Status.ContainerStatuses[:0]
+	for i, ctr := range p.Spec.Containers {
+		p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, corev1.ContainerStatus{
+			Name:        ctr.Name,
+			Image:       ctr.Image,
+			ImageID:     "sim://" + ctr.Image,
+			ContainerID: "sim://" + string(p.UID) + "/" + strconv.Itoa(i),
+			Ready:       true,
+			Started:     new(true),
+			State:       corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: t}},
+		})
+	}
+}
+
+func setFailed(p *corev1.Pod, now time.Time) {
+	t := metav1.NewTime(now)
+	p.Status.Phase = corev1.PodFailed
+	p.Status.StartTime = &t
+	p.Status.HostIP = hostIP(p.Spec.NodeName)
+	p.Status.Reason = "SimulatedFailure"
+	p.Status.Message = "podlifecycle failed this pod, as configured by FailFraction"
+	p.Status.Conditions = append(conditions(t, corev1.ConditionTrue, corev1.PodScheduled),
+		conditions(t, corev1.ConditionFalse, corev1.PodInitialized, corev1.ContainersReady, corev1.PodReady)...)
+	p.Status.ContainerStatuses = p.Status.ContainerStatuses[:0]
+	for _, ctr := range p.Spec.Containers {
+		p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, corev1.ContainerStatus{
+			Name:  ctr.Name,
+			Image: ctr.Image,
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+				ExitCode: 1, Reason: "Error", StartedAt: t, FinishedAt: t,
+			}},
+		})
+	}
+}
+
+func conditions(t metav1.Time, status corev1.ConditionStatus, types ...corev1.PodConditionType) []corev1.PodCondition {
+	out := make([]corev1.PodCondition, 0, len(types))
+	for _, typ := range types {
+		out = append(out, corev1.PodCondition{Type: typ, Status: status, LastTransitionTime: t})
+	}
+	return out
+}
+
+// hostIP gives each simulated node a stable address in 10.0.0.0/16.
+func hostIP(node string) string {
+	h := fnv.New32a()
+	h.Write([]byte(node))
+	s := h.Sum32()
+	return fmt.Sprintf("10.0.%d.%d", s>>8&0xff, s&0xff)
+}
+
+// podIP gives each pod a stable address in 10.244.0.0/16.
+func podIP(uid types.UID) string {
+	h := fnv.New32a()
+	h.Write([]byte(uid))
+	s := h.Sum32()
+	return fmt.Sprintf("10.244.%d.%d", s>>8&0xff, s&0xff|1)
+}

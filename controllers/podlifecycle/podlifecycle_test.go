@@ -1,0 +1,290 @@
+package podlifecycle
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"go.uber.org/goleak"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/listwatch/listwatch/cache"
+	"github.com/listwatch/listwatch/cache/cachetest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+var podsGR = schema.GroupResource{Resource: "pods"}
+
+// podAPI applies the controller's writes to a cachetest source, standing in
+// for the API server in these unit tests of the controller alone.
+type podAPI struct {
+	src *cachetest.Source[*corev1.Pod]
+	mu  sync.Mutex // serialises read-modify-write
+}
+
+func (a *podAPI) get(ns, name string, uid types.UID) (*corev1.Pod, error) {
+	p, ok := a.src.Get(ns, name)
+	if !ok || (uid != "" && p.UID != uid) {
+		return nil, apierrors.NewNotFound(podsGR, name)
+	}
+	return p.DeepCopy(), nil
+}
+
+func (a *podAPI) Bind(_ context.Context, ns, name string, uid types.UID, node string) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	p, err := a.get(ns, name, uid)
+	if err != nil {
+		return err
+	}
+	if p.Spec.NodeName != "" {
+		return apierrors.NewConflict(podsGR, name, fmt.Errorf("pod is already assigned to node %q", p.Spec.NodeName))
+	}
+	p.Spec.NodeName = node
+	_, err = a.src.Update(p)
+	return err
+}
+
+func (a *podAPI) UpdateStatus(_ context.Context, pod *corev1.Pod) (*corev1.Pod, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	cur, err := a.get(pod.Namespace, pod.Name, "")
+	if err != nil {
+		return nil, err
+	}
+	if cur.ResourceVersion != pod.ResourceVersion {
+		return nil, apierrors.NewConflict(podsGR, pod.Name, fmt.Errorf("stale resourceVersion"))
+	}
+	cur.Status = pod.Status
+	return a.src.Update(cur)
+}
+
+func (a *podAPI) Delete(_ context.Context, ns, name string, opts metav1.DeleteOptions) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var uid types.UID
+	if opts.Preconditions != nil && opts.Preconditions.UID != nil {
+		uid = *opts.Preconditions.UID
+	}
+	if _, err := a.get(ns, name, uid); err != nil {
+		return err
+	}
+	_, err := a.src.Delete(ns, name)
+	return err
+}
+
+// gracefulDelete marks a pod as the API server does for a bound pod.
+func (a *podAPI) gracefulDelete(t *testing.T, ns, name string, grace int64) {
+	t.Helper()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	p, err := a.get(ns, name, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := metav1.NewTime(time.Now().Add(time.Duration(grace) * time.Second))
+	p.DeletionTimestamp, p.DeletionGracePeriodSeconds = &ts, &grace
+	if _, err := a.src.Update(p); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func newPod(name, scheduler, node string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID("uid-" + name)},
+		Spec: corev1.PodSpec{
+			SchedulerName: scheduler,
+			NodeName:      node,
+			Containers:    []corev1.Container{{Name: "app", Image: "nginx:1.27"}},
+		},
+		Status: corev1.PodStatus{Phase: corev1.PodPending},
+	}
+}
+
+// harness runs an informer and the controller over a cachetest source.
+type harness struct {
+	api  *podAPI
+	stop func()
+}
+
+func start(t *testing.T, opts Options, pods ...*corev1.Pod) *harness {
+	t.Helper()
+	src := cachetest.New[*corev1.Pod]()
+	for _, p := range pods {
+		if _, err := src.Create(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	api := &podAPI{src: src}
+	inf := cache.NewSharedIndexInformer[*corev1.Pod](src, cache.SharedInformerOptions[*corev1.Pod]{
+		Reflector: cache.ReflectorOptions{Logger: quiet},
+	})
+	opts.Logger = quiet
+	c, err := New(inf, api, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	wg.Go(func() { inf.Run(ctx) })
+	wg.Go(func() {
+		if err := c.Run(ctx); err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	return &harness{api: api, stop: func() { cancel(); wg.Wait() }}
+}
+
+func (h *harness) pod(t *testing.T, name string) *corev1.Pod {
+	t.Helper()
+	p, ok := h.api.src.Get("ns", name)
+	if !ok {
+		t.Fatalf("pod %s is gone", name)
+	}
+	return p
+}
+
+func isReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func TestPodLifecycle(t *testing.T) {
+	tests := []struct {
+		name string
+		run  func(t *testing.T)
+	}{
+		{"a pending pod is bound, then runs and is ready after the start delay", func(t *testing.T) {
+			h := start(t, Options{StartDelay: 10 * time.Second}, newPod("p", "", ""))
+			defer h.stop()
+			time.Sleep(5 * time.Second)
+			p := h.pod(t, "p")
+			if p.Spec.NodeName == "" || p.Status.Phase != corev1.PodPending {
+				t.Fatalf("after 5s: node %q phase %q; want bound and still Pending", p.Spec.NodeName, p.Status.Phase)
+			}
+			time.Sleep(6 * time.Second)
+			synctest.Wait()
+			p = h.pod(t, "p")
+			if p.Status.Phase != corev1.PodRunning || !isReady(p) || p.Status.PodIP == "" || p.Status.StartTime == nil {
+				t.Fatalf("after 11s: %+v; want Running and Ready", p.Status)
+			}
+			if len(p.Status.ContainerStatuses) != 1 || !p.Status.ContainerStatuses[0].Ready || p.Status.ContainerStatuses[0].State.Running == nil {
+				t.Fatalf("container statuses %+v", p.Status.ContainerStatuses)
+			}
+		}},
+		{"pods of another scheduler stay pending; default-scheduler pods are bound", func(t *testing.T) {
+			h := start(t, Options{}, newPod("other", "my-scheduler", ""), newPod("default", DefaultSchedulerName, ""))
+			defer h.stop()
+			time.Sleep(time.Minute)
+			synctest.Wait()
+			if p := h.pod(t, "other"); p.Spec.NodeName != "" || p.Status.Phase != corev1.PodPending {
+				t.Fatalf("pod of another scheduler: node %q phase %q", p.Spec.NodeName, p.Status.Phase)
+			}
+			if p := h.pod(t, "default"); p.Status.Phase != corev1.PodRunning {
+				t.Fatalf("default-scheduler pod: phase %q", p.Status.Phase)
+			}
+		}},
+		{"pods spread evenly over the nodes", func(t *testing.T) {
+			var pods []*corev1.Pod
+			for i := range 30 {
+				pods = append(pods, newPod(fmt.Sprint("p", i), "", ""))
+			}
+			h := start(t, Options{}, pods...)
+			defer h.stop()
+			time.Sleep(time.Minute)
+			synctest.Wait()
+			perNode := map[string]int{}
+			for _, p := range h.api.src.Items() {
+				perNode[p.Spec.NodeName]++
+			}
+			if len(perNode) != 3 || perNode[""] != 0 || perNode["node-1"] != 10 || perNode["node-2"] != 10 || perNode["node-3"] != 10 {
+				t.Fatalf("pods per node %v; want 10 on each of 3 nodes", perNode)
+			}
+		}},
+		{"FailFraction fails a stable share of pods", func(t *testing.T) {
+			var pods []*corev1.Pod
+			for i := range 200 {
+				pods = append(pods, newPod(fmt.Sprint("p", i), "", ""))
+			}
+			h := start(t, Options{FailFraction: 0.5}, pods...)
+			defer h.stop()
+			time.Sleep(time.Minute)
+			synctest.Wait()
+			phases := map[corev1.PodPhase]int{}
+			for _, p := range h.api.src.Items() {
+				phases[p.Status.Phase]++
+			}
+			if phases[corev1.PodFailed] < 60 || phases[corev1.PodRunning] < 60 || phases[corev1.PodFailed]+phases[corev1.PodRunning] != 200 {
+				t.Fatalf("phases %v; want about half Failed, the rest Running", phases)
+			}
+			for _, p := range h.api.src.Items() {
+				c := &Controller{opts: Options{FailFraction: 0.5}}
+				if want := c.fails(p.UID); (p.Status.Phase == corev1.PodFailed) != want {
+					t.Fatalf("pod %s: phase %s but fails() = %v: the choice is not stable", p.Name, p.Status.Phase, want)
+				}
+			}
+		}},
+		{"graceful deletion on a simulated node is confirmed after the termination delay", func(t *testing.T) {
+			h := start(t, Options{TerminationDelay: 5 * time.Second},
+				newPod("mine", "", "node-1"), newPod("foreign", "", "elsewhere"))
+			defer h.stop()
+			synctest.Wait()
+			h.api.gracefulDelete(t, "ns", "mine", 30)
+			h.api.gracefulDelete(t, "ns", "foreign", 30)
+			time.Sleep(4 * time.Second)
+			synctest.Wait()
+			if _, ok := h.api.src.Get("ns", "mine"); !ok {
+				t.Fatal("pod removed before its termination delay")
+			}
+			time.Sleep(2 * time.Second)
+			synctest.Wait()
+			if _, ok := h.api.src.Get("ns", "mine"); ok {
+				t.Fatal("pod on a simulated node not removed after the termination delay")
+			}
+			time.Sleep(time.Minute)
+			synctest.Wait()
+			if _, ok := h.api.src.Get("ns", "foreign"); !ok {
+				t.Fatal("pod on a node this controller does not simulate was removed")
+			}
+		}},
+		{"a short grace period wins over the termination delay", func(t *testing.T) {
+			h := start(t, Options{TerminationDelay: time.Minute}, newPod("mine", "", "node-2"))
+			defer h.stop()
+			synctest.Wait()
+			h.api.gracefulDelete(t, "ns", "mine", 2)
+			time.Sleep(3 * time.Second)
+			synctest.Wait()
+			if _, ok := h.api.src.Get("ns", "mine"); ok {
+				t.Fatal("pod with a 2s grace period still there after 3s")
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { synctest.Test(t, tt.run) })
+	}
+}
+
+func TestNewValidatesFailFraction(t *testing.T) {
+	for _, f := range []float64{-0.1, 1.5} {
+		inf := cache.NewSharedIndexInformer[*corev1.Pod](cachetest.New[*corev1.Pod](), cache.SharedInformerOptions[*corev1.Pod]{})
+		if _, err := New(inf, &podAPI{}, Options{FailFraction: f}); err == nil {
+			t.Errorf("FailFraction %v accepted", f)
+		}
+	}
+}
