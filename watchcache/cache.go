@@ -1,0 +1,475 @@
+package watchcache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"reflect"
+	"strconv"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/listwatch/listwatch/storage"
+)
+
+// Defaults for the zero fields of Config.
+const (
+	DefaultWindowSize       = 10000
+	DefaultWatcherBuffer    = 256
+	DefaultBookmarkInterval = time.Minute
+	DefaultFreshTimeout     = 3 * time.Second
+)
+
+// Object is what a cache holds: a typed built-in (*v1.Pod) or an
+// *unstructured.Unstructured custom resource.
+type Object interface {
+	runtime.Object
+	metav1.Object
+}
+
+// Config configures a Cache; Storage, Prefix and Decode are required.
+type Config[T Object] struct {
+	// Storage is the backend the cache reads and watches.
+	Storage storage.Interface
+	// Prefix is the key prefix of the resource, e.g. "/pods/".
+	Prefix string
+	// Decode turns a stored value into an object whose resourceVersion is
+	// kv.Revision. It is called once per write, whatever the watchers.
+	Decode func(kv storage.KeyValue) (T, error)
+	// Attrs returns the labels and the selectable fields of an object
+	// (metadata.name, metadata.namespace and per-resource fields such as
+	// spec.nodeName); nil means DefaultAttrs.
+	Attrs func(obj T) (labels.Set, fields.Set, error)
+	// New returns an empty object, used for BOOKMARK events; nil allocates
+	// the type T points to.
+	New func() T
+	// WindowSize is the number of recent events kept for watches that
+	// resume from a resourceVersion; 0 means DefaultWindowSize.
+	WindowSize int
+	// WatcherBuffer is the number of events buffered for each watcher
+	// before it is cut off as too slow; 0 means DefaultWatcherBuffer.
+	WatcherBuffer int
+	// BookmarkInterval is the period of BOOKMARK events; 0 means
+	// DefaultBookmarkInterval.
+	BookmarkInterval time.Duration
+	// FreshTimeout bounds how long a request for a resourceVersion newer
+	// than storage's waits for it before failing with 504 Too large
+	// resource version; 0 means DefaultFreshTimeout.
+	FreshTimeout time.Duration
+	// Logger receives the cache's logs; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// DefaultAttrs returns the object's labels and the fields metadata.name and
+// metadata.namespace.
+func DefaultAttrs[T Object](obj T) (labels.Set, fields.Set, error) {
+	return labels.Set(obj.GetLabels()), fields.Set{
+		"metadata.name":      obj.GetName(),
+		"metadata.namespace": obj.GetNamespace(),
+	}, nil
+}
+
+// ErrClosed ends the watchers of a cache that was closed and fails the calls
+// made after Close.
+var ErrClosed = errors.New("watchcache: closed")
+
+// Cache is the watch cache of one resource. Its methods are safe for
+// concurrent use.
+type Cache[T Object] struct {
+	cfg    Config[T]
+	log    *slog.Logger
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{}  // closed when run returns
+	wg     sync.WaitGroup // watcher goroutines
+
+	mu sync.Mutex
+	// rev is the newest revision the cache has seen: its state is storage's
+	// state under Prefix at rev.
+	rev int64
+	// advanced is closed and replaced whenever rev grows.
+	advanced chan struct{}
+	state    map[string]*item[T]
+	window   window[T]
+	closed   bool
+	watchers map[*Watcher[T]]struct{}
+	snaps    snapshots[T]
+	stats    Stats
+}
+
+// Stats are counters for metrics.
+type Stats struct {
+	// ResourceVersion is the newest revision the cache has seen.
+	ResourceVersion int64
+	// Objects is the number of objects cached; WindowEvents the number of
+	// events in the window.
+	Objects, WindowEvents int
+	// Watchers is the number of live watchers past their initial events.
+	Watchers int
+	// Events counts the storage events applied; Relists the relists after
+	// compaction; TooSlow the watchers cut off for falling behind.
+	Events, Relists, TooSlow int64
+}
+
+// Stats returns the cache's current counters.
+func (c *Cache[T]) Stats() Stats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.stats
+	s.ResourceVersion, s.Objects, s.WindowEvents, s.Watchers = c.rev, len(c.state), c.window.n, len(c.watchers)
+	return s
+}
+
+// item is one object of the state with what selectors look at, computed
+// once.
+type item[T Object] struct {
+	key    string
+	obj    T
+	rev    int64
+	labels labels.Set
+	fields fields.Set
+}
+
+// New lists Prefix from storage, starts the cache's watch and returns the
+// ready cache. The cache runs until ctx ends or Close is called.
+func New[T Object](ctx context.Context, cfg Config[T]) (*Cache[T], error) {
+	if cfg.Storage == nil || cfg.Decode == nil || cfg.Prefix == "" {
+		return nil, errors.New("watchcache: Config needs Storage, Prefix and Decode")
+	}
+	if cfg.Attrs == nil {
+		cfg.Attrs = DefaultAttrs[T]
+	}
+	if cfg.New == nil {
+		t := reflect.TypeFor[T]()
+		if t.Kind() != reflect.Pointer {
+			return nil, fmt.Errorf("watchcache: Config.New is required for non-pointer type %v", t)
+		}
+		cfg.New = func() T { return reflect.New(t.Elem()).Interface().(T) }
+	}
+	if cfg.WindowSize <= 0 {
+		cfg.WindowSize = DefaultWindowSize
+	}
+	if cfg.WatcherBuffer <= 0 {
+		cfg.WatcherBuffer = DefaultWatcherBuffer
+	}
+	if cfg.BookmarkInterval <= 0 {
+		cfg.BookmarkInterval = DefaultBookmarkInterval
+	}
+	if cfg.FreshTimeout <= 0 {
+		cfg.FreshTimeout = DefaultFreshTimeout
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	c := &Cache[T]{
+		cfg:      cfg,
+		log:      cfg.Logger.With("prefix", cfg.Prefix),
+		ctx:      ctx,
+		cancel:   cancel,
+		done:     make(chan struct{}),
+		advanced: make(chan struct{}),
+		watchers: make(map[*Watcher[T]]struct{}),
+	}
+	c.window.init(cfg.WindowSize)
+	items, rev, w, err := c.listAndWatch(ctx)
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("watchcache %s: %w", cfg.Prefix, err)
+	}
+	c.reset(items, rev)
+	go c.run(w)
+	return c, nil
+}
+
+// Close stops the cache, ends its watchers with ErrClosed and waits for its
+// goroutines to exit.
+func (c *Cache[T]) Close() {
+	c.cancel()
+	<-c.done
+	c.wg.Wait()
+}
+
+// ResourceVersion returns the newest revision the cache has seen.
+func (c *Cache[T]) ResourceVersion() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.rev
+}
+
+// Get returns the cached object under key (the full storage key) at the
+// cache's newest revision.
+func (c *Cache[T]) Get(key string) (T, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	it, ok := c.state[key]
+	if !ok {
+		var zero T
+		return zero, false
+	}
+	return it.obj, true
+}
+
+// newItem decodes kv into an item.
+func (c *Cache[T]) newItem(kv storage.KeyValue) (*item[T], error) {
+	obj, err := c.cfg.Decode(kv)
+	if err != nil {
+		return nil, fmt.Errorf("decode %s at %d: %w", kv.Key, kv.Revision, err)
+	}
+	ls, fs, err := c.cfg.Attrs(obj)
+	if err != nil {
+		return nil, fmt.Errorf("attributes of %s at %d: %w", kv.Key, kv.Revision, err)
+	}
+	return &item[T]{key: kv.Key, obj: obj, rev: kv.Revision, labels: ls, fields: fs}, nil
+}
+
+// listStorage reads the whole prefix at storage's latest revision, page by
+// page at the revision of the first page, in key order. Values that do not
+// decode are logged and left out.
+func (c *Cache[T]) listStorage(ctx context.Context) ([]*item[T], int64, error) {
+	const page = 1000
+	var (
+		items []*item[T]
+		rev   int64
+		start string
+	)
+	for {
+		res, err := c.cfg.Storage.List(ctx, c.cfg.Prefix, storage.ListOptions{Revision: rev, Limit: page, StartKey: start})
+		if err != nil {
+			return nil, 0, err
+		}
+		rev = res.Revision
+		for _, kv := range res.Items {
+			it, err := c.newItem(kv)
+			if err != nil {
+				c.log.Error("watchcache: skipping object", "err", err)
+				continue
+			}
+			items = append(items, it)
+		}
+		if !res.More || len(res.Items) == 0 {
+			return items, rev, nil
+		}
+		start = res.Items[len(res.Items)-1].Key + "\x00"
+	}
+}
+
+// listAndWatch lists the prefix and opens the storage watch that continues
+// the list.
+func (c *Cache[T]) listAndWatch(ctx context.Context) ([]*item[T], int64, storage.Watcher, error) {
+	items, rev, err := c.listStorage(ctx)
+	if err != nil {
+		return nil, 0, nil, fmt.Errorf("list: %w", err)
+	}
+	if rev > 0 {
+		w, err := c.cfg.Storage.Watch(ctx, c.cfg.Prefix, rev)
+		if err != nil {
+			return nil, 0, nil, fmt.Errorf("watch from %d: %w", rev, err)
+		}
+		return items, rev, w, nil
+	}
+	// Nothing written yet, and a watch from 0 starts at whatever is written
+	// when it opens: open it first and list again, so that no write falls
+	// between the two (the watch's events up to the list are skipped).
+	w, err := c.cfg.Storage.Watch(ctx, c.cfg.Prefix, 0)
+	if err != nil {
+		return nil, 0, nil, fmt.Errorf("watch: %w", err)
+	}
+	if items, rev, err = c.listStorage(ctx); err != nil {
+		w.Stop()
+		return nil, 0, nil, fmt.Errorf("list: %w", err)
+	}
+	return items, rev, w, nil
+}
+
+// reset replaces the state with items at rev, empties the window and ends
+// the watchers that had not reached rev: they cannot be continued across the
+// gap.
+func (c *Cache[T]) reset(items []*item[T], rev int64) {
+	state := make(map[string]*item[T], len(items))
+	for _, it := range items {
+		state[it.key] = it
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	first := c.state == nil
+	c.state = state
+	c.window.reset(rev)
+	// Storage lists in key order, so the list is the first snapshot. The
+	// older snapshots stay: each is still storage's state at its revision.
+	c.snaps.add(&snapshot[T]{rev: rev, items: items})
+	if !first {
+		c.stats.Relists++
+		err := errExpired(fmt.Sprintf("the watch cache of %s was reset to resource version %d after storage compaction", c.cfg.Prefix, rev))
+		for w := range c.watchers {
+			if w.pos < rev {
+				c.endLocked(w, err)
+			}
+		}
+	}
+	c.advanceLocked(rev)
+}
+
+// advanceLocked records that the cache has seen rev and wakes the requests
+// waiting for it.
+func (c *Cache[T]) advanceLocked(rev int64) {
+	c.rev = rev
+	close(c.advanced)
+	c.advanced = make(chan struct{})
+}
+
+// run consumes the storage watch until the cache stops, re-watching after
+// errors and relisting when storage has compacted past the cache.
+func (c *Cache[T]) run(w storage.Watcher) {
+	defer close(c.done)
+	defer c.shutdown()
+	ticker := time.NewTicker(c.cfg.BookmarkInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case ev, ok := <-w.Events():
+			if ok {
+				c.apply(ev)
+				continue
+			}
+			err := w.Err()
+			w.Stop()
+			if c.ctx.Err() != nil {
+				return
+			}
+			c.log.Warn("watchcache: storage watch ended, re-watching", "rev", c.ResourceVersion(), "err", err)
+			if w = c.rewatch(errors.Is(err, storage.ErrCompacted)); w == nil {
+				return
+			}
+		case <-ticker.C:
+			c.bookmark()
+		case <-c.ctx.Done():
+			w.Stop()
+			return
+		}
+	}
+}
+
+// rewatch opens a new storage watch from the cache's revision, relisting
+// instead when relist is set or storage has compacted past the cache,
+// retrying with backoff. It returns nil when the cache stops.
+func (c *Cache[T]) rewatch(relist bool) storage.Watcher {
+	const maxDelay = 10 * time.Second
+	delay := 100 * time.Millisecond
+	for {
+		// A cache at revision 0 has seen nothing, and a watch from 0 would
+		// start now, skipping what was written meanwhile: relist instead.
+		rev := c.ResourceVersion()
+		if relist || rev == 0 {
+			items, rev, w, err := c.listAndWatch(c.ctx)
+			if err == nil {
+				c.log.Warn("watchcache: relisted", "rev", rev, "objects", len(items))
+				c.reset(items, rev)
+				return w
+			}
+			c.log.Error("watchcache: relist failed", "err", err)
+		} else {
+			w, err := c.cfg.Storage.Watch(c.ctx, c.cfg.Prefix, rev)
+			if err == nil {
+				return w
+			}
+			relist = errors.Is(err, storage.ErrCompacted)
+			c.log.Error("watchcache: watch failed", "rev", rev, "err", err)
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-t.C:
+		case <-c.ctx.Done():
+			t.Stop()
+			return nil
+		}
+		delay = min(2*delay, maxDelay)
+	}
+}
+
+// shutdown ends every watcher with ErrClosed.
+func (c *Cache[T]) shutdown() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	for w := range c.watchers {
+		c.endLocked(w, ErrClosed)
+	}
+	close(c.advanced)
+	c.advanced = make(chan struct{})
+}
+
+// apply decodes one storage event, applies it to the state and the window
+// and hands it to the watchers.
+func (c *Cache[T]) apply(ev storage.Event) {
+	rec := &record[T]{rev: ev.KV.Revision, key: ev.KV.Key}
+	if ev.Type == storage.EventPut {
+		it, err := c.newItem(ev.KV)
+		if err != nil {
+			// The cache cannot show a value it cannot decode; it drops the
+			// key so that it never serves a stale version as current.
+			c.log.Error("watchcache: dropping undecodable object", "err", err)
+		} else {
+			rec.cur = it
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if rec.rev <= c.rev {
+		return // already seen (a re-watch may repeat the boundary)
+	}
+	rec.prev = c.state[rec.key]
+	if rec.cur != nil {
+		c.state[rec.key] = rec.cur
+	} else {
+		delete(c.state, rec.key)
+	}
+	c.stats.Events++
+	if rec.cur != nil || rec.prev != nil {
+		c.window.push(rec)
+		for w := range c.watchers {
+			c.deliverLocked(w, rec)
+		}
+	}
+	c.advanceLocked(rec.rev)
+}
+
+// bookmark sends a BOOKMARK at the cache's revision to the watchers that
+// asked for bookmarks.
+func (c *Cache[T]) bookmark() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var ev *Event[T]
+	for w := range c.watchers {
+		if !w.bookmarks || w.pos > c.rev {
+			continue
+		}
+		if ev == nil {
+			ev = c.bookmarkEvent(c.rev, false)
+		}
+		// A bookmark is a hint: one that does not fit is dropped, and the
+		// watcher is not blamed for it.
+		select {
+		case w.out <- ev:
+		default:
+		}
+	}
+}
+
+// bookmarkEvent returns a BOOKMARK event at rev, marking the end of the
+// initial events when end is set.
+func (c *Cache[T]) bookmarkEvent(rev int64, end bool) *Event[T] {
+	obj := c.cfg.New()
+	obj.SetResourceVersion(strconv.FormatInt(rev, 10))
+	if end {
+		obj.SetAnnotations(map[string]string{metav1.InitialEventsAnnotationKey: "true"})
+	}
+	return &Event[T]{Type: watch.Bookmark, Object: obj, Revision: rev}
+}

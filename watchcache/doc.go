@@ -1,0 +1,73 @@
+// Package watchcache is the API server's watch cache: one per resource, it
+// sits between storage and the HTTP layer so that lists at resourceVersion
+// "0" and watches from any version still in its window never touch storage.
+//
+// A Cache runs one storage watch for its key prefix. It decodes every
+// storage event once, keeps the current state (key → object) and a window of
+// recent events, and fans each event out to its watchers, each through its
+// own bounded buffer: a watcher whose buffer is full is closed (Err reports
+// ErrTooSlow; the client re-watches) and never stalls the cache or the other
+// watchers. When storage answers ErrCompacted to the cache's own watch, the
+// cache relists, resets its window and closes every watcher with a 410
+// Expired error, because none of them can be continued without a gap.
+//
+// # Resource versions
+//
+// A resourceVersion is a storage revision. The cache serves requests as
+// kube-apiserver does:
+//
+// List
+//   - "0" (or NotOlderThan N the cache has reached): from the cache, at its
+//     latest revision.
+//   - "": a consistent read. From the cache when it has seen storage's
+//     current revision, otherwise from storage (the storage interface has no
+//     progress notification, so the cache cannot prove it is fresh).
+//   - N with resourceVersionMatch=Exact, or N with a limit and no match: from
+//     the cache when N is inside its window, else from storage at N
+//     (ErrCompacted → 410 Expired).
+//   - NotOlderThan N beyond the cache: from storage at its latest revision;
+//     N beyond storage's revision → 504 "Too large resource version".
+//   - Continue tokens carry the key to resume from and the revision of the
+//     first page, so every page of a list is read at one revision; a token
+//     whose revision has left both the window and storage → 410 Expired.
+//
+// Watch
+//   - "" and "0": ADDED for every object in the cache's current state, then
+//     the events after it. Like kube-apiserver's watch cache, "" is served
+//     from the cache's latest state, which may trail storage by the events in
+//     flight; those events follow, so nothing is missed.
+//   - N: the events after N. N older than the window → 410 Expired; N newer
+//     than storage's revision → 504 Too large resource version; N newer than
+//     the cache but written → the watch starts and skips events up to N.
+//   - SendInitialEvents=true (resourceVersionMatch=NotOlderThan required, as
+//     in kube-apiserver): ADDED for the state at a revision not older than
+//     the one asked for ("" is a consistent read: storage's current
+//     revision; "0" any), read from the cache when it has reached that
+//     revision and from storage otherwise, then a BOOKMARK at that revision
+//     annotated
+//     k8s.io/initial-events-end: "true" (AllowBookmarks required), then live
+//     events.
+//
+// Selectors: a watcher sees an object that moves into its selector as ADDED,
+// one that moves out as DELETED carrying the previous object with the
+// resourceVersion of the event (as kube-apiserver does), and nothing for
+// changes outside its selector. Deletes carry the last state of the object
+// with the resourceVersion of the delete.
+//
+// BOOKMARKs are sent every Config.BookmarkInterval to watchers that asked,
+// carrying the latest revision the cache has seen; a bookmark that does not
+// fit in a watcher's buffer is skipped, not fatal.
+//
+// # Sharing
+//
+// Objects in events and list results are shared by all callers and must not
+// be mutated. Event.Encode memoizes a watcher's encoding of an event so that
+// a thousand watchers of one event encode it once.
+//
+// # Errors
+//
+// Errors that a client caused or must act on (410, 504, 400) are
+// *apierrors.StatusError values the HTTP layer can serialize as they are.
+// Storage failures are wrapped with %w; the context's error is returned as
+// it is.
+package watchcache
