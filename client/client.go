@@ -1,0 +1,137 @@
+// Package client is a REST client for the Kubernetes API: configuration from
+// a kubeconfig or a pod's service account, a typed client per resource
+// (generic over the object type, with an unstructured variant for custom
+// resources), typed Status errors, list paging, and watch streams decoded
+// from JSON or protobuf. A Resource is a cache.ListerWatcher, and a Client
+// is the Source of an informers.SharedInformerFactory.
+package client
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+
+	"golang.org/x/time/rate"
+	"k8s.io/client-go/rest"
+)
+
+// Client talks to one API server. It is safe for concurrent use.
+type Client struct {
+	base       *url.URL
+	hc         *http.Client
+	limiter    *rate.Limiter
+	userAgent  string
+	preferJSON bool
+	maxEvent   int
+	namespace  string
+	// keepManaged keeps managedFields in the objects of ListerWatcher.
+	keepManaged bool
+}
+
+// New returns a client for the server cfg names.
+func New(cfg *Config) (*Client, error) {
+	if cfg == nil || cfg.REST == nil {
+		return nil, errors.New("client: no REST config")
+	}
+	base, err := baseURL(cfg.REST)
+	if err != nil {
+		return nil, err
+	}
+	rc := rest.CopyConfig(cfg.REST)
+	// Watches last minutes: the request's context bounds each call instead
+	// of a client-wide timeout.
+	rc.Timeout = 0
+	hc, err := rest.HTTPClientFor(rc)
+	if err != nil {
+		return nil, fmt.Errorf("client: transport: %w", err)
+	}
+	c := &Client{base: base, hc: hc, userAgent: cfg.UserAgent, preferJSON: cfg.PreferJSON,
+		maxEvent: cfg.MaxEventBytes, namespace: cfg.Namespace, keepManaged: cfg.KeepManagedFields}
+	if c.userAgent == "" {
+		c.userAgent = DefaultUserAgent()
+	}
+	if c.maxEvent <= 0 {
+		c.maxEvent = DefaultMaxEventBytes
+	}
+	if c.namespace == "" {
+		c.namespace = "default"
+	}
+	qps, burst := cfg.QPS, cfg.Burst
+	if qps == 0 {
+		qps = DefaultQPS
+	}
+	if burst <= 0 {
+		burst = DefaultBurst
+	}
+	if qps > 0 {
+		c.limiter = rate.NewLimiter(rate.Limit(qps), burst)
+	}
+	return c, nil
+}
+
+// Namespace returns the default namespace of the configuration.
+func (c *Client) Namespace() string { return c.namespace }
+
+// Host returns the server's URL.
+func (c *Client) Host() string { return c.base.String() }
+
+// request is one HTTP call to the API.
+type request struct {
+	verb        string
+	path        string // absolute, already escaped, without the base path
+	query       url.Values
+	body        []byte
+	contentType string
+	accept      string
+}
+
+func (c *Client) url(req *request) string {
+	u := *c.base
+	u.RawPath = ""
+	u.Path = c.base.Path + req.path
+	if len(req.query) > 0 {
+		u.RawQuery = req.query.Encode()
+	}
+	return u.String()
+}
+
+// send performs req, after waiting for the rate limiter, and returns the
+// response of a successful call, whose body the caller must close. An
+// unsuccessful one is returned as a *StatusError.
+func (c *Client) send(ctx context.Context, req *request) (*http.Response, error) {
+	if c.limiter != nil {
+		if err := c.limiter.Wait(ctx); err != nil {
+			return nil, fmt.Errorf("%s %s: rate limiter: %w", req.verb, req.path, err)
+		}
+	}
+	u := c.url(req)
+	var body io.Reader
+	if req.body != nil {
+		body = bytes.NewReader(req.body)
+	}
+	hr, err := http.NewRequestWithContext(ctx, req.verb, u, body)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", req.verb, u, err)
+	}
+	hr.Header.Set("User-Agent", c.userAgent)
+	if req.accept != "" {
+		hr.Header.Set("Accept", req.accept)
+	}
+	if req.contentType != "" {
+		hr.Header.Set("Content-Type", req.contentType)
+	}
+	resp, err := c.hc.Do(hr)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", req.verb, u, err)
+	}
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		return resp, nil
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	return nil, newStatusError(req.verb, u, resp.StatusCode, resp.Header, b)
+}
