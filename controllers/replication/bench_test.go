@@ -1,0 +1,68 @@
+package replication
+
+import (
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// waitFor polls cond; benchmarks run outside a synctest bubble, where
+// nothing else tells when the manager is done.
+func waitFor(b *testing.B, cond func() bool) {
+	b.Helper()
+	for deadline := time.Now().Add(time.Minute); !cond(); time.Sleep(200 * time.Microsecond) {
+		if time.Now().After(deadline) {
+			b.Fatal("condition not reached within a minute")
+		}
+	}
+}
+
+// BenchmarkScaleUp measures an RC going from 0 to 1,000 pods, with status
+// written, over in-memory informers and API.
+func BenchmarkScaleUp(b *testing.B) {
+	for b.Loop() {
+		b.StopTimer()
+		e := newEnv(b, Options{})
+		waitFor(b, func() bool { return e.m.podReg.HasSynced() && e.m.rcReg.HasSynced() })
+		e.start(5)
+		b.StartTimer()
+		e.createRC(newRC("web", 1000))
+		waitFor(b, func() bool { rc, ok := e.rcs.Get(ns, "web"); return ok && rc.Status.Replicas == 1000 })
+		b.StopTimer()
+		if calls, _, _, _, _ := e.api.counts(); calls != 1000 {
+			b.Fatalf("create calls %d, want 1000", calls)
+		}
+		e.stop()
+		b.StartTimer()
+	}
+}
+
+// BenchmarkSteadySync measures one sync of an RC whose 1,000 pods are all
+// there: the cost every event of such an RC pays.
+func BenchmarkSteadySync(b *testing.B) {
+	e := newEnv(b, Options{})
+	defer e.stop()
+	rc := e.createRC(newRC("web", 1000))
+	for i := range 1000 {
+		p := newPod("p"+string(rune('a'+i%26))+time.Duration(i).String(), map[string]string{"app": "web", "tier": "web"}, rc)
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+		if _, err := e.pods.Create(p); err != nil {
+			b.Fatal(err)
+		}
+	}
+	waitFor(b, func() bool { return len(e.m.pods.GetStore().List()) == 1000 && e.m.rcReg.HasSynced() })
+	// The first sync writes status; the measured ones find nothing to do.
+	if err := e.m.syncReplicationController(b.Context(), "default/web"); err != nil {
+		b.Fatal(err)
+	}
+	waitFor(b, func() bool { rc, _ := e.m.rcLister.Namespace(ns).Get("web"); return rc.Status.Replicas == 1000 })
+	for b.Loop() {
+		if err := e.m.syncReplicationController(b.Context(), "default/web"); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if calls, _, _, _, _ := e.api.counts(); calls != 0 {
+		b.Fatalf("create calls %d, want 0", calls)
+	}
+}

@@ -1,0 +1,154 @@
+package replication
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// Reasons of the ReplicaFailure condition.
+const (
+	ReasonFailedCreate = "FailedCreate"
+	ReasonFailedDelete = "FailedDelete"
+)
+
+// calculateStatus returns rc's status for its active, controlled pods at
+// now. managed tells whether manageReplicas ran in this sync, and manageErr
+// what it returned: the ReplicaFailure condition is set by a failure and
+// cleared only by a success, not by a sync that waited on expectations.
+func calculateStatus(rc *corev1.ReplicationController, pods []*corev1.Pod, managed bool, manageErr error, now time.Time) corev1.ReplicationControllerStatus {
+	status := *rc.Status.DeepCopy()
+	var templateLabels labels.Selector = labels.Everything()
+	if rc.Spec.Template != nil {
+		templateLabels = labels.SelectorFromValidatedSet(rc.Spec.Template.Labels)
+	}
+	var fully, ready, available int32
+	for _, p := range pods {
+		if templateLabels.Matches(labels.Set(p.Labels)) {
+			fully++
+		}
+		if c := readyCondition(p); c != nil && c.Status == corev1.ConditionTrue {
+			ready++
+			if availableIn(c, rc.Spec.MinReadySeconds, now) <= 0 {
+				available++
+			}
+		}
+	}
+	status.Replicas = int32(len(pods))
+	status.FullyLabeledReplicas = fully
+	status.ReadyReplicas = ready
+	status.AvailableReplicas = available
+	status.ObservedGeneration = rc.Generation
+
+	if managed {
+		i := failureCondition(status.Conditions)
+		switch {
+		case manageErr != nil && i < 0:
+			reason := ReasonFailedCreate
+			if len(pods) > int(desiredReplicas(rc)) {
+				reason = ReasonFailedDelete
+			}
+			status.Conditions = append(status.Conditions, corev1.ReplicationControllerCondition{
+				Type:               corev1.ReplicationControllerReplicaFailure,
+				Status:             corev1.ConditionTrue,
+				LastTransitionTime: metav1.NewTime(now),
+				Reason:             reason,
+				Message:            manageErr.Error(),
+			})
+		case manageErr == nil && i >= 0:
+			status.Conditions = append(status.Conditions[:i:i], status.Conditions[i+1:]...)
+		}
+	}
+	if len(status.Conditions) == 0 {
+		// Empty and absent are the same on the wire; keep them the same
+		// here, or the two would compare as a change.
+		status.Conditions = nil
+	}
+	return status
+}
+
+// failureCondition returns the index of the ReplicaFailure condition, or
+// -1.
+func failureCondition(conds []corev1.ReplicationControllerCondition) int {
+	for i, c := range conds {
+		if c.Type == corev1.ReplicationControllerReplicaFailure {
+			return i
+		}
+	}
+	return -1
+}
+
+func readyCondition(pod *corev1.Pod) *corev1.PodCondition {
+	for i := range pod.Status.Conditions {
+		if pod.Status.Conditions[i].Type == corev1.PodReady {
+			return &pod.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// availableIn returns how long until a pod whose Ready condition is c
+// becomes available, having been ready for minReadySeconds; zero or less
+// when it is already.
+func availableIn(c *corev1.PodCondition, minReadySeconds int32, now time.Time) time.Duration {
+	if minReadySeconds <= 0 {
+		return 0
+	}
+	return c.LastTransitionTime.Add(time.Duration(minReadySeconds) * time.Second).Sub(now)
+}
+
+// nextAvailable returns how long until the first ready but not yet
+// available pod becomes available, if there is one.
+func nextAvailable(pods []*corev1.Pod, minReadySeconds int32, now time.Time) (time.Duration, bool) {
+	var next time.Duration
+	found := false
+	for _, p := range pods {
+		c := readyCondition(p)
+		if c == nil || c.Status != corev1.ConditionTrue {
+			continue
+		}
+		if d := availableIn(c, minReadySeconds, now); d > 0 && (!found || d < next) {
+			next, found = d, true
+		}
+	}
+	return next, found
+}
+
+// updateStatus writes status to rc unless rc has it already. A conflict
+// (the cache lags the server) is retried once on a fresh read; an RC gone
+// meanwhile needs no status.
+func (m *Manager) updateStatus(ctx context.Context, rc *corev1.ReplicationController, status corev1.ReplicationControllerStatus) error {
+	if apiequality.Semantic.DeepEqual(rc.Status, status) {
+		return nil
+	}
+	next := rc.DeepCopy()
+	next.Status = status
+	_, err := m.client.UpdateStatus(ctx, next)
+	if apierrors.IsConflict(err) {
+		fresh, gerr := m.client.Get(ctx, rc.Namespace, rc.Name)
+		switch {
+		case apierrors.IsNotFound(gerr):
+			return nil
+		case gerr != nil:
+			return fmt.Errorf("updating status of RC %s: %w", rcKey(rc), gerr)
+		case fresh.UID != rc.UID:
+			// Replaced: the new RC gets its own sync.
+			return nil
+		case apiequality.Semantic.DeepEqual(fresh.Status, status):
+			return nil
+		}
+		next = fresh.DeepCopy()
+		next.Status = status
+		_, err = m.client.UpdateStatus(ctx, next)
+	}
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("updating status of RC %s: %w", rcKey(rc), err)
+	}
+	return nil
+}

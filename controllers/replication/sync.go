@@ -1,0 +1,185 @@
+package replication
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/listwatch/listwatch/cache"
+	"github.com/listwatch/listwatch/controller"
+)
+
+// syncReplicationController brings the RC with key one step closer to
+// spec.replicas active pods and records what it finds in status. It is
+// never called concurrently for one key.
+func (m *Manager) syncReplicationController(ctx context.Context, key string) error {
+	ns, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		// Retrying cannot mend a malformed key.
+		m.log.Error("dropping malformed key", "key", key, "err", err)
+		return nil
+	}
+	rc, err := m.rcLister.Namespace(ns).Get(name)
+	if apierrors.IsNotFound(err) {
+		// Its pods are the garbage collector's business, not ours: they
+		// are neither recreated nor deleted.
+		m.expectations.DeleteExpectations(key)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("getting RC %s from the cache: %w", key, err)
+	}
+
+	// Expectations are read before the pods are listed: a pod event that
+	// lands in between makes the list newer than the expectations said,
+	// which is safe; the other order could act on a list older than them.
+	satisfied := m.expectations.SatisfiedExpectations(key)
+
+	all, err := m.podLister.Namespace(ns).List(labels.Everything())
+	if err != nil {
+		return fmt.Errorf("listing pods for RC %s: %w", key, err)
+	}
+	pods, err := m.claimPods(ctx, rc, controller.FilterActivePods(all))
+	if err != nil {
+		// Pods left half adopted or unreleased are retried with backoff
+		// before anything is created for them.
+		return fmt.Errorf("claiming pods for RC %s: %w", key, err)
+	}
+
+	var manageErr error
+	managed := satisfied && rc.DeletionTimestamp == nil
+	if managed {
+		manageErr = m.manageReplicas(ctx, pods, rc)
+	}
+
+	now := time.Now()
+	status := calculateStatus(rc, pods, managed, manageErr, now)
+	if err := m.updateStatus(ctx, rc, status); err != nil {
+		return errors.Join(manageErr, err)
+	}
+	if d, ok := nextAvailable(pods, rc.Spec.MinReadySeconds, now); ok {
+		// No event marks the moment a ready pod becomes available.
+		m.queue.AddAfter(key, d)
+	}
+	return manageErr
+}
+
+// claimPods returns the active pods the RC controls after adopting the
+// matching orphans and releasing the owned pods it no longer selects.
+func (m *Manager) claimPods(ctx context.Context, rc *corev1.ReplicationController, pods []*corev1.Pod) ([]*corev1.Pod, error) {
+	cm := &controller.PodControllerRefManager{
+		Control:    m.podControl,
+		Controller: rc,
+		Selector:   selectorFor(rc),
+		Kind:       controllerKind,
+		// The cached RC may be stale: one deleted meanwhile (or deleted
+		// and recreated) must not adopt anything.
+		Recheck: func(ctx context.Context) (metav1.Object, error) {
+			fresh, err := m.client.Get(ctx, rc.Namespace, rc.Name)
+			if apierrors.IsNotFound(err) {
+				// Not passed on as NotFound: ClaimPods would take it for
+				// the pod's and skip the pod, leaving the sync to create
+				// pods for an RC that is gone.
+				return nil, fmt.Errorf("%w: RC %s is gone", controller.ErrOwnerBeingDeleted, rcKey(rc))
+			}
+			if err != nil {
+				return nil, err
+			}
+			return fresh, nil
+		},
+	}
+	return cm.ClaimPods(ctx, pods)
+}
+
+// errTemplateNotSelected is reported for an RC whose template makes pods
+// its own selector does not match: every pod created would be an orphan
+// and the RC would create more without end.
+var errTemplateNotSelected = errors.New("pod template labels do not match the selector")
+
+// manageReplicas creates or deletes pods so that, once the cache has
+// caught up, the RC has spec.replicas active pods: at most burstReplicas
+// at a time, with expectations set first so that no sync acts on a cache
+// that has not seen the outcome yet.
+func (m *Manager) manageReplicas(ctx context.Context, pods []*corev1.Pod, rc *corev1.ReplicationController) error {
+	key := rcKey(rc)
+	diff := len(pods) - int(desiredReplicas(rc))
+	switch {
+	case diff < 0:
+		return m.createPods(ctx, rc, key, min(-diff, m.burst))
+	case diff > 0:
+		return m.deletePods(ctx, rc, key, controller.PodsToDelete(pods, min(diff, m.burst)))
+	}
+	return nil
+}
+
+func (m *Manager) createPods(ctx context.Context, rc *corev1.ReplicationController, key string, n int) error {
+	if t := rc.Spec.Template; t == nil || !selectorFor(rc).Matches(labels.Set(t.Labels)) {
+		if m.recorder != nil {
+			m.recorder.Eventf(rc, corev1.EventTypeWarning, "InvalidTemplate", "Not creating pods: %v", errTemplateNotSelected)
+		}
+		return fmt.Errorf("RC %s: %w", key, errTemplateNotSelected)
+	}
+	// Expected before created: the informer may report a pod before
+	// CreatePods returns.
+	m.expectations.ExpectCreations(key, n)
+	ref := controller.NewControllerRef(rc, controllerKind)
+	created, err := controller.SlowStartBatch(ctx, n, controller.SlowStartInitialBatchSize, 0, func(ctx context.Context, _ int) error {
+		return m.podControl.CreatePods(ctx, rc.Namespace, rc.Spec.Template, rc, ref)
+	})
+	if skipped := n - created; skipped > 0 {
+		// Failed and never-tried creations will not be observed: stop
+		// waiting for them, so the next sync can try again.
+		m.expectations.LowerExpectations(key, skipped, 0)
+		m.log.Debug("pod creations failed or skipped", "rc", key, "wanted", n, "created", created, "err", err)
+	}
+	if err != nil {
+		return fmt.Errorf("creating pods for RC %s (%d of %d created): %w", key, created, n, err)
+	}
+	return nil
+}
+
+func (m *Manager) deletePods(ctx context.Context, rc *corev1.ReplicationController, key string, victims []*corev1.Pod) error {
+	keys := make([]string, len(victims))
+	for i, p := range victims {
+		keys[i] = podKey(p)
+	}
+	// Tracked by pod, so that a pod seen deleted twice (gracefully, then
+	// finally) counts once.
+	m.expectations.ExpectDeletions(key, keys)
+	errs := make([]error, len(victims))
+	var wg sync.WaitGroup
+	for i, p := range victims {
+		wg.Go(func() {
+			err := m.podControl.DeletePod(ctx, p.Namespace, p.Name, rc)
+			if err == nil {
+				return
+			}
+			// This deletion will not be observed (or, for a pod already
+			// gone, may have been already): stop waiting for it.
+			m.expectations.DeletionObserved(key, keys[i])
+			if !apierrors.IsNotFound(err) {
+				errs[i] = err
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("deleting pods of RC %s: %w", key, err)
+	}
+	return nil
+}
+
+// desiredReplicas is spec.replicas, which the API server defaults to 1.
+func desiredReplicas(rc *corev1.ReplicationController) int32 {
+	if rc.Spec.Replicas == nil {
+		return 1
+	}
+	return max(*rc.Spec.Replicas, 0)
+}
