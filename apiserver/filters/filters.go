@@ -1,0 +1,67 @@
+// Package filters holds the HTTP middleware in front of the API server's
+// routes: authentication, request body and in-flight caps, panic recovery,
+// request logging and metrics. Each filter answers the requests it rejects
+// with a Kubernetes Status, as kube-apiserver does, so that clients see the
+// errors they expect (401, 413, 429, 500).
+package filters
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+)
+
+// Defaults of kube-apiserver for the limits in Options.
+const (
+	// DefaultMaxRequestBodyBytes is kube-apiserver's cap on a request body.
+	DefaultMaxRequestBodyBytes = 3 << 20
+	// DefaultMaxRequestsInFlight is kube-apiserver's --max-requests-inflight.
+	DefaultMaxRequestsInFlight = 400
+	// DefaultMaxMutatingRequestsInFlight is kube-apiserver's
+	// --max-mutating-requests-inflight.
+	DefaultMaxMutatingRequestsInFlight = 200
+)
+
+// Options configures Chain; the zero value authenticates nobody (no
+// authentication), caps bodies at DefaultMaxRequestBodyBytes, does not cap
+// in-flight requests, records no metrics and logs nothing.
+type Options struct {
+	// Authenticator checks bearer tokens; nil turns authentication off and
+	// every request is served.
+	Authenticator TokenAuthenticator
+	// MaxRequestBodyBytes caps request bodies (413 above it); 0 means
+	// DefaultMaxRequestBodyBytes, a negative value no cap.
+	MaxRequestBodyBytes int64
+	// MaxRequestsInFlight caps concurrent read-only requests and
+	// MaxMutatingRequestsInFlight concurrent writes (429 above them); 0
+	// means no cap. Watches are not counted.
+	MaxRequestsInFlight         int
+	MaxMutatingRequestsInFlight int
+	// Metrics records request metrics; nil records none.
+	Metrics *Metrics
+	// Logger receives a debug record per request and an error per panic;
+	// nil discards them.
+	Logger *slog.Logger
+	// Shutdown, when it ends, cancels the contexts of long-running requests
+	// (watches) so that a graceful http.Server.Shutdown, which waits for
+	// active requests, does not wait for them forever. Nil: never.
+	Shutdown context.Context
+}
+
+// Chain wraps h in every filter, outermost first: request info, metrics and
+// logging (so that rejected requests are counted and logged too), panic
+// recovery, authentication, the in-flight cap, the cancellation of
+// long-running requests on shutdown and the body cap.
+func Chain(h http.Handler, o Options) http.Handler {
+	h = WithMaxRequestBody(h, o.MaxRequestBodyBytes)
+	if o.Shutdown != nil {
+		h = WithLongRunningShutdown(h, o.Shutdown)
+	}
+	h = WithMaxInFlight(h, o.MaxRequestsInFlight, o.MaxMutatingRequestsInFlight, o.Metrics)
+	if o.Authenticator != nil {
+		h = WithAuthentication(h, o.Authenticator)
+	}
+	h = WithPanicRecovery(h, o.Logger)
+	h = WithInstrumentation(h, o.Metrics, o.Logger)
+	return WithRequestInfo(h)
+}

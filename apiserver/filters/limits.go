@@ -1,0 +1,124 @@
+package filters
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+)
+
+// WithMaxRequestBody caps request bodies at limit bytes (0:
+// DefaultMaxRequestBodyBytes, negative: no cap) with a 413 Status. The body
+// is read in full before h runs, so that h sees either the whole body or no
+// call at all rather than a read error it would have to translate; the cost
+// is one copy of at most limit bytes.
+func WithMaxRequestBody(h http.Handler, limit int64) http.Handler {
+	if limit == 0 {
+		limit = DefaultMaxRequestBodyBytes
+	}
+	if limit < 0 {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+			h.ServeHTTP(w, r)
+			return
+		}
+		if r.ContentLength > limit {
+			tooLarge(w, limit)
+			return
+		}
+		body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+		r.Body.Close()
+		switch {
+		case err != nil:
+			writeStatus(w, apierrors.NewBadRequest(fmt.Sprintf("error reading request body: %v", err)))
+			return
+		case int64(len(body)) > limit:
+			tooLarge(w, limit)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.ContentLength = int64(len(body))
+		h.ServeHTTP(w, r)
+	})
+}
+
+func tooLarge(w http.ResponseWriter, limit int64) {
+	// The client may still be sending; closing the connection stops it
+	// rather than making the server drain an oversized body.
+	w.Header().Set("Connection", "close")
+	writeStatus(w, apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("limit is %d", limit)))
+}
+
+// WithMaxInFlight answers 429 with Retry-After: 1 when readOnly read-only
+// requests or mutating writes are already being served (0: no cap on that
+// kind). Long-running requests (watches) are neither capped nor counted:
+// they hold their slot for minutes and would starve everything else, which
+// is why kube-apiserver exempts them too. m, when not nil, gets the
+// in-flight gauge.
+func WithMaxInFlight(h http.Handler, readOnly, mutating int, m *Metrics) http.Handler {
+	var roSem, mutSem chan struct{}
+	if readOnly > 0 {
+		roSem = make(chan struct{}, readOnly)
+	}
+	if mutating > 0 {
+		mutSem = make(chan struct{}, mutating)
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ri := requestInfoOf(r)
+		if ri.IsLongRunning() {
+			h.ServeHTTP(w, r)
+			return
+		}
+		sem, kind := mutSem, kindMutating
+		if ri.IsReadOnly() {
+			sem, kind = roSem, kindReadOnly
+		}
+		if sem != nil {
+			select {
+			case sem <- struct{}{}:
+				defer func() { <-sem }()
+			default:
+				writeStatus(w, apierrors.NewTooManyRequests("Too many requests, please try again later.", 1))
+				return
+			}
+		}
+		if m != nil {
+			g := m.inflight.WithLabelValues(kind)
+			g.Inc()
+			defer g.Dec()
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// Values of the request_kind label of the in-flight gauge, as in
+// kube-apiserver.
+const (
+	kindReadOnly = "readOnly"
+	kindMutating = "mutating"
+)
+
+// WithLongRunningShutdown cancels the context of every long-running request
+// when shutdown ends, so that watches return and a graceful server shutdown
+// can complete; other requests are left to finish.
+func WithLongRunningShutdown(h http.Handler, shutdown context.Context) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !requestInfoOf(r).IsLongRunning() {
+			h.ServeHTTP(w, r)
+			return
+		}
+		ctx, cancel := context.WithCancelCause(r.Context())
+		defer cancel(nil)
+		stop := context.AfterFunc(shutdown, func() { cancel(errServerShutdown) })
+		defer stop()
+		h.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+var errServerShutdown = errors.New("server shutting down")
