@@ -143,7 +143,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		ticker := time.NewTicker(cfg.CompactionInterval)
 		s.running.Go(func() { // no Close can race: s is not returned yet
 			defer ticker.Stop()
-			compactEvery(lifetime, s, ticker.C, log)
+			storage.CompactEvery(lifetime, s, ticker.C, log)
 		})
 	}
 	return s, nil

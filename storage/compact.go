@@ -1,22 +1,24 @@
-package etcd
+package storage
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 )
 
-// compactable is what the compactor needs of a store.
-type compactable interface {
+// Compactor is what CompactEvery needs of a store.
+type Compactor interface {
 	Revision(ctx context.Context) (int64, error)
 	Compact(ctx context.Context, rev int64) error
 }
 
-// compactEvery compacts s at every tick to the revision it saw at the tick
+// CompactEvery compacts s at every tick to the revision it saw at the tick
 // before, until ctx ends, so that every version stays readable for at least
 // one interval: long enough for a paged list or a watch that fell briefly
-// behind to finish.
-func compactEvery(ctx context.Context, s compactable, ticks <-chan time.Time, log *slog.Logger) {
+// behind to finish. Several API servers over one etcd may each run it; a
+// compaction another already made is not an error.
+func CompactEvery(ctx context.Context, s Compactor, ticks <-chan time.Time, log *slog.Logger) {
 	var previous int64
 	for {
 		select {
@@ -25,7 +27,7 @@ func compactEvery(ctx context.Context, s compactable, ticks <-chan time.Time, lo
 		case <-ticks:
 		}
 		if previous > 0 {
-			if err := s.Compact(ctx, previous); err != nil {
+			if err := s.Compact(ctx, previous); err != nil && !errors.Is(err, ErrCompacted) {
 				log.Warn("compaction failed", "revision", previous, "err", err)
 			} else {
 				log.Debug("compacted", "revision", previous)

@@ -1,4 +1,4 @@
-package etcd
+package storage_test
 
 import (
 	"context"
@@ -26,7 +26,7 @@ func TestCompactEvery(t *testing.T) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			compactEvery(ctx, s, ticker.C, slog.New(slog.NewTextHandler(io.Discard, nil)))
+			storage.CompactEvery(ctx, s, ticker.C, slog.New(slog.NewTextHandler(io.Discard, nil)))
 		}()
 		n := 0
 		write := func() int64 {
