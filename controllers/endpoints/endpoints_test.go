@@ -103,7 +103,9 @@ func TestSubsets(t *testing.T) {
 
 // epAPI writes Endpoints into a cachetest source, standing in for the API
 // server in these unit tests of the controller alone.
-type epAPI struct{ src *cachetest.Source[*corev1.Endpoints] }
+type epAPI struct {
+	src *cachetest.Source[*corev1.Endpoints]
+}
 
 func (a epAPI) Create(_ context.Context, ep *corev1.Endpoints) (*corev1.Endpoints, error) {
 	return a.src.Create(ep)
