@@ -1,0 +1,271 @@
+// Package garbagecollector deletes objects whose owners are gone, as
+// Kubernetes' garbage collector does: it keeps a graph of owners and
+// dependents from ownerReferences seen by informers, deletes dependents
+// whose owners have all disappeared (background cascading deletion),
+// strips references to owners deleted with the orphan finalizer and then
+// removes that finalizer, and deletes the dependents of owners with the
+// foregroundDeletion finalizer before removing it.
+//
+// Two rate-limited queues of UIDs drive the work: attemptToDelete (is this
+// object garbage? is this owner done waiting for its dependents? does this
+// virtual owner exist?) and attemptToOrphan (an owner being deleted with
+// the orphan finalizer). Absence is always confirmed against the API server
+// before anything is deleted; the cache is trusted only for presence.
+//
+// Wiring it to an API server:
+//
+//	c, _ := client.New(cfg)
+//	factory := informers.NewSharedInformerFactory(c, informers.Options{})
+//	gc, err := garbagecollector.New(factory, garbagecollector.NewClient(c),
+//		garbagecollector.BuiltinResources(), garbagecollector.Options{Logger: log})
+//	...
+//	err = gc.Run(ctx)
+package garbagecollector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/listwatch/listwatch/cache"
+	"github.com/listwatch/listwatch/controller"
+	"github.com/listwatch/listwatch/informers"
+	"github.com/listwatch/listwatch/workqueue"
+)
+
+// Resource is a resource the collector watches: its objects can be owners
+// and dependents. GVK is the kind its objects are referenced by in
+// ownerReferences.
+type Resource struct {
+	GVR        schema.GroupVersionResource
+	GVK        schema.GroupVersionKind
+	Namespaced bool
+	// Subscribe connects the collector to the resource's shared informer;
+	// nil means InformerOf[cache.Object]() (an informer of its own, since the
+	// factory keys informers by object type too). Pass InformerOf with the
+	// type other controllers use (InformerOf[*corev1.Pod]()) to share theirs.
+	Subscribe Subscriber
+}
+
+// Subscriber registers h for the events of resource gvr with an informer
+// of f and returns the registration's HasSynced and a func that undoes the
+// registration.
+type Subscriber func(f *informers.SharedInformerFactory, gvr schema.GroupVersionResource, h cache.ResourceEventHandler[cache.Object]) (hasSynced func() bool, release func(), err error)
+
+// InformerOf returns the Subscriber that uses the factory's informer of
+// objects of type T.
+func InformerOf[T cache.Object]() Subscriber {
+	return func(f *informers.SharedInformerFactory, gvr schema.GroupVersionResource, h cache.ResourceEventHandler[cache.Object]) (func() bool, func(), error) {
+		inf := informers.InformerFor[T](f, gvr)
+		reg, err := inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs[T]{
+			AddFunc:    func(obj T, initial bool) { h.OnAdd(obj, initial) },
+			UpdateFunc: func(oldObj, newObj T) { h.OnUpdate(oldObj, newObj) },
+			DeleteFunc: func(obj T, unknown bool) { h.OnDelete(obj, unknown) },
+		})
+		if err != nil {
+			inf.Release()
+			return nil, nil, fmt.Errorf("garbagecollector: watching %s: %w", gvr, err)
+		}
+		return reg.HasSynced, func() {
+			// The registration may be gone with a stopped informer already.
+			_ = inf.Informer().RemoveEventHandler(reg)
+			inf.Release()
+		}, nil
+	}
+}
+
+// Options configure a GarbageCollector. The zero value works.
+type Options struct {
+	// Workers is the number of workers of each queue; zero means 4.
+	Workers int
+	// Logger receives the collector's logs; nil discards them.
+	Logger *slog.Logger
+	// Metrics, when set, records the queues' metrics.
+	Metrics workqueue.MetricsProvider
+	// RateLimiter delays retries; nil means
+	// workqueue.DefaultControllerRateLimiter. Each queue gets its own from
+	// this constructor.
+	RateLimiter func() workqueue.RateLimiter[types.UID]
+	// AbsentCacheSize bounds how many UIDs known to be absent are
+	// remembered, which saves API reads; zero means 10,000.
+	AbsentCacheSize int
+}
+
+// GarbageCollector deletes dependents of absent owners and carries out
+// orphan and foreground deletions. Make one with New and Run it once.
+type GarbageCollector struct {
+	factory *informers.SharedInformerFactory
+	client  Client
+	log     *slog.Logger
+	workers int
+
+	byGVK map[schema.GroupVersionKind]*Resource
+	graph *graph
+
+	toDelete, toOrphan *workqueue.RateLimitingQueue[types.UID]
+
+	synced   []func() bool
+	releases []func()
+	ran      atomic.Bool
+}
+
+// New returns a collector over resources, watched through factory and
+// acted on through client. It registers its informer handlers now; Run
+// starts the work.
+func New(factory *informers.SharedInformerFactory, client Client, resources []Resource, opts Options) (*GarbageCollector, error) {
+	if factory == nil || client == nil {
+		return nil, errors.New("garbagecollector: New needs a factory and a client")
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	workers := opts.Workers
+	if workers <= 0 {
+		workers = 4
+	}
+	absentSize := opts.AbsentCacheSize
+	if absentSize <= 0 {
+		absentSize = 10_000
+	}
+	newQueue := func(name string) *workqueue.RateLimitingQueue[types.UID] {
+		var limiter workqueue.RateLimiter[types.UID]
+		if opts.RateLimiter != nil {
+			limiter = opts.RateLimiter()
+		}
+		return workqueue.NewRateLimitingQueue(limiter, workqueue.Config{Name: name, MetricsProvider: opts.Metrics})
+	}
+	gc := &GarbageCollector{
+		factory:  factory,
+		client:   client,
+		log:      log.With("controller", "garbagecollector"),
+		workers:  workers,
+		byGVK:    map[schema.GroupVersionKind]*Resource{},
+		toDelete: newQueue("garbage_collector_attempt_to_delete"),
+		toOrphan: newQueue("garbage_collector_attempt_to_orphan"),
+	}
+	byGVR := map[schema.GroupVersionResource]bool{}
+	for i := range resources {
+		r := resources[i]
+		if r.GVR.Resource == "" || r.GVK.Kind == "" || r.GVK.Version == "" {
+			return nil, fmt.Errorf("garbagecollector: resource %d needs a GVR and a GVK: %+v", i, r)
+		}
+		if byGVR[r.GVR] || gc.byGVK[r.GVK] != nil {
+			return nil, fmt.Errorf("garbagecollector: resource %s (%s) listed twice", r.GVR, r.GVK)
+		}
+		byGVR[r.GVR] = true
+		gc.byGVK[r.GVK] = &r
+	}
+	gc.graph = newGraph(gc.locate,
+		func(uid types.UID) { gc.toDelete.Add(uid) },
+		func(uid types.UID) { gc.toOrphan.Add(uid) },
+		absentSize)
+	for _, r := range gc.byGVK {
+		sub := r.Subscribe
+		if sub == nil {
+			sub = InformerOf[cache.Object]()
+		}
+		hasSynced, release, err := sub(factory, r.GVR, handler{g: gc.graph, res: r})
+		if err != nil {
+			gc.release()
+			gc.toDelete.ShutDown()
+			gc.toOrphan.ShutDown()
+			return nil, err
+		}
+		gc.synced = append(gc.synced, hasSynced)
+		gc.releases = append(gc.releases, release)
+	}
+	return gc, nil
+}
+
+// release gives up the informer registrations.
+func (gc *GarbageCollector) release() {
+	for _, r := range gc.releases {
+		r()
+	}
+	gc.releases = nil
+}
+
+// Run starts the factory's informers that are not running yet, waits for
+// the collector's to sync, and works both queues until ctx ends; it then
+// drains the queues, stops the workers, gives up its informers and
+// returns. It returns an error when called twice or when ctx ends before
+// the caches sync.
+func (gc *GarbageCollector) Run(ctx context.Context) error {
+	if !gc.ran.CompareAndSwap(false, true) {
+		return errors.New("garbagecollector: Run called twice")
+	}
+	defer gc.release()
+	gc.factory.Start(ctx)
+	runners := []*controller.Runner[types.UID]{
+		{Name: "garbagecollector-delete", Queue: gc.toDelete, Sync: gc.attemptToDelete, Logger: gc.log},
+		{Name: "garbagecollector-orphan", Queue: gc.toOrphan, Sync: gc.attemptToOrphan, Logger: gc.log},
+	}
+	errs := make([]error, len(runners))
+	var wg sync.WaitGroup
+	for i, r := range runners {
+		wg.Go(func() { errs[i] = r.Run(ctx, gc.workers, gc.synced...) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// locate finds where the owner ref, of a dependent in depNamespace, lives.
+// It fails for an owner of unknown kind and for a namespaced owner of a
+// cluster-scoped dependent, which Kubernetes treats as unresolvable: such
+// a reference is never taken to be absent.
+func (gc *GarbageCollector) locate(ref metav1.OwnerReference, depNamespace string) (objectID, bool) {
+	gvk, ok := gvkOf(ref)
+	if !ok {
+		return objectID{}, false
+	}
+	r := gc.byGVK[gvk]
+	if r == nil || (r.Namespaced && depNamespace == "") {
+		return objectID{}, false
+	}
+	id := objectID{res: r, name: ref.Name, uid: ref.UID}
+	if r.Namespaced {
+		id.namespace = depNamespace
+	}
+	return id, true
+}
+
+// handler feeds one resource's informer events to the graph.
+type handler struct {
+	g   *graph
+	res *Resource
+}
+
+func (h handler) OnAdd(obj cache.Object, _ bool) {
+	if obj != nil {
+		h.g.upsert(h.res, obj)
+	}
+}
+
+func (h handler) OnUpdate(oldObj, newObj cache.Object) {
+	if newObj == nil {
+		return
+	}
+	if oldObj != nil && oldObj.GetUID() != newObj.GetUID() {
+		// Deleted and recreated under the same name while the informer
+		// was not watching: two objects, not one changed.
+		h.g.remove(oldObj)
+	}
+	h.g.upsert(h.res, newObj)
+}
+
+// OnDelete forgets obj. A tombstone (finalStateUnknown) carries the last
+// state the cache knew, whose UID is all the graph needs.
+func (h handler) OnDelete(obj cache.Object, _ bool) {
+	if obj != nil {
+		h.g.remove(obj)
+	}
+}
