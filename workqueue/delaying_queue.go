@@ -2,6 +2,7 @@ package workqueue
 
 import (
 	"context"
+	"runtime"
 	"sync"
 	"time"
 )
@@ -54,16 +55,31 @@ func (q *DelayingQueue[T]) AddAfter(item T, delay time.Duration) bool {
 	now := time.Now()
 	at := now.Add(delay)
 	q.dmu.Lock()
-	defer q.dmu.Unlock()
 	if q.stopped || q.ShuttingDown() {
+		q.dmu.Unlock()
 		return false
 	}
 	// Deliver what is already due while we hold the lock and know the time:
 	// under load the timer's goroutine may wait for a CPU for a whole
 	// scheduler time slice, and a busy producer would make it late.
-	if len(q.heap) > 0 && !q.heap[0].at.After(now) {
+	delivered := len(q.heap) > 0 && !q.heap[0].at.After(now)
+	if delivered {
 		q.deliverLocked(now)
 	}
+	ok := q.addAfterLocked(item, at)
+	q.dmu.Unlock()
+	if delivered {
+		// The workers woken for what was delivered were made runnable on
+		// this goroutine's processor, behind it: a producer adding in a
+		// loop would keep them waiting until the scheduler preempts it,
+		// up to a 10ms time slice. Let them run now.
+		runtime.Gosched()
+	}
+	return ok
+}
+
+// addAfterLocked makes item due at at, unless it is already due earlier.
+func (q *DelayingQueue[T]) addAfterLocked(item T, at time.Time) bool {
 	if q.due == nil {
 		q.due = make(map[T]time.Time)
 	}

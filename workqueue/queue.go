@@ -3,7 +3,6 @@ package workqueue
 import (
 	"context"
 	"fmt"
-	"hash/maphash"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -38,13 +37,10 @@ type Config struct {
 
 const defaultUnfinishedWorkUpdatePeriod = 500 * time.Millisecond
 
-// itemState is a bit set: one map entry per known item records both whether
-// it waits to be processed (dirty) and whether a worker holds it
-// (processing), which halves the map operations of separate sets.
-type itemState uint8
-
+// Bits of an entry's state: whether its item waits to be processed (dirty)
+// and whether a worker holds it (processing). An entry with neither is idle.
 const (
-	stateDirty itemState = 1 << iota
+	stateDirty uint32 = 1 << iota
 	stateProcessing
 )
 
@@ -52,21 +48,35 @@ const (
 // an item, before it parks.
 const getSpinYields = 4
 
-// numShards splits the item states so that an Add of an item already
-// waiting, the common case when events outpace workers, takes a lock that
-// workers rarely touch instead of the FIFO's.
-const numShards = 64
+// Idle entries are kept for items that are neither waiting nor processing,
+// so that the next Add of a recently processed item finds its entry instead
+// of inserting one (and, at its Done, deleting it), and can take the fast
+// path. At most idleMin + (number of busy entries) are kept, least recently
+// used first out, which bounds memory to a constant plus the live set.
+const idleMin = 4096
 
-type shard[T comparable] struct {
-	mu    sync.Mutex
-	state map[T]itemState
-	// Pad to a cache line so that neighbouring shards' locks do not share
-	// one and bounce between cores together.
-	_ [64 - 16]byte
+// entry is the whole state of one known item, in one place. The FIFO holds
+// entries rather than items, so Get touches no map.
+type entry[T comparable] struct {
+	item T
+	// state changes by compare-and-swap: under Queue.indexMu by Add's fast
+	// path, and under Queue.mu by everything else.
+	state atomic.Uint32
+	// Links in the idle list; guarded by Queue.mu. An entry stays linked
+	// from the Done that idles it until it is evicted or queued again.
+	prev, next *entry[T]
 }
 
-// shardSeed is shared by every queue: it only spreads items over shards.
-var shardSeed = maphash.MakeSeed()
+// inboxNewMax bounds the inbox, with the number of entries: an entry is in
+// it at most once, but a new item once per Add.
+const inboxNewMax = 1024
+
+// pending is an Add handed over to the holders of mu; e is nil when the
+// item had no entry.
+type pending[T comparable] struct {
+	e    *entry[T]
+	item T
+}
 
 // Queue is a FIFO work queue that deduplicates items.
 //
@@ -74,28 +84,53 @@ var shardSeed = maphash.MakeSeed()
 // added while a worker processes it is queued again only when the worker
 // calls Done, so it is never held by two workers at once. The zero Queue is
 // ready to use, without metrics; a Queue must not be copied after first use.
+//
+// Add mostly stays off the lock that Get and Done take: it finds the item's
+// entry under a lock of its own and changes its state atomically, and an
+// item that must enter the FIFO goes to an inbox that the next Get, Done or
+// Len moves over in one batch. Add takes the workers' lock itself only to
+// wake a worker that sleeps, or when metrics are on.
 type Queue[T comparable] struct {
-	shards [numShards]shard[T]
+	// indexMu guards the inbox and the reads of entries made without mu.
+	// Writers of entries hold both locks, mu first, so holders of mu read
+	// it freely. Holders of mu take it with lockIndex or TryLock: see
+	// lockIndex.
+	indexMu  sync.Mutex
+	entries  map[T]*entry[T]
+	inbox    []pending[T]
+	inboxLen atomic.Int64 // len(inbox), for the workers to poll
 
-	// Lock order: a shard's mu, then mu. mu guards the FIFO and the fields
-	// up to metrics.
-	mu      sync.Mutex
-	cond    sync.Cond
-	items   ring[T]
-	waiters int // goroutines blocked in Get
-	woken   int // waiters signalled and not yet running
+	// Pad so that the producers' lock and the workers' do not share a
+	// cache line.
+	_ [64]byte
+
+	// mu guards the rest, up to waiters.
+	mu    sync.Mutex
+	cond  sync.Cond
+	items ring[*entry[T]]
+	spare []pending[T] // an emptied inbox, to swap in at the next drain
+	idle  entry[T]     // sentinel of the circular idle list, oldest at idle.next
+	nIdle int
+	// free holds evicted entries, cleared, for reuse, so that a steady
+	// state allocates nothing. It is bounded by peak, the most entries the
+	// map has held: that much memory the map's table keeps anyway, since Go
+	// maps never shrink. ShutDown gives both back.
+	free       []*entry[T]
+	peak       int
+	woken      int // waiters signalled and not yet running
+	processing int // items handed out by Get and not yet Done
 
 	drained     chan struct{} // closed when a drain has finished
 	drainClosed bool
 
-	// Written under mu, read without it on the fast paths.
+	// Written under mu (shuttingDown and draining under indexMu too), read
+	// without it on the fast paths.
+	waiters      atomic.Int64 // goroutines blocked in Get
 	shuttingDown atomic.Bool
 	draining     atomic.Bool
-	processing   atomic.Int64 // items handed out by Get and not yet Done
 	queued       atomic.Int64 // items.len(), for Get to poll without mu
 
-	metrics     *queueMetrics[T]
-	metricsMu   sync.Mutex // guards metrics' maps
+	metrics     *queueMetrics[T] // guarded by mu
 	stopMetrics chan struct{}
 	metricsDone chan struct{}
 }
@@ -131,29 +166,22 @@ func (q *Queue[T]) updateUnfinishedLoop(period time.Duration, stop <-chan struct
 		case <-stop:
 			return
 		case <-t.C:
-			q.metricsMu.Lock()
+			q.mu.Lock()
 			q.metrics.updateUnfinished()
-			q.metricsMu.Unlock()
+			q.mu.Unlock()
 		}
 	}
 }
 
-// shardOf returns item's shard, locked, with its map allocated.
-func (q *Queue[T]) lockShard(item T) *shard[T] {
-	sh := &q.shards[maphash.Comparable(shardSeed, item)%numShards]
-	sh.mu.Lock()
-	if sh.state == nil {
-		sh.state = make(map[T]itemState)
-	}
-	return sh
-}
-
-// lockFIFO locks mu, making the zero Queue's condition variable usable.
-func (q *Queue[T]) lockFIFO() {
+// lock locks mu, making the zero Queue usable, and moves the inbox into the
+// FIFO, so that its holder sees every Add made before.
+func (q *Queue[T]) lock() {
 	q.mu.Lock()
 	if q.cond.L == nil {
 		q.cond.L = &q.mu
+		q.idle.prev, q.idle.next = &q.idle, &q.idle
 	}
+	q.drainInboxLocked()
 }
 
 // Add queues item for processing unless it is already waiting. It reports
@@ -163,33 +191,219 @@ func (q *Queue[T]) Add(item T) bool {
 	if q.shuttingDown.Load() {
 		return false
 	}
-	sh := q.lockShard(item)
-	s := sh.state[item]
-	if s&stateDirty != 0 {
-		sh.mu.Unlock()
-		return true
-	}
-	// A processing item goes back in the FIFO only at Done.
-	if s&stateProcessing == 0 {
-		q.lockFIFO()
+	if q.metrics != nil {
+		// Metrics are recorded under mu.
+		q.lock()
+		defer q.mu.Unlock()
 		if q.shuttingDown.Load() {
-			q.mu.Unlock()
-			sh.mu.Unlock()
 			return false
 		}
-		q.items.push(item)
-		q.queued.Add(1)
-		q.wakeLocked()
+		if q.addLocked(item) {
+			q.metrics.add(item)
+		}
+		return true
+	}
+
+	q.indexMu.Lock()
+	// Checked again under indexMu, which the shutdown holds when it sets
+	// the flag: an Add either comes before it, in the inbox the shutdown
+	// drains, or is refused.
+	if q.shuttingDown.Load() {
+		q.indexMu.Unlock()
+		return false
+	}
+	handOver := false
+	if e := q.entries[item]; e == nil {
+		if len(q.inbox) >= inboxNewMax+len(q.entries) {
+			// A new item is handed over once per Add, not once per
+			// item: past this bound, add it under mu, which also
+			// empties the inbox.
+			q.indexMu.Unlock()
+			q.lock()
+			defer q.mu.Unlock()
+			if q.shuttingDown.Load() {
+				return false
+			}
+			q.addLocked(item)
+			return true
+		}
+		q.inbox = append(q.inbox, pending[T]{item: item})
+		handOver = true
+	} else if markDirty(e) {
+		// indexMu kept e from being evicted and reused meanwhile.
+		q.inbox = append(q.inbox, pending[T]{e: e, item: item})
+		handOver = true
+	}
+	if handOver {
+		q.inboxLen.Add(1)
+	}
+	q.indexMu.Unlock()
+	// A Get about to sleep counts itself in waiters before it looks at the
+	// inbox a last time; this looks at waiters after filling the inbox.
+	// Sequentially consistent atomics make one of the two see the other.
+	if handOver && q.waiters.Load() > 0 {
+		q.lock()
 		q.mu.Unlock()
 	}
-	sh.state[item] = s | stateDirty
-	if q.metrics != nil {
-		q.metricsMu.Lock()
-		q.metrics.add(item)
-		q.metricsMu.Unlock()
-	}
-	sh.mu.Unlock()
 	return true
+}
+
+// markDirty records that e's item was added and reports whether the caller
+// must queue it, because it was idle.
+//
+// Even an entry already dirty is compare-and-swapped, onto itself: the Get
+// that later hands the item out swaps the state this wrote, and so
+// synchronizes with this Add as it would through a lock.
+func markDirty[T comparable](e *entry[T]) bool {
+	for {
+		s := e.state.Load()
+		switch {
+		case s&stateDirty != 0:
+			if e.state.CompareAndSwap(s, s) {
+				return false
+			}
+		case s&stateProcessing != 0:
+			// It goes back in the FIFO only at Done.
+			if e.state.CompareAndSwap(s, s|stateDirty) {
+				return false
+			}
+		default:
+			if e.state.CompareAndSwap(s, stateDirty) {
+				return true
+			}
+		}
+	}
+}
+
+// addLocked adds item and reports whether it was not waiting already.
+func (q *Queue[T]) addLocked(item T) bool {
+	e := q.entries[item]
+	if e == nil {
+		q.push(q.newEntry(item))
+		return true
+	}
+	if e.state.Load()&stateDirty != 0 {
+		return false
+	}
+	if markDirty(e) {
+		q.queueIdle(e)
+	}
+	return true
+}
+
+// drainInboxLocked moves the Adds handed over in the inbox into the FIFO,
+// in their order.
+func (q *Queue[T]) drainInboxLocked() {
+	if q.inboxLen.Load() == 0 {
+		return
+	}
+	q.lockIndex()
+	batch := q.inbox
+	q.inbox = q.spare[:0]
+	q.inboxLen.Store(0)
+	q.indexMu.Unlock()
+	for _, p := range batch {
+		if p.e != nil {
+			q.queueIdle(p.e)
+		} else {
+			q.addLocked(p.item)
+		}
+	}
+	clear(batch)
+	q.spare = batch
+}
+
+// queueIdle queues e, which was idle and has just been marked dirty.
+func (q *Queue[T]) queueIdle(e *entry[T]) {
+	if e.prev != nil {
+		q.unlinkIdle(e)
+	}
+	q.push(e)
+}
+
+// newEntry makes a dirty entry for item, reusing an evicted one if it can.
+func (q *Queue[T]) newEntry(item T) *entry[T] {
+	var e *entry[T]
+	if n := len(q.free); n > 0 {
+		e = q.free[n-1]
+		q.free[n-1] = nil
+		q.free = q.free[:n-1]
+	} else {
+		e = new(entry[T])
+	}
+	e.item = item
+	e.state.Store(stateDirty)
+	q.lockIndex()
+	if q.entries == nil {
+		q.entries = make(map[T]*entry[T])
+	}
+	q.entries[item] = e
+	q.indexMu.Unlock()
+	q.peak = max(q.peak, len(q.entries))
+	return e
+}
+
+// indexSpins is how many times lockIndex tries indexMu before it blocks.
+const indexSpins = 64
+
+// lockIndex locks indexMu from a holder of mu. A producer adding in a loop
+// holds indexMu most of the time, but each time only for a lookup: trying
+// again at once takes it within a few tries, where Lock would park the
+// worker, and the runtime would make it runnable behind the producer, on
+// the producer's processor.
+func (q *Queue[T]) lockIndex() {
+	for range indexSpins {
+		if q.indexMu.TryLock() {
+			return
+		}
+	}
+	q.indexMu.Lock()
+}
+
+func (q *Queue[T]) unlinkIdle(e *entry[T]) {
+	e.prev.next, e.next.prev = e.next, e.prev
+	e.prev, e.next = nil, nil
+	q.nIdle--
+}
+
+// makeIdle puts e, just made idle, at the young end of the idle list and
+// evicts the oldest idle entries beyond the bound. A few at most per call:
+// enough to follow a shrinking live set, and short.
+func (q *Queue[T]) makeIdle(e *entry[T]) {
+	e.prev, e.next = q.idle.prev, &q.idle
+	e.prev.next = e
+	q.idle.prev = e
+	q.nIdle++
+	if q.nIdle <= idleMin+len(q.entries)-q.nIdle {
+		return
+	}
+	// Evicting is never urgent: skip it while an Add holds indexMu rather
+	// than wait, and catch up next time.
+	if !q.indexMu.TryLock() {
+		return
+	}
+	for i := 0; i < 8 && q.nIdle > idleMin+len(q.entries)-q.nIdle; i++ {
+		old := q.idle.next
+		q.unlinkIdle(old)
+		// An Add may have revived it since; it is in the inbox then.
+		if old.state.Load() != 0 {
+			continue
+		}
+		delete(q.entries, old.item)
+		var zero T
+		old.item = zero
+		if len(q.free) < q.peak {
+			q.free = append(q.free, old)
+		}
+	}
+	q.indexMu.Unlock()
+}
+
+// push appends e to the FIFO and wakes a worker if one is needed.
+func (q *Queue[T]) push(e *entry[T]) {
+	q.items.push(e)
+	q.queued.Add(1)
+	q.wakeLocked()
 }
 
 // wakeLocked signals one blocked Get when items are queued and no signalled
@@ -197,7 +411,7 @@ func (q *Queue[T]) Add(item T) bool {
 // waking the next if work remains, spares the scheduler the wake-ups that
 // would find the queue already emptied by the first.
 func (q *Queue[T]) wakeLocked() {
-	if q.woken == 0 && q.waiters > 0 && q.items.len() > 0 {
+	if q.woken == 0 && q.waiters.Load() > 0 && q.items.len() > 0 {
 		q.woken++
 		q.cond.Signal()
 	}
@@ -209,100 +423,92 @@ func (q *Queue[T]) wakeLocked() {
 // queued or being processed, since an item in flight may still be queued
 // again by its Done.
 func (q *Queue[T]) Get() (item T, ok bool) {
-	q.lockFIFO()
+	q.lock()
 	if q.items.len() == 0 && !q.shuttingDown.Load() {
 		// Yield a few times before parking: an item usually arrives
 		// within a scheduler round, and a worker that is still runnable
 		// needs no wake-up, which costs the producer far more than the
 		// yields cost the worker.
 		q.mu.Unlock()
-		for i := 0; i < getSpinYields && q.queued.Load() == 0 && !q.shuttingDown.Load(); i++ {
+		for i := 0; i < getSpinYields && q.queued.Load() == 0 && q.inboxLen.Load() == 0 && !q.shuttingDown.Load(); i++ {
 			runtime.Gosched()
 		}
-		q.lockFIFO()
+		q.lock()
 	}
 	for q.items.len() == 0 && q.mustWaitLocked() {
-		q.waiters++
-		q.cond.Wait()
-		q.waiters--
-		if q.woken > 0 {
-			q.woken--
+		q.waiters.Add(1)
+		// See the end of Add.
+		if q.inboxLen.Load() == 0 {
+			q.cond.Wait()
+			if q.woken > 0 {
+				q.woken--
+			}
 		}
+		q.waiters.Add(-1)
+		q.drainInboxLocked()
 	}
 	if q.items.len() == 0 {
 		q.mu.Unlock()
 		return item, false
 	}
-	item = q.items.pop()
+	e := q.items.pop()
 	q.queued.Add(-1)
-	q.processing.Add(1)
+	q.processing++
+	// A swap, not a store: see markDirty.
+	e.state.Swap(stateProcessing)
+	if q.metrics != nil {
+		q.metrics.get(e.item)
+	}
 	// Pass the baton: more items may be waiting for idle workers.
 	q.wakeLocked()
 	q.mu.Unlock()
-
-	// Until the shard says processing, an Add of item finds it dirty and
-	// does nothing. That is right: Get has not returned, so the caller's
-	// processing, which starts later, sees whatever that Add announced.
-	sh := q.lockShard(item)
-	sh.state[item] = stateProcessing
-	if q.metrics != nil {
-		q.metricsMu.Lock()
-		q.metrics.get(item)
-		q.metricsMu.Unlock()
-	}
-	sh.mu.Unlock()
-	return item, true
+	return e.item, true
 }
 
 // Done marks item as processed. If it was added again meanwhile, it is
 // queued again now. Done of an item not handed out by Get does nothing.
 func (q *Queue[T]) Done(item T) {
-	sh := q.lockShard(item)
-	s, ok := sh.state[item]
-	if !ok || s&stateProcessing == 0 {
-		sh.mu.Unlock()
+	q.lock()
+	defer q.mu.Unlock()
+	e := q.entries[item]
+	if e == nil {
 		return
 	}
-	if q.metrics != nil {
-		q.metricsMu.Lock()
-		q.metrics.done(item)
-		q.metricsMu.Unlock()
-	}
-	if s&stateDirty != 0 {
-		q.lockFIFO()
+	for {
+		s := e.state.Load()
+		if s&stateProcessing == 0 {
+			return
+		}
 		// After ShutDown nothing is queued; a drain still processes what
 		// was added before it began.
-		if q.shuttingDown.Load() && !q.draining.Load() {
-			delete(sh.state, item)
-		} else {
-			sh.state[item] = stateDirty
-			q.items.push(item)
-			q.queued.Add(1)
-			q.wakeLocked()
+		requeue := s&stateDirty != 0 && (!q.shuttingDown.Load() || q.draining.Load())
+		next := uint32(0)
+		if requeue {
+			next = stateDirty
 		}
-		// Decrement only after the push, so that a drain never sees the
-		// queue empty and nothing processing in between.
-		q.processing.Add(-1)
-		q.checkDrainedLocked()
-		q.mu.Unlock()
-		sh.mu.Unlock()
-		return
+		// Add's fast path may mark it dirty meanwhile: then go round again.
+		if !e.state.CompareAndSwap(s, next) {
+			continue
+		}
+		if q.metrics != nil {
+			q.metrics.done(item)
+		}
+		q.processing--
+		if requeue {
+			q.push(e)
+		} else {
+			q.makeIdle(e)
+		}
+		break
 	}
-	delete(sh.state, item)
-	sh.mu.Unlock()
-	q.processing.Add(-1)
-	// Sequentially consistent atomics: either this load sees the
-	// shutdown, or the drain's own check sees the decrement above.
 	if q.shuttingDown.Load() {
-		q.lockFIFO()
 		q.checkDrainedLocked()
-		q.mu.Unlock()
 	}
 }
 
 // Len returns the number of items waiting for Get.
 func (q *Queue[T]) Len() int {
-	q.lockFIFO()
+	q.lock()
 	defer q.mu.Unlock()
 	return q.items.len()
 }
@@ -316,39 +522,39 @@ func (q *Queue[T]) ShuttingDown() bool {
 // are dropped, and every Get returns ok=false without blocking. Items being
 // processed may still be marked Done. ShutDown may be called more than once.
 func (q *Queue[T]) ShutDown() {
-	q.lockFIFO()
+	q.lock()
+	q.lockIndex()
 	q.shuttingDown.Store(true)
 	q.draining.Store(false)
 	q.items.reset()
 	q.queued.Store(0)
+	clear(q.inbox)
+	q.inbox = q.inbox[:0]
+	q.inboxLen.Store(0)
+	// Forget every item but those being processed, whose Done is still to
+	// come; the dropped ones leave the metrics too. Holding indexMu, no Add
+	// changes a state meanwhile.
+	for item, e := range q.entries {
+		s := e.state.Load()
+		if s&stateDirty != 0 && q.metrics != nil {
+			q.metrics.dropQueued(item)
+		}
+		if s&stateProcessing != 0 {
+			e.state.Store(stateProcessing)
+		} else {
+			delete(q.entries, item)
+		}
+	}
+	q.indexMu.Unlock()
+	q.idle.prev, q.idle.next = &q.idle, &q.idle
+	q.nIdle = 0
+	q.free, q.peak = nil, 0
 	q.checkDrainedLocked()
 	q.cond.Broadcast()
 	stop, done := q.stopMetrics, q.metricsDone
 	q.stopMetrics = nil
 	q.mu.Unlock()
 
-	// Forget the dropped items. An Add racing with this either saw the
-	// shutdown under mu and undid itself, or came before and is undone here.
-	for i := range q.shards {
-		sh := &q.shards[i]
-		sh.mu.Lock()
-		for item, s := range sh.state {
-			if s&stateDirty == 0 {
-				continue
-			}
-			if q.metrics != nil {
-				q.metricsMu.Lock()
-				q.metrics.dropQueued(item)
-				q.metricsMu.Unlock()
-			}
-			if s&stateProcessing != 0 {
-				sh.state[item] = stateProcessing
-			} else {
-				delete(sh.state, item)
-			}
-		}
-		sh.mu.Unlock()
-	}
 	if stop != nil {
 		close(stop)
 		<-done
@@ -364,11 +570,15 @@ func (q *Queue[T]) ShutDown() {
 // dropped as by ShutDown and the context's error is returned; otherwise the
 // result is nil. Either way the queue is shut down on return.
 func (q *Queue[T]) ShutDownWithDrain(ctx context.Context) error {
-	q.lockFIFO()
+	q.lock()
+	q.lockIndex()
 	if !q.shuttingDown.Load() {
 		q.draining.Store(true)
 		q.shuttingDown.Store(true)
 	}
+	q.indexMu.Unlock()
+	// What Add handed over before the shutdown is to be processed too.
+	q.drainInboxLocked()
 	if q.drained == nil {
 		q.drained = make(chan struct{})
 	}
@@ -397,7 +607,7 @@ func (q *Queue[T]) mustWaitLocked() bool {
 }
 
 func (q *Queue[T]) checkDrainedLocked() {
-	if q.drained != nil && !q.drainClosed && q.items.len() == 0 && q.processing.Load() == 0 {
+	if q.drained != nil && !q.drainClosed && q.items.len() == 0 && q.processing == 0 {
 		q.drainClosed = true
 		close(q.drained)
 		// Gets waiting for in-flight items to come back can stop now.

@@ -329,3 +329,65 @@ func TestNoItemHeldByTwoWorkers(t *testing.T) {
 		}
 	}
 }
+
+// TestQueueMemoryBounded checks that the entries kept for processed items
+// and the Adds handed over to the workers stay bounded by the live set plus
+// a constant, however many distinct items go through.
+func TestQueueMemoryBounded(t *testing.T) {
+	const distinct = 4 * idleMin
+	tests := []struct {
+		name string
+		run  func(q *Queue[int])
+	}{
+		{"processed items", func(q *Queue[int]) {
+			for i := range distinct {
+				q.Add(i)
+				x := getNow(t, q)
+				q.Done(x)
+			}
+		}},
+		{"idle items added again", func(q *Queue[int]) {
+			for i := range distinct {
+				q.Add(i)
+				q.Done(getNow(t, q))
+			}
+			// Each Add of a kept idle item goes through the inbox.
+			for i := distinct - idleMin; i < distinct; i++ {
+				q.Add(i)
+			}
+			for range idleMin {
+				q.Done(getNow(t, q))
+			}
+		}},
+		{"new items added many times before any Get", func(q *Queue[int]) {
+			// 16 Adds per item: the inbox must grow with the items, not
+			// with the Adds.
+			for range 16 {
+				for i := range distinct {
+					q.Add(i)
+				}
+			}
+			for range distinct {
+				q.Done(getNow(t, q))
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			q := NewQueue[int](Config{})
+			defer q.ShutDown()
+			tt.run(q)
+			q.lock()
+			defer q.mu.Unlock()
+			if n := len(q.entries); n > idleMin {
+				t.Errorf("%d entries kept with nothing queued, want at most %d", n, idleMin)
+			}
+			if n := cap(q.inbox) + cap(q.spare); n > 4*(inboxNewMax+distinct) {
+				t.Errorf("inbox capacity %d for %d items", n, distinct)
+			}
+			if q.items.len() != 0 || q.processing != 0 {
+				t.Errorf("len %d, processing %d, want 0", q.items.len(), q.processing)
+			}
+		})
+	}
+}

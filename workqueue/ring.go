@@ -7,6 +7,9 @@ type ring[T any] struct {
 	buf  []T
 	head int
 	n    int
+	// low counts the pops since the ring last held more than a quarter of
+	// its capacity.
+	low int
 }
 
 const (
@@ -34,8 +37,16 @@ func (r *ring[T]) pop() T {
 	r.buf[r.head] = zero
 	r.head = (r.head + 1) & (len(r.buf) - 1)
 	r.n--
+	// Shrink only after a whole buffer's worth of pops has kept the ring
+	// under a quarter full: a queue that empties and fills again over and
+	// over would otherwise reallocate its buffer on every cycle.
 	if len(r.buf) > ringShrinkCap && r.n < len(r.buf)/4 {
-		r.resize(len(r.buf) / 2)
+		r.low++
+		if r.low >= len(r.buf) {
+			r.resize(len(r.buf) / 2)
+		}
+	} else {
+		r.low = 0
 	}
 	return x
 }
@@ -58,4 +69,5 @@ func (r *ring[T]) resize(size int) {
 	}
 	r.buf = buf
 	r.head = 0
+	r.low = 0
 }
