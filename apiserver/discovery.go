@@ -1,0 +1,144 @@
+package apiserver
+
+import (
+	"encoding/json"
+	"net/http"
+	"runtime"
+	"slices"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/version"
+)
+
+// Discovery is always legacy JSON: clients asking for aggregated discovery
+// (application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList)
+// list plain application/json as a fallback and recognise the legacy
+// documents by their Content-Type.
+
+// KubernetesVersion is the Kubernetes release whose API this server speaks
+// (that of the k8s.io/api types it serves).
+const KubernetesVersion = "v1.37.2"
+
+func (s *Server) serveDiscovery(w http.ResponseWriter, r *http.Request, doc func(*http.Request) (any, error)) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		WriteStatus(w, methodNotAllowedPath(r))
+		return
+	}
+	v, err := doc(r)
+	if err != nil {
+		WriteStatus(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+func methodNotAllowedPath(r *http.Request) error {
+	return newStatus(http.StatusMethodNotAllowed, metav1.StatusReasonMethodNotAllowed,
+		"the server does not allow this method on the requested resource")
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		WriteStatus(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_, _ = w.Write(append(body, '\n'))
+}
+
+func (s *Server) versionInfo(*http.Request) (any, error) {
+	return version.Info{
+		Major:        "1",
+		Minor:        "37",
+		GitVersion:   KubernetesVersion,
+		GitTreeState: "clean",
+		GoVersion:    runtime.Version(),
+		Compiler:     runtime.Compiler,
+		Platform:     runtime.GOOS + "/" + runtime.GOARCH,
+	}, nil
+}
+
+func (s *Server) apiVersions(r *http.Request) (any, error) {
+	return &metav1.APIVersions{
+		TypeMeta: metav1.TypeMeta{Kind: "APIVersions"},
+		Versions: []string{"v1"},
+		ServerAddressByClientCIDRs: []metav1.ServerAddressByClientCIDR{{
+			ClientCIDR: "0.0.0.0/0", ServerAddress: r.Host,
+		}},
+	}, nil
+}
+
+func (s *Server) group(name string) (metav1.APIGroup, bool) {
+	versions, ok := s.reg.versions[name]
+	if !ok {
+		return metav1.APIGroup{}, false
+	}
+	g := metav1.APIGroup{TypeMeta: metav1.TypeMeta{Kind: "APIGroup", APIVersion: "v1"}, Name: name}
+	for _, v := range versions {
+		g.Versions = append(g.Versions, metav1.GroupVersionForDiscovery{
+			GroupVersion: schema.GroupVersion{Group: name, Version: v}.String(), Version: v,
+		})
+	}
+	g.PreferredVersion = g.Versions[0]
+	return g, true
+}
+
+func (s *Server) apiGroupList(*http.Request) (any, error) {
+	list := &metav1.APIGroupList{TypeMeta: metav1.TypeMeta{Kind: "APIGroupList", APIVersion: "v1"}, Groups: []metav1.APIGroup{}}
+	for _, name := range s.reg.groups {
+		g, _ := s.group(name)
+		g.TypeMeta = metav1.TypeMeta{}
+		list.Groups = append(list.Groups, g)
+	}
+	return list, nil
+}
+
+func (s *Server) apiGroup(name string) (any, error) {
+	g, ok := s.group(name)
+	if !ok {
+		return nil, notFoundPath()
+	}
+	return &g, nil
+}
+
+var (
+	collectionVerbs = metav1.Verbs{"create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"}
+	subVerbs        = metav1.Verbs{"get", "patch", "update"}
+)
+
+func (s *Server) resourceList(gv schema.GroupVersion) (any, error) {
+	if _, ok := s.reg.byGV[gv.String()]; !ok {
+		return nil, notFoundPath()
+	}
+	list := &metav1.APIResourceList{
+		TypeMeta:     metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"},
+		GroupVersion: gv.String(),
+		APIResources: []metav1.APIResource{},
+	}
+	for _, r := range s.reg.resources(gv.String()) {
+		list.APIResources = append(list.APIResources, metav1.APIResource{
+			Name:         r.plural,
+			SingularName: r.singular,
+			Namespaced:   r.namespaced,
+			Kind:         r.gvk.Kind,
+			Verbs:        collectionVerbs,
+			ShortNames:   slices.Clone(r.shortNames),
+			Categories:   slices.Clone(r.categories),
+		})
+		if r.hasStatus {
+			list.APIResources = append(list.APIResources, metav1.APIResource{
+				Name: r.plural + "/status", Namespaced: r.namespaced, Kind: r.gvk.Kind, Verbs: subVerbs,
+			})
+		}
+		if r.scale != nil {
+			list.APIResources = append(list.APIResources, metav1.APIResource{
+				Name: r.plural + "/scale", Namespaced: r.namespaced,
+				Group: "autoscaling", Version: "v1", Kind: "Scale", Verbs: subVerbs,
+			})
+		}
+	}
+	return list, nil
+}

@@ -1,0 +1,88 @@
+package apiserver
+
+import (
+	"encoding/json"
+	"mime"
+	"net/http"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// encoding is a response format a client accepted.
+type encoding int
+
+const (
+	encJSON encoding = iota
+	encProtobuf
+	encTable
+)
+
+const (
+	mediaJSON     = "application/json"
+	mediaProtobuf = "application/vnd.kubernetes.protobuf"
+)
+
+// negotiate picks the first media type in Accept this server can produce
+// for r: JSON, protobuf for built-in types, or a Table when table is true
+// (reads only). Media types asking for another shape ("as=...") are
+// skipped, so a client listing plain JSON as a fallback gets it; 406 when
+// nothing fits.
+func negotiate(req *http.Request, r *resource, table bool) (encoding, error) {
+	accept := req.Header.Get("Accept")
+	if strings.TrimSpace(accept) == "" {
+		return encJSON, nil
+	}
+	for _, part := range strings.Split(accept, ",") {
+		mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
+		if err != nil {
+			continue
+		}
+		switch mt {
+		case mediaJSON:
+			switch params["as"] {
+			case "":
+				return encJSON, nil
+			case "Table":
+				if table && params["g"] == "meta.k8s.io" && (params["v"] == "v1" || params["v"] == "v1beta1") {
+					return encTable, nil
+				}
+			}
+		case mediaProtobuf:
+			if params["as"] == "" && r != nil && !r.custom {
+				return encProtobuf, nil
+			}
+		case "*/*", "application/*":
+			return encJSON, nil
+		}
+	}
+	return encJSON, newStatus(http.StatusNotAcceptable, metav1.StatusReasonNotAcceptable, "only the following media types are accepted: application/json, application/vnd.kubernetes.protobuf")
+}
+
+// writeObject writes one object (or list) with the negotiated encoding.
+func writeObject(w http.ResponseWriter, req *http.Request, r *resource, code int, u *unstructured.Unstructured) error {
+	enc, err := negotiate(req, r, false)
+	if err != nil {
+		return err
+	}
+	if enc == encProtobuf {
+		body, err := toProtobuf(r, u)
+		if err == nil {
+			w.Header().Set("Content-Type", mediaProtobuf)
+			w.WriteHeader(code)
+			_, _ = w.Write(body)
+			return nil
+		}
+		// Fall back to JSON for anything the typed scheme cannot encode.
+	}
+	body, err := json.Marshal(u.Object)
+	if err != nil {
+		return apierrors.NewInternalError(err)
+	}
+	w.Header().Set("Content-Type", mediaJSON)
+	w.WriteHeader(code)
+	_, _ = w.Write(append(body, '\n'))
+	return nil
+}

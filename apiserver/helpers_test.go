@@ -1,0 +1,283 @@
+package apiserver
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/listwatch/listwatch/storage"
+	"github.com/listwatch/listwatch/storage/etcd"
+	"github.com/listwatch/listwatch/storage/memory"
+)
+
+// etcdServer is one embedded etcd member shared by the etcd runs of the
+// suite; each test gets a prefix of its own.
+var (
+	etcdOnce     sync.Once
+	etcdMember   *etcd.Embedded
+	etcdErr      error
+	etcdDir      string
+	etcdPrefixes atomic.Int64
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if etcdMember != nil {
+		_ = etcdMember.Close()
+	}
+	if etcdDir != "" {
+		_ = os.RemoveAll(etcdDir)
+	}
+	if code == 0 {
+		// etcd's client connections end a moment after Close.
+		var err error
+		for deadline := time.Now().Add(20 * time.Second); ; {
+			if err = goleak.Find(); err == nil || time.Now().After(deadline) {
+				break
+			}
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// backends are the storage backends the suite runs on.
+var backends = []struct {
+	name string
+	new  func(t *testing.T) storage.Interface
+}{
+	{"memory", func(t *testing.T) storage.Interface {
+		s := memory.New()
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	}},
+	{"etcd", func(t *testing.T) storage.Interface {
+		etcdOnce.Do(func() {
+			etcdDir, etcdErr = os.MkdirTemp("", "apiserver-etcd")
+			if etcdErr == nil {
+				etcdMember, etcdErr = etcd.StartEmbedded(context.Background(), etcd.EmbeddedConfig{Dir: etcdDir, UnsafeNoFsync: true})
+			}
+		})
+		if etcdErr != nil {
+			t.Fatalf("embedded etcd: %v", etcdErr)
+		}
+		s, err := etcd.New(t.Context(), etcd.Config{Endpoints: etcdMember.Endpoints, Prefix: fmt.Sprintf("/apiserver-test-%d", etcdPrefixes.Add(1))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	}},
+}
+
+// forEachBackend runs test against a fresh server on every backend.
+func forEachBackend(t *testing.T, test func(t *testing.T, c *client)) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			test(t, newClient(t, b.new(t)))
+		})
+	}
+}
+
+var fooResource = CustomResource{Group: "samplecontroller.k8s.io", Version: "v1alpha1", Kind: "Foo", Plural: "foos", Namespaced: true}
+
+// client talks to a real server on 127.0.0.1.
+type client struct {
+	t    *testing.T
+	base string
+	srv  *Server
+	st   storage.Interface
+}
+
+func newClient(t *testing.T, st storage.Interface) *client {
+	t.Helper()
+	return newClientWith(t, st, WatchCacheConfig{BookmarkInterval: 100 * time.Millisecond})
+}
+
+func newClientWith(t *testing.T, st storage.Interface, wc WatchCacheConfig) *client {
+	t.Helper()
+	srv, err := New(t.Context(), Config{
+		Storage:         st,
+		CustomResources: []CustomResource{fooResource},
+		WatchCache:      wc,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(func() {
+		hs.CloseClientConnections()
+		hs.Close()
+		srv.Close()
+	})
+	c := &client{t: t, base: hs.URL, srv: srv, st: st}
+	if r := c.do("POST", "/api/v1/namespaces", "", `{"metadata":{"name":"default"}}`); r.code != http.StatusCreated && r.code != http.StatusConflict {
+		t.Fatalf("create namespace default: %d %s", r.code, r.body)
+	}
+	return c
+}
+
+// response is what a request returned.
+type response struct {
+	code int
+	body []byte
+	hdr  http.Header
+}
+
+func (r response) obj(t *testing.T) map[string]any {
+	t.Helper()
+	m := map[string]any{}
+	if err := json.Unmarshal(r.body, &m); err != nil {
+		t.Fatalf("response %q: %v", r.body, err)
+	}
+	return m
+}
+
+func (r response) status(t *testing.T) metav1.Status {
+	t.Helper()
+	var st metav1.Status
+	if err := json.Unmarshal(r.body, &st); err != nil || st.Kind != "Status" {
+		t.Fatalf("not a Status: %q (%v)", r.body, err)
+	}
+	return st
+}
+
+func (c *client) do(method, path, contentType, body string, hdr ...string) response {
+	c.t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(c.t.Context(), method, c.base+path, rd)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if contentType == "" && body != "" {
+		contentType = "application/json"
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return response{code: resp.StatusCode, body: b, hdr: resp.Header}
+}
+
+func (c *client) mustDo(method, path, contentType, body string, code int) map[string]any {
+	c.t.Helper()
+	r := c.do(method, path, contentType, body)
+	if r.code != code {
+		c.t.Fatalf("%s %s: got %d %s, want %d", method, path, r.code, r.body, code)
+	}
+	if len(bytes.TrimSpace(r.body)) == 0 {
+		return nil
+	}
+	return r.obj(c.t)
+}
+
+// field reads a nested value by dotted path.
+func nested(m map[string]any, path string) any {
+	var v any = m
+	for _, p := range strings.Split(path, ".") {
+		mm, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		v = mm[p]
+	}
+	return v
+}
+
+func str(m map[string]any, path string) string {
+	s, _ := nested(m, path).(string)
+	return s
+}
+
+// watchStream is an open watch.
+type watchStream struct {
+	t    *testing.T
+	dec  *json.Decoder
+	body io.Closer
+	hdr  http.Header
+}
+
+func (c *client) watch(path string) *watchStream {
+	c.t.Helper()
+	req, err := http.NewRequestWithContext(c.t.Context(), "GET", c.base+path, nil)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		c.t.Fatalf("watch %s: %d %s", path, resp.StatusCode, b)
+	}
+	c.t.Cleanup(func() { resp.Body.Close() })
+	return &watchStream{t: c.t, dec: json.NewDecoder(resp.Body), body: resp.Body, hdr: resp.Header}
+}
+
+type event struct {
+	Type   string         `json:"type"`
+	Object map[string]any `json:"object"`
+}
+
+// next returns the next event that is not a periodic bookmark; ok is false
+// when the stream ended.
+func (w *watchStream) next() (event, bool) {
+	w.t.Helper()
+	for {
+		var ev event
+		if err := w.dec.Decode(&ev); err != nil {
+			return ev, false
+		}
+		if ev.Type == "BOOKMARK" {
+			ann, _ := nested(ev.Object, "metadata.annotations").(map[string]any)
+			if _, end := ann["k8s.io/initial-events-end"]; !end {
+				continue
+			}
+		}
+		return ev, true
+	}
+}
+
+func (w *watchStream) expect(typ, name string) event {
+	w.t.Helper()
+	ev, ok := w.next()
+	if !ok {
+		w.t.Fatalf("watch ended, want %s %s", typ, name)
+	}
+	if ev.Type != typ || (name != "" && str(ev.Object, "metadata.name") != name) {
+		w.t.Fatalf("got %s %s, want %s %s", ev.Type, str(ev.Object, "metadata.name"), typ, name)
+	}
+	return ev
+}

@@ -1,0 +1,102 @@
+package apiserver
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"reflect"
+	"slices"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// newUID returns a random RFC 4122 version 4 UUID.
+func newUID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b[:])
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
+// nameSuffixAlphabet has no vowels (no words) and no look-alikes, as the
+// suffixes kube-apiserver generates.
+const nameSuffixAlphabet = "bcdfghjklmnpqrstvwxz2456789"
+
+// randomSuffix returns n characters for generateName.
+func randomSuffix(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	for i := range b {
+		b[i] = nameSuffixAlphabet[int(b[i])%len(nameSuffixAlphabet)]
+	}
+	return string(b)
+}
+
+// maxGeneratedNameLength leaves room for the 5-character suffix in a
+// 63-character name, as kube-apiserver does.
+const maxGeneratedNameLength = 63 - 5
+
+// now is the server's clock at the second precision of metav1.Time.
+func now() metav1.Time { return metav1.NewTime(time.Now().UTC().Truncate(time.Second)) }
+
+// validateMeta checks an object's metadata for create (old nil) or update,
+// answering 422 with field causes.
+func validateMeta(r *resource, u, old *unstructured.Unstructured) error {
+	errs := apivalidation.ValidateObjectMetaAccessor(u, r.namespaced, r.validName, field.NewPath("metadata"))
+	if old != nil {
+		errs = append(errs, apivalidation.ValidateObjectMetaAccessorUpdate(u, old, field.NewPath("metadata"))...)
+	}
+	if len(errs) > 0 {
+		return apierrors.NewInvalid(r.gvk.GroupKind(), u.GetName(), errs)
+	}
+	return nil
+}
+
+// specChanged reports whether anything but metadata and status differs:
+// what bumps metadata.generation.
+func specChanged(a, b map[string]any) bool {
+	for k, v := range a {
+		if k == "metadata" || k == "status" || k == "apiVersion" || k == "kind" {
+			continue
+		}
+		if !reflect.DeepEqual(v, b[k]) {
+			return true
+		}
+	}
+	for k := range b {
+		if k == "metadata" || k == "status" || k == "apiVersion" || k == "kind" {
+			continue
+		}
+		if _, ok := a[k]; !ok {
+			return true
+		}
+	}
+	return false
+}
+
+// hasFinalizer reports whether u carries finalizer f.
+func hasFinalizer(u *unstructured.Unstructured, f string) bool {
+	return slices.Contains(u.GetFinalizers(), f)
+}
+
+// setFinalizer adds (on) or removes f.
+func setFinalizer(u *unstructured.Unstructured, f string, on bool) {
+	fs := u.GetFinalizers()
+	has := slices.Contains(fs, f)
+	switch {
+	case on && !has:
+		u.SetFinalizers(append(fs, f))
+	case !on && has:
+		fs = slices.DeleteFunc(fs, func(s string) bool { return s == f })
+		if len(fs) == 0 {
+			fs = nil
+		}
+		u.SetFinalizers(fs)
+	}
+}

@@ -1,0 +1,177 @@
+package apiserver
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+	sigsjson "sigs.k8s.io/json"
+
+	"github.com/listwatch/listwatch/storage"
+)
+
+// Objects are handled as unstructured maps for every resource: typed
+// k8s.io/api structs are used only to normalise built-in bodies (drop
+// unknown fields, reject wrong types), for strategic merge patch and for
+// protobuf. One representation means one code path for metadata, status
+// and finalizer rules.
+
+// decodeBody parses a request body as an object of r, checking that its
+// apiVersion and kind, when present, are r's.
+func decodeBody(r *resource, body []byte) (*unstructured.Unstructured, error) {
+	obj, err := parseObject(r, body)
+	if err != nil {
+		return nil, err
+	}
+	u := &unstructured.Unstructured{Object: obj}
+	if err := checkKind(r, u); err != nil {
+		return nil, err
+	}
+	u.SetAPIVersion(r.apiVersion())
+	u.SetKind(r.gvk.Kind)
+	if err := normalize(r, u); err != nil {
+		return nil, err
+	}
+	return u, nil
+}
+
+// parseObject parses JSON into a map, answering 400 with the parse error.
+func parseObject(r *resource, body []byte) (map[string]any, error) {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil, badRequest("the body of the request was empty: %s in version %q cannot be handled as a %s", r.gvk.Kind, r.gvk.Version, r.gvk.Kind)
+	}
+	var v any
+	if err := utiljson.Unmarshal(body, &v); err != nil {
+		return nil, cannotHandle(r, err)
+	}
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return nil, cannotHandle(r, fmt.Errorf("expected a JSON object, got %T", v))
+	}
+	if md, ok := obj["metadata"]; ok && md != nil {
+		if _, ok := md.(map[string]any); !ok {
+			return nil, cannotHandle(r, fmt.Errorf("metadata must be an object, got %T", md))
+		}
+	}
+	return obj, nil
+}
+
+func cannotHandle(r *resource, err error) error {
+	return badRequest("%s in version %q cannot be handled as a %s: %v", r.gvk.Kind, r.gvk.Version, r.gvk.Kind, err)
+}
+
+func checkKind(r *resource, u *unstructured.Unstructured) error {
+	av, _ := u.Object["apiVersion"].(string)
+	kind, _ := u.Object["kind"].(string)
+	if _, ok := u.Object["apiVersion"]; ok && !isString(u.Object["apiVersion"]) {
+		return cannotHandle(r, fmt.Errorf("apiVersion must be a string"))
+	}
+	if _, ok := u.Object["kind"]; ok && !isString(u.Object["kind"]) {
+		return cannotHandle(r, fmt.Errorf("kind must be a string"))
+	}
+	if av != "" && av != r.apiVersion() {
+		gv, err := schema.ParseGroupVersion(av)
+		if err != nil {
+			return cannotHandle(r, err)
+		}
+		return badRequest("the API version in the data (%s) does not match the expected API version (%s)", gv, r.apiVersion())
+	}
+	if kind != "" && kind != r.gvk.Kind {
+		return badRequest("the object provided is unrecognized (must be of type %s): %s in version %q cannot be handled as a %s", r.gvk.Kind, kind, r.gvk.Version, r.gvk.Kind)
+	}
+	return nil
+}
+
+func isString(v any) bool { _, ok := v.(string); return ok }
+
+// normalize round-trips a built-in object through its Go type, as
+// kube-apiserver does by decoding into it: unknown fields are dropped and
+// values of the wrong type are rejected (400). Metadata of custom resources
+// is checked the same way through ObjectMeta.
+func normalize(r *resource, u *unstructured.Unstructured) error {
+	raw, err := json.Marshal(u.Object)
+	if err != nil {
+		return cannotHandle(r, err)
+	}
+	if r.custom {
+		var meta struct {
+			Metadata metav1.ObjectMeta `json:"metadata"`
+		}
+		if err := sigsjson.UnmarshalCaseSensitivePreserveInts(raw, &meta); err != nil {
+			return cannotHandle(r, err)
+		}
+		return nil
+	}
+	typed := r.newTyped()
+	if typed == nil {
+		return apierrors.NewInternalError(fmt.Errorf("no Go type for %s", r.gvk))
+	}
+	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(raw, typed); err != nil {
+		return cannotHandle(r, err)
+	}
+	out, err := json.Marshal(typed)
+	if err != nil {
+		return cannotHandle(r, err)
+	}
+	obj := map[string]any{}
+	if err := utiljson.Unmarshal(out, &obj); err != nil {
+		return cannotHandle(r, err)
+	}
+	u.Object = obj
+	return nil
+}
+
+// encodeStored is the storage form of an object: JSON without
+// resourceVersion (the revision is the resourceVersion).
+func encodeStored(u *unstructured.Unstructured) ([]byte, error) {
+	md, _ := u.Object["metadata"].(map[string]any)
+	rv, had := md["resourceVersion"]
+	if had {
+		delete(md, "resourceVersion")
+		defer func() { md["resourceVersion"] = rv }()
+	}
+	b, err := json.Marshal(u.Object)
+	if err != nil {
+		return nil, apierrors.NewInternalError(fmt.Errorf("encode: %w", err))
+	}
+	return b, nil
+}
+
+// decodeStored is the inverse of encodeStored: it sets resourceVersion from
+// the revision.
+func decodeStored(value []byte, rev int64) (*unstructured.Unstructured, error) {
+	obj := map[string]any{}
+	if err := utiljson.Unmarshal(value, &obj); err != nil {
+		return nil, apierrors.NewInternalError(fmt.Errorf("decode stored object: %w", err))
+	}
+	u := &unstructured.Unstructured{Object: obj}
+	u.SetResourceVersion(strconv.FormatInt(rev, 10))
+	return u, nil
+}
+
+func decodeKV(kv storage.KeyValue) (*unstructured.Unstructured, error) {
+	return decodeStored(kv.Value, kv.Revision)
+}
+
+// parseRV parses a resourceVersion; "" and "0" are 0.
+func parseRV(s string) (int64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 {
+		return 0, badRequest("invalid resource version %q", s)
+	}
+	return n, nil
+}
+
+// deepCopy returns an independent copy of u.
+func deepCopy(u *unstructured.Unstructured) *unstructured.Unstructured {
+	return u.DeepCopy()
+}

@@ -1,0 +1,176 @@
+package apiserver
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/url"
+	"strconv"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/listwatch/listwatch/storage"
+	"github.com/listwatch/listwatch/watchcache"
+)
+
+// getObject reads one object, answering 404 in kube's words.
+func (s *Server) getObject(ctx context.Context, req request) (*unstructured.Unstructured, storage.KeyValue, error) {
+	kv, err := s.cfg.Storage.Get(ctx, keyFor(req.res, req.namespace, req.name))
+	if err != nil {
+		return nil, kv, s.storageErr(req, err)
+	}
+	u, err := decodeKV(kv)
+	return u, kv, err
+}
+
+// storageErr translates a storage error about req's object.
+func (s *Server) storageErr(req request, err error) error {
+	switch {
+	case errors.Is(err, storage.ErrNotFound):
+		return apierrors.NewNotFound(req.res.gr(), req.name)
+	case errors.Is(err, storage.ErrKeyExists):
+		return apierrors.NewAlreadyExists(req.res.gr(), req.name)
+	case errors.Is(err, storage.ErrConflict):
+		return conflict(req, "the object has been modified; please apply your changes to the latest version and try again")
+	}
+	return err
+}
+
+func conflict(req request, msg string) error {
+	return apierrors.NewConflict(req.res.gr(), req.name, errors.New(msg))
+}
+
+func (s *Server) handleGet(w http.ResponseWriter, r *http.Request, req request) error {
+	u, _, err := s.getObject(r.Context(), req)
+	if err != nil {
+		return err
+	}
+	if req.sub == "scale" {
+		sc, err := toScale(req.res, u)
+		if err != nil {
+			return err
+		}
+		return writeObject(w, r, scaleResource, http.StatusOK, sc)
+	}
+	return writeObject(w, r, req.res, http.StatusOK, u)
+}
+
+// listOptions are the parsed query parameters of a list or watch.
+type listOptions struct {
+	rv         string
+	rvMatch    metav1.ResourceVersionMatch
+	limit      int64
+	continueTo string
+	filter     filter
+	// watch only
+	timeoutSeconds    int64
+	bookmarks         bool
+	sendInitialEvents *bool
+}
+
+func parseListOptions(r *resource, q url.Values, watch bool) (listOptions, error) {
+	o := listOptions{
+		rv:         q.Get("resourceVersion"),
+		rvMatch:    metav1.ResourceVersionMatch(q.Get("resourceVersionMatch")),
+		continueTo: q.Get("continue"),
+	}
+	var err error
+	if o.filter, err = parseFilter(r, q.Get("labelSelector"), q.Get("fieldSelector")); err != nil {
+		return o, err
+	}
+	if _, err := parseRV(o.rv); err != nil {
+		return o, err
+	}
+	if v := q.Get("limit"); v != "" {
+		if o.limit, err = strconv.ParseInt(v, 10, 64); err != nil || o.limit < 0 {
+			return o, badRequest("invalid limit %q", v)
+		}
+	}
+	if v := q.Get("timeoutSeconds"); v != "" {
+		if o.timeoutSeconds, err = strconv.ParseInt(v, 10, 64); err != nil || o.timeoutSeconds < 0 {
+			return o, badRequest("invalid timeoutSeconds %q", v)
+		}
+	}
+	if v := q.Get("allowWatchBookmarks"); v != "" {
+		if o.bookmarks, err = strconv.ParseBool(v); err != nil {
+			return o, badRequest("invalid allowWatchBookmarks %q", v)
+		}
+	}
+	if v := q.Get("sendInitialEvents"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return o, badRequest("invalid sendInitialEvents %q", v)
+		}
+		o.sendInitialEvents = &b
+	}
+	if o.sendInitialEvents != nil {
+		if !watch {
+			return o, badRequest("sendInitialEvents is forbidden for list")
+		}
+	}
+	return o, nil
+}
+
+// listResult is one page of a list.
+type listResult struct {
+	items     []*unstructured.Unstructured
+	rev       int64
+	continue_ string
+	remaining *int64
+}
+
+// list reads a page of req's collection through its watch cache, which
+// serves every resourceVersion rule (from itself or from storage).
+func (s *Server) list(ctx context.Context, req request, o listOptions) (listResult, error) {
+	res, err := s.caches[req.res].List(ctx, watchcache.ListOptions{
+		ResourceVersion:      o.rv,
+		ResourceVersionMatch: o.rvMatch,
+		Limit:                o.limit,
+		Continue:             o.continueTo,
+		Label:                o.filter.labels,
+		Field:                o.filter.fields,
+		Namespace:            req.namespace,
+	})
+	if err != nil {
+		return listResult{}, err
+	}
+	return listResult{items: res.Items, rev: res.ResourceVersion, continue_: res.Continue, remaining: res.RemainingItemCount}, nil
+}
+
+func (s *Server) handleList(w http.ResponseWriter, r *http.Request, req request) error {
+	if req.sub != "" {
+		return methodNotAllowed(r, req)
+	}
+	o, err := parseListOptions(req.res, r.URL.Query(), false)
+	if err != nil {
+		return err
+	}
+	res, err := s.list(r.Context(), req, o)
+	if err != nil {
+		return err
+	}
+	return writeObject(w, r, req.res, http.StatusOK, listObject(req.res, res))
+}
+
+// listObject builds the <Kind>List of a page.
+func listObject(r *resource, res listResult) *unstructured.Unstructured {
+	items := make([]any, len(res.items))
+	for i, it := range res.items {
+		items[i] = it.Object
+	}
+	md := map[string]any{"resourceVersion": strconv.FormatInt(res.rev, 10)}
+	if res.continue_ != "" {
+		md["continue"] = res.continue_
+	}
+	if res.remaining != nil {
+		md["remainingItemCount"] = *res.remaining
+	}
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": r.apiVersion(),
+		"kind":       r.gvk.Kind + "List",
+		"metadata":   md,
+		"items":      items,
+	}}
+}

@@ -1,0 +1,170 @@
+package apiserver
+
+import (
+	"net/http"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// request is a parsed resource path.
+type request struct {
+	res       *resource
+	namespace string
+	name      string
+	// sub is the subresource: "", "status" or "scale".
+	sub string
+}
+
+func (s *Server) routes() http.Handler {
+	return http.HandlerFunc(s.serve)
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	path := strings.TrimSuffix(r.URL.Path, "/")
+	parts := strings.Split(strings.TrimPrefix(path, "/"), "/")
+	switch {
+	case path == "/version":
+		s.serveDiscovery(w, r, s.versionInfo)
+		return
+	case path == "/api":
+		s.serveDiscovery(w, r, s.apiVersions)
+		return
+	case path == "/apis":
+		s.serveDiscovery(w, r, s.apiGroupList)
+		return
+	case len(parts) == 2 && parts[0] == "api":
+		s.serveDiscovery(w, r, func(r *http.Request) (any, error) { return s.resourceList(schema.GroupVersion{Version: parts[1]}) })
+		return
+	case len(parts) == 2 && parts[0] == "apis":
+		s.serveDiscovery(w, r, func(*http.Request) (any, error) { return s.apiGroup(parts[1]) })
+		return
+	case len(parts) == 3 && parts[0] == "apis":
+		s.serveDiscovery(w, r, func(*http.Request) (any, error) {
+			return s.resourceList(schema.GroupVersion{Group: parts[1], Version: parts[2]})
+		})
+		return
+	}
+	var gv schema.GroupVersion
+	var rest []string
+	switch {
+	case len(parts) >= 3 && parts[0] == "api":
+		gv, rest = schema.GroupVersion{Version: parts[1]}, parts[2:]
+	case len(parts) >= 4 && parts[0] == "apis":
+		gv, rest = schema.GroupVersion{Group: parts[1], Version: parts[2]}, parts[3:]
+	default:
+		WriteStatus(w, notFoundPath())
+		return
+	}
+	req, err := s.parseResourcePath(gv, rest)
+	if err != nil {
+		WriteStatus(w, err)
+		return
+	}
+	s.serveResource(w, r, req)
+}
+
+func notFoundPath() error {
+	return newStatus(http.StatusNotFound, metav1.StatusReasonNotFound, "the server could not find the requested resource")
+}
+
+// parseResourcePath resolves [namespaces/{ns}/]{plural}[/{name}[/{sub}]]
+// the way kube-apiserver does: namespaces/{name}/status is the namespace's
+// subresource, namespaces/{ns}/{plural} a resource in the namespace.
+func (s *Server) parseResourcePath(gv schema.GroupVersion, p []string) (request, error) {
+	var req request
+	for _, seg := range p {
+		if seg == "" {
+			return req, notFoundPath()
+		}
+	}
+	if p[0] == "namespaces" && len(p) >= 3 && p[2] != "status" && p[2] != "finalize" {
+		req.namespace = p[1]
+		p = p[2:]
+	}
+	res := s.reg.lookup(gv, p[0])
+	if res == nil || len(p) > 3 {
+		return req, notFoundPath()
+	}
+	req.res = res
+	if res.plural == "namespaces" && len(p) >= 2 {
+		// A namespace's own path: its namespace is itself for admission,
+		// but it is cluster-scoped in storage.
+		req.name = p[1]
+	} else if len(p) >= 2 {
+		req.name = p[1]
+	}
+	if len(p) == 3 {
+		req.sub = p[2]
+		switch {
+		case req.sub == "status" && res.hasStatus:
+		case req.sub == "scale" && res.scale != nil:
+		default:
+			return req, notFoundPath()
+		}
+	}
+	if req.namespace != "" && !res.namespaced {
+		return req, notFoundPath()
+	}
+	return req, nil
+}
+
+func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, req request) {
+	var err error
+	switch r.Method {
+	case http.MethodGet, http.MethodHead:
+		switch {
+		case req.name != "":
+			err = s.handleGet(w, r, req)
+		case isWatch(r):
+			err = s.handleWatch(w, r, req)
+		default:
+			err = s.handleList(w, r, req)
+		}
+	case http.MethodPost:
+		if req.name != "" {
+			err = methodNotAllowed(r, req)
+			break
+		}
+		err = s.handleCreate(w, r, req)
+	case http.MethodPut:
+		if req.name == "" {
+			err = methodNotAllowed(r, req)
+			break
+		}
+		err = s.handleUpdate(w, r, req)
+	case http.MethodPatch:
+		if req.name == "" {
+			err = methodNotAllowed(r, req)
+			break
+		}
+		err = s.handlePatch(w, r, req)
+	case http.MethodDelete:
+		if req.name == "" || req.sub != "" {
+			if req.name == "" && req.sub == "" {
+				err = s.handleDeleteCollection(w, r, req)
+				break
+			}
+			err = methodNotAllowed(r, req)
+			break
+		}
+		err = s.handleDelete(w, r, req)
+	default:
+		err = methodNotAllowed(r, req)
+	}
+	if err != nil {
+		s.log.Debug("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		WriteStatus(w, err)
+	}
+}
+
+func methodNotAllowed(r *http.Request, req request) error {
+	return apierrors.NewMethodNotSupported(req.res.gr(), strings.ToLower(r.Method))
+}
+
+func isWatch(r *http.Request) bool {
+	v := r.URL.Query().Get("watch")
+	return v == "true" || v == "1"
+}

@@ -1,0 +1,140 @@
+package apiserver
+
+import (
+	"net/http"
+
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// scaleResource describes autoscaling/v1 Scale for decoding and encoding
+// bodies of /scale.
+var scaleResource = &resource{
+	gvk:    autoscalingv1.SchemeGroupVersion.WithKind("Scale"),
+	plural: "scale",
+}
+
+// mapSelector renders a map selector (replicationcontrollers).
+func mapSelector(obj map[string]any) (string, error) {
+	sel, _, err := unstructured.NestedStringMap(obj, "spec", "selector")
+	if err != nil {
+		return "", err
+	}
+	return labels.SelectorFromSet(sel).String(), nil
+}
+
+// labelSelectorSelector renders a metav1.LabelSelector (deployments).
+func labelSelectorSelector(obj map[string]any) (string, error) {
+	m, ok, err := unstructured.NestedMap(obj, "spec", "selector")
+	if err != nil || !ok {
+		return "", err
+	}
+	var ls metav1.LabelSelector
+	if err := fromUnstructured(m, &ls); err != nil {
+		return "", err
+	}
+	sel, err := metav1.LabelSelectorAsSelector(&ls)
+	if err != nil {
+		return "", err
+	}
+	return sel.String(), nil
+}
+
+// replicas reads spec.replicas, which defaults to 1.
+func replicas(obj map[string]any) int64 {
+	n, ok, err := unstructured.NestedInt64(obj, "spec", "replicas")
+	if !ok || err != nil {
+		return 1
+	}
+	return n
+}
+
+// toScale is the Scale view of a scalable object.
+func toScale(r *resource, u *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	sel, err := r.scale.selector(u.Object)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	statusReplicas, _, _ := unstructured.NestedInt64(u.Object, "status", "replicas")
+	md := map[string]any{
+		"name":              u.GetName(),
+		"namespace":         u.GetNamespace(),
+		"uid":               string(u.GetUID()),
+		"resourceVersion":   u.GetResourceVersion(),
+		"creationTimestamp": u.Object["metadata"].(map[string]any)["creationTimestamp"],
+	}
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": scaleResource.apiVersion(),
+		"kind":       "Scale",
+		"metadata":   md,
+		"spec":       map[string]any{"replicas": replicas(u.Object)},
+		"status":     map[string]any{"replicas": statusReplicas, "selector": sel},
+	}}, nil
+}
+
+// updateScale writes the Scale that scaleBody computes from the current
+// Scale (the PUT body, or a patch applied to it) into spec.replicas.
+func (s *Server) updateScale(w http.ResponseWriter, r *http.Request, req request, scaleBody func(cur *unstructured.Unstructured) ([]byte, error)) error {
+	var scale *unstructured.Unstructured
+	out, err := s.update(r.Context(), req, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+		curScale, err := toScale(req.res, cur)
+		if err != nil {
+			return nil, err
+		}
+		body, err := scaleBody(curScale)
+		if err != nil {
+			return nil, err
+		}
+		sc, err := decodeBody(scaleResource, body)
+		if err != nil {
+			return nil, err
+		}
+		if sc.GetName() != req.name {
+			return nil, badRequest("the name of the object (%s) does not match the name on the URL (%s)", sc.GetName(), req.name)
+		}
+		n, ok, err := unstructured.NestedInt64(sc.Object, "spec", "replicas")
+		if err != nil {
+			return nil, badRequest("spec.replicas: %v", err)
+		}
+		if n < 0 {
+			return nil, apierrors.NewInvalid(scaleResource.gvk.GroupKind(), req.name, field.ErrorList{
+				field.Invalid(field.NewPath("spec", "replicas"), n, "must be greater than or equal to 0"),
+			})
+		}
+		if !ok {
+			n = 0
+		}
+		if err := unstructured.SetNestedField(cur.Object, n, "spec", "replicas"); err != nil {
+			return nil, apierrors.NewInternalError(err)
+		}
+		cur.SetResourceVersion(sc.GetResourceVersion())
+		return cur, nil
+	})
+	if err != nil {
+		return err
+	}
+	if scale, err = toScale(req.res, out); err != nil {
+		return err
+	}
+	return writeObject(w, r, scaleResource, http.StatusOK, scale)
+}
+
+// fromUnstructured converts a JSON-shaped map into a typed value.
+func fromUnstructured(m map[string]any, into any) error {
+	return runtime.DefaultUnstructuredConverter.FromUnstructured(m, into)
+}
+
+// prepareScalable resets status and defaults spec.replicas to 1, as
+// kube-apiserver's defaulting does for replicationcontrollers and
+// deployments.
+func prepareScalable(obj map[string]any) {
+	dropStatus(obj)
+	if _, ok, _ := unstructured.NestedFieldNoCopy(obj, "spec", "replicas"); !ok {
+		_ = unstructured.SetNestedField(obj, int64(1), "spec", "replicas")
+	}
+}

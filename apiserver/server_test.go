@@ -1,0 +1,228 @@
+package apiserver
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+func TestDiscovery(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, c *client) {
+		tests := []struct {
+			path   string
+			code   int
+			accept string
+			want   string // substring of the body
+		}{
+			{"/version", 200, "", `"gitVersion":"v1.37.2"`},
+			{"/api", 200, "", `"versions":["v1"]`},
+			{"/api", 200, "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json", `"kind":"APIVersions"`},
+			{"/api/v1", 200, "", `"name":"pods/status"`},
+			{"/api/v1", 200, "", `"shortNames":["po"]`},
+			{"/api/v1", 200, "", `"name":"replicationcontrollers/scale","singularName":"","namespaced":true,"group":"autoscaling","version":"v1","kind":"Scale"`},
+			{"/apis", 200, "", `"name":"apps"`},
+			{"/apis", 200, "", `"name":"samplecontroller.k8s.io"`},
+			{"/apis/apps", 200, "", `"preferredVersion":{"groupVersion":"apps/v1"`},
+			{"/apis/apps/v1", 200, "", `"shortNames":["deploy"]`},
+			{"/apis/coordination.k8s.io/v1", 200, "", `"name":"leases"`},
+			{"/apis/samplecontroller.k8s.io/v1alpha1", 200, "", `"kind":"Foo"`},
+			{"/apis/nope/v1", 404, "", `"reason":"NotFound"`},
+			{"/api/v2", 404, "", `"reason":"NotFound"`},
+			{"/nothing", 404, "", `"kind":"Status"`},
+			{"/api/v1/widgets", 404, "", `"code":404`},
+			{"/api/v1/namespaces/default/pods/x/exec", 404, "", `"code":404`},
+			{"/api/v1/namespaces/default/services/x/scale", 404, "", `"code":404`},
+		}
+		for _, tt := range tests {
+			r := c.do("GET", tt.path, "", "", "Accept", tt.accept)
+			if r.code != tt.code || !strings.Contains(string(r.body), tt.want) {
+				t.Errorf("GET %s: %d %s; want %d containing %s", tt.path, r.code, r.body, tt.code, tt.want)
+			}
+			if ct := r.hdr.Get("Content-Type"); ct != "application/json" {
+				t.Errorf("GET %s: Content-Type %q", tt.path, ct)
+			}
+		}
+	})
+}
+
+func TestCreate(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, c *client) {
+		pod := `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p1","labels":{"app":"a"}},"spec":{"containers":[{"name":"c","image":"i"}]}}`
+		got := c.mustDo("POST", "/api/v1/namespaces/default/pods", "", pod, 201)
+		if str(got, "metadata.uid") == "" || str(got, "metadata.creationTimestamp") == "" || str(got, "metadata.resourceVersion") == "" {
+			t.Errorf("server fields missing: %v", got["metadata"])
+		}
+		if str(got, "metadata.namespace") != "default" || str(got, "status.phase") != "Pending" || str(got, "kind") != "Pod" {
+			t.Errorf("namespace/status/kind: %v", got)
+		}
+		gen := c.mustDo("POST", "/api/v1/namespaces/default/pods", "", `{"metadata":{"generateName":"web-"},"spec":{}}`, 201)
+		if n := str(gen, "metadata.name"); !strings.HasPrefix(n, "web-") || len(n) != len("web-")+5 {
+			t.Errorf("generated name %q", n)
+		}
+		rc := c.mustDo("POST", "/api/v1/namespaces/default/replicationcontrollers", "", `{"metadata":{"name":"rc"},"spec":{"selector":{"a":"b"}},"status":{"replicas":9}}`, 201)
+		if nested(rc, "metadata.generation") != float64(1) || nested(rc, "spec.replicas") != float64(1) || nested(rc, "status") != nil {
+			t.Errorf("rc create: generation %v replicas %v status %v", nested(rc, "metadata.generation"), nested(rc, "spec.replicas"), nested(rc, "status"))
+		}
+
+		tests := []struct {
+			name, path, body string
+			code             int
+			reason, want     string
+		}{
+			{"exists", "/api/v1/namespaces/default/pods", pod, 409, "AlreadyExists", `pods \"p1\" already exists`},
+			{"no namespace", "/api/v1/namespaces/nope/pods", pod, 404, "NotFound", `namespaces \"nope\" not found`},
+			{"bad name", "/api/v1/namespaces/default/pods", `{"metadata":{"name":"Bad_Name"}}`, 422, "Invalid", "metadata.name"},
+			{"no name", "/api/v1/namespaces/default/pods", `{"metadata":{}}`, 422, "Invalid", "name or generateName is required"},
+			{"service name is a DNS-1035 label", "/api/v1/namespaces/default/services", `{"metadata":{"name":"1abc"}}`, 422, "Invalid", "metadata.name"},
+			{"bad label", "/api/v1/namespaces/default/pods", `{"metadata":{"name":"x","labels":{"a":"-"}}}`, 422, "Invalid", "metadata.labels"},
+			{"malformed", "/api/v1/namespaces/default/pods", `{"metadata":`, 400, "BadRequest", "cannot be handled as a Pod"},
+			{"wrong type", "/api/v1/namespaces/default/pods", `{"metadata":{"name":"x"},"spec":{"containers":"no"}}`, 400, "BadRequest", "cannot unmarshal"},
+			{"not an object", "/api/v1/namespaces/default/pods", `[1]`, 400, "BadRequest", "expected a JSON object"},
+			{"empty", "/api/v1/namespaces/default/pods", ` `, 400, "BadRequest", "empty"},
+			{"wrong apiVersion", "/api/v1/namespaces/default/pods", `{"apiVersion":"apps/v1","kind":"Pod","metadata":{"name":"x"}}`, 400, "BadRequest", "does not match the expected API version"},
+			{"wrong kind", "/api/v1/namespaces/default/pods", `{"apiVersion":"v1","kind":"Service","metadata":{"name":"x"}}`, 400, "BadRequest", "must be of type Pod"},
+			{"namespace mismatch", "/api/v1/namespaces/default/pods", `{"metadata":{"name":"x","namespace":"other"}}`, 400, "BadRequest", "does not match the namespace"},
+			{"post to an object", "/api/v1/namespaces/default/pods/p1", pod, 405, "MethodNotAllowed", ""},
+			{"post to all namespaces", "/api/v1/pods", pod, 405, "MethodNotAllowed", ""},
+			{"custom resource wrong kind", "/apis/samplecontroller.k8s.io/v1alpha1/namespaces/default/foos", `{"apiVersion":"samplecontroller.k8s.io/v1alpha1","kind":"Bar","metadata":{"name":"x"}}`, 400, "BadRequest", "must be of type Foo"},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				r := c.do("POST", tt.path, "", tt.body)
+				st := r.status(t)
+				if r.code != tt.code || int(st.Code) != tt.code || string(st.Reason) != tt.reason || !strings.Contains(string(r.body), tt.want) {
+					t.Errorf("got %d %s, want %d %s containing %q", r.code, r.body, tt.code, tt.reason, tt.want)
+				}
+			})
+		}
+		// Cluster-scoped: the namespace is cleared.
+		ns := c.mustDo("POST", "/api/v1/namespaces", "", `{"metadata":{"name":"ns2","namespace":"x"}}`, 201)
+		if str(ns, "metadata.namespace") != "" || str(ns, "status.phase") != "Active" {
+			t.Errorf("namespace: %v", ns)
+		}
+		cr := c.mustDo("POST", "/apis/samplecontroller.k8s.io/v1alpha1/namespaces/default/foos", "", `{"apiVersion":"samplecontroller.k8s.io/v1alpha1","kind":"Foo","metadata":{"name":"f"},"spec":{"x":{"deep":[1,2]}},"status":{"s":1}}`, 201)
+		if nested(cr, "spec.x.deep") == nil || nested(cr, "status") != nil || nested(cr, "metadata.generation") != float64(1) {
+			t.Errorf("custom resource: %v", cr)
+		}
+		// Unknown fields of built-in types are dropped, as decoding into the Go type does.
+		u := c.mustDo("POST", "/api/v1/namespaces/default/services", "", `{"metadata":{"name":"s"},"spec":{"bogus":1,"ports":[{"port":80}]}}`, 201)
+		if nested(u, "spec.bogus") != nil || nested(u, "spec.ports") == nil {
+			t.Errorf("service: %v", u)
+		}
+	})
+}
+
+func TestGetList(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, c *client) {
+		c.mustDo("POST", "/api/v1/namespaces", "", `{"metadata":{"name":"other"}}`, 201)
+		for i := range 5 {
+			node := ""
+			if i%2 == 0 {
+				node = "n1"
+			}
+			c.mustDo("POST", "/api/v1/namespaces/default/pods", "", fmt.Sprintf(`{"metadata":{"name":"p%d","labels":{"i":"%d"}},"spec":{"nodeName":%q}}`, i, i%2, node), 201)
+		}
+		c.mustDo("POST", "/api/v1/namespaces/other/pods", "", `{"metadata":{"name":"q"}}`, 201)
+
+		got := c.mustDo("GET", "/api/v1/namespaces/default/pods/p1", "", "", 200)
+		if str(got, "kind") != "Pod" || str(got, "apiVersion") != "v1" || str(got, "metadata.resourceVersion") == "" {
+			t.Errorf("get: %v", got)
+		}
+		r := c.do("GET", "/api/v1/namespaces/default/pods/nope", "", "")
+		if st := r.status(t); r.code != 404 || st.Message != `pods "nope" not found` || st.Details.Name != "nope" || st.Details.Kind != "pods" {
+			t.Errorf("get missing: %d %s", r.code, r.body)
+		}
+
+		names := func(list map[string]any) string {
+			var out []string
+			items, _ := list["items"].([]any)
+			for _, it := range items {
+				out = append(out, str(it.(map[string]any), "metadata.name"))
+			}
+			return strings.Join(out, ",")
+		}
+		tests := []struct {
+			query, want string
+		}{
+			{"/api/v1/namespaces/default/pods", "p0,p1,p2,p3,p4"},
+			{"/api/v1/pods", "p0,p1,p2,p3,p4,q"},
+			{"/api/v1/namespaces/other/pods", "q"},
+			{"/api/v1/pods?labelSelector=i%3D1", "p1,p3"},
+			{"/api/v1/pods?labelSelector=i+in+(0)", "p0,p2,p4"},
+			{"/api/v1/pods?fieldSelector=spec.nodeName%3Dn1", "p0,p2,p4"},
+			{"/api/v1/pods?fieldSelector=spec.nodeName%3D", "p1,p3,q"},
+			{"/api/v1/pods?fieldSelector=metadata.namespace%3Dother", "q"},
+			{"/api/v1/pods?fieldSelector=metadata.name!%3Dp0,status.phase%3DPending&labelSelector=i%3D0", "p2,p4"},
+			{"/api/v1/pods?resourceVersion=0", "p0,p1,p2,p3,p4,q"},
+		}
+		for _, tt := range tests {
+			list := c.mustDo("GET", tt.query, "", "", 200)
+			if got := names(list); got != tt.want {
+				t.Errorf("%s: got %s, want %s", tt.query, got, tt.want)
+			}
+			if str(list, "kind") != "PodList" || str(list, "apiVersion") != "v1" || str(list, "metadata.resourceVersion") == "" {
+				t.Errorf("%s: list meta %v %v", tt.query, list["kind"], list["metadata"])
+			}
+		}
+
+		// Paging: every page at the revision of the first.
+		var all []string
+		q := "/api/v1/pods?limit=2"
+		first := ""
+		for pages := 0; ; pages++ {
+			list := c.mustDo("GET", q, "", "", 200)
+			if first == "" {
+				first = str(list, "metadata.resourceVersion")
+				if nested(list, "metadata.remainingItemCount") != float64(4) {
+					t.Errorf("remainingItemCount %v", nested(list, "metadata.remainingItemCount"))
+				}
+				// A write between pages is not seen.
+				c.mustDo("POST", "/api/v1/namespaces/default/pods", "", `{"metadata":{"name":"late"}}`, 201)
+			} else if rv := str(list, "metadata.resourceVersion"); rv != first {
+				t.Errorf("page at %s, first at %s", rv, first)
+			}
+			all = append(all, names(list))
+			cont := str(list, "metadata.continue")
+			if cont == "" {
+				break
+			}
+			q = "/api/v1/pods?limit=2&continue=" + cont
+			if pages > 5 {
+				t.Fatal("too many pages")
+			}
+		}
+		if got := strings.Join(all, ","); got != "p0,p1,p2,p3,p4,q" {
+			t.Errorf("paged: %s", got)
+		}
+
+		bad := []struct {
+			query string
+			code  int
+		}{
+			{"/api/v1/pods?fieldSelector=spec.bogus%3Dx", 400},
+			{"/api/v1/namespaces?fieldSelector=metadata.namespace%3Dx", 400},
+			{"/api/v1/pods?labelSelector=%3D%3D%3D", 400},
+			{"/api/v1/pods?limit=-1", 400},
+			{"/api/v1/pods?resourceVersion=abc", 400},
+			{"/api/v1/pods?resourceVersionMatch=Exact", 400},
+			{"/api/v1/pods?continue=garbage", 400},
+			{"/api/v1/pods?resourceVersion=99999999&resourceVersionMatch=NotOlderThan", 504},
+			{"/api/v1/pods?sendInitialEvents=true", 400},
+		}
+		for _, b := range bad {
+			r := c.do("GET", b.query, "", "")
+			if r.code != b.code || int(r.status(t).Code) != b.code {
+				t.Errorf("%s: %d %s, want %d", b.query, r.code, r.body, b.code)
+			}
+		}
+		r = c.do("GET", "/api/v1/pods", "", "", "Accept", "application/yaml")
+		if r.code != 406 {
+			t.Errorf("yaml: %d", r.code)
+		}
+		// kubectl's table request falls back to a plain list.
+		r = c.do("GET", "/api/v1/pods", "", "", "Accept", "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json")
+		if r.code != 200 || str(r.obj(t), "kind") != "PodList" || r.hdr.Get("Content-Type") != "application/json" {
+			t.Errorf("table fallback: %d %s", r.code, r.hdr.Get("Content-Type"))
+		}
+	})
+}

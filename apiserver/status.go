@@ -1,0 +1,96 @@
+package apiserver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/listwatch/listwatch/storage"
+)
+
+// WriteStatus writes err as a Kubernetes Status object with the HTTP code
+// the Status carries: errors built with k8s.io/apimachinery/pkg/api/errors
+// keep theirs, storage errors map to 404/409/410/504, and anything else is
+// a 500 InternalError.
+func WriteStatus(w http.ResponseWriter, err error) {
+	st := statusOf(err)
+	writeStatusObject(w, &st)
+}
+
+func writeStatusObject(w http.ResponseWriter, st *metav1.Status) {
+	st.Kind, st.APIVersion = "Status", "v1"
+	body, err := json.Marshal(st)
+	if err != nil {
+		// A Status always marshals; keep the code even if not.
+		body = []byte(`{"kind":"Status","apiVersion":"v1","status":"Failure"}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	if st.Code == http.StatusTooManyRequests && st.Details != nil && st.Details.RetryAfterSeconds > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int(st.Details.RetryAfterSeconds)))
+	}
+	w.WriteHeader(int(st.Code))
+	_, _ = w.Write(append(body, '\n'))
+}
+
+// statusOf turns any error into the Status a client should see.
+func statusOf(err error) metav1.Status {
+	var api apierrors.APIStatus
+	if errors.As(err, &api) {
+		st := api.Status()
+		if st.Code == 0 {
+			st.Code = http.StatusInternalServerError
+		}
+		if st.Status == "" {
+			st.Status = metav1.StatusFailure
+		}
+		return st
+	}
+	var se error
+	switch {
+	case errors.Is(err, storage.ErrCompacted):
+		se = apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %v", err))
+	case errors.Is(err, storage.ErrFutureRevision):
+		se = tooLargeRV(err.Error())
+	case errors.Is(err, context.DeadlineExceeded):
+		se = apierrors.NewTimeoutError(err.Error(), 0)
+	case errors.Is(err, storage.ErrConflict):
+		se = apierrors.NewConflict(metav1.SchemeGroupVersion.WithResource("").GroupResource(), "", err)
+	default:
+		se = apierrors.NewInternalError(err)
+	}
+	return se.(apierrors.APIStatus).Status()
+}
+
+// tooLargeRV is kube-apiserver's answer to a resourceVersion newer than any
+// it has seen: 504 with the ResourceVersionTooLarge cause client-go checks.
+func tooLargeRV(msg string) error {
+	err := apierrors.NewTimeoutError(fmt.Sprintf("Too large resource version: %s", msg), 1)
+	err.ErrStatus.Details.Causes = []metav1.StatusCause{{
+		Type:    metav1.CauseTypeResourceVersionTooLarge,
+		Message: "Too large resource version",
+	}}
+	return err
+}
+
+// badRequest is a 400 with a formatted message.
+func badRequest(format string, args ...any) error {
+	return apierrors.NewBadRequest(fmt.Sprintf(format, args...))
+}
+
+// newStatus is a Failure Status error with no details about an object.
+func newStatus(code int32, reason metav1.StatusReason, msg string) error {
+	return &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status:  metav1.StatusFailure,
+		Message: msg,
+		Reason:  reason,
+		Details: &metav1.StatusDetails{},
+		Code:    code,
+	}}
+}

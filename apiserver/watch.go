@@ -1,0 +1,199 @@
+package apiserver
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"math/rand/v2"
+	"net/http"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/listwatch/listwatch/watchcache"
+)
+
+// minWatchTimeout is kube-apiserver's --min-request-timeout default: a
+// watch without timeoutSeconds lasts between one and two of it, so that
+// clients spread their re-watches.
+const minWatchTimeout = 30 * time.Minute
+
+// watchWriteTimeout bounds one write to a watch client; a client that
+// reads nothing for this long is dropped (its watcher was already cut off
+// by the cache when its buffer filled).
+const watchWriteTimeout = time.Minute
+
+type watchEvent = watchcache.Event[*unstructured.Unstructured]
+
+func (s *Server) handleWatch(w http.ResponseWriter, r *http.Request, req request) error {
+	if req.sub != "" {
+		return methodNotAllowed(r, req)
+	}
+	o, err := parseListOptions(req.res, r.URL.Query(), true)
+	if err != nil {
+		return err
+	}
+	enc, err := negotiate(r, req.res, false)
+	if err != nil {
+		return err
+	}
+	timeout := time.Duration(o.timeoutSeconds) * time.Second
+	if timeout == 0 {
+		timeout = minWatchTimeout + rand.N(minWatchTimeout)
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), timeout)
+	defer cancel()
+	wch, err := s.caches[req.res].Watch(ctx, watchcache.WatchOptions{
+		ResourceVersion:      o.rv,
+		ResourceVersionMatch: o.rvMatch,
+		SendInitialEvents:    o.sendInitialEvents,
+		AllowBookmarks:       o.bookmarks,
+		Label:                o.filter.labels,
+		Field:                o.filter.fields,
+		Namespace:            req.namespace,
+	})
+	var streamErr error
+	if err != nil {
+		// Like kube-apiserver, a watch that cannot start from its
+		// resourceVersion (410 Expired, 504 too large) is answered with an
+		// ERROR event in a 200 stream; clients relist on it.
+		var st apierrors.APIStatus
+		if !errors.As(err, &st) || (st.Status().Code != http.StatusGone && st.Status().Code != http.StatusGatewayTimeout) {
+			return err
+		}
+		streamErr = err
+	}
+	ww := newWatchWriter(w, enc, req.res)
+	if err := ww.start(); err != nil {
+		return nil
+	}
+	if streamErr != nil {
+		_ = ww.writeError(streamErr)
+		return nil
+	}
+	defer wch.Stop()
+	for ev := range wch.Events() {
+		if err := ww.write(ev); err != nil {
+			s.log.Debug("watch client gone", "path", r.URL.Path, "err", err)
+			return nil
+		}
+	}
+	if err := wch.Err(); err != nil {
+		var st apierrors.APIStatus
+		if errors.As(err, &st) {
+			_ = ww.writeError(err)
+		} else {
+			// Too slow or the cache closing: end the stream; the client
+			// watches again from its last resourceVersion.
+			s.log.Debug("watch ended", "path", r.URL.Path, "err", err)
+		}
+	}
+	return nil
+}
+
+// watchWriter frames watch events on the response: JSON lines or
+// length-prefixed protobuf WatchEvents, flushed one by one.
+type watchWriter struct {
+	w   http.ResponseWriter
+	rc  *http.ResponseController
+	enc encoding
+	res *resource
+}
+
+func newWatchWriter(w http.ResponseWriter, enc encoding, res *resource) *watchWriter {
+	return &watchWriter{w: w, rc: http.NewResponseController(w), enc: enc, res: res}
+}
+
+func (ww *watchWriter) start() error {
+	if ww.enc == encProtobuf {
+		ww.w.Header().Set("Content-Type", mediaProtobuf+";stream=watch")
+	} else {
+		ww.w.Header().Set("Content-Type", mediaJSON)
+	}
+	ww.w.Header().Set("Cache-Control", "no-cache, private")
+	ww.w.WriteHeader(http.StatusOK)
+	return ww.rc.Flush()
+}
+
+func (ww *watchWriter) send(frame []byte) error {
+	_ = ww.rc.SetWriteDeadline(time.Now().Add(watchWriteTimeout))
+	if _, err := ww.w.Write(frame); err != nil {
+		return err
+	}
+	return ww.rc.Flush()
+}
+
+func (ww *watchWriter) write(ev *watchEvent) error {
+	key := "json"
+	if ww.enc == encProtobuf {
+		key = "protobuf"
+	}
+	frame, err := ev.Encode(key, func(ev *watchEvent) ([]byte, error) {
+		return ww.encodeEvent(ev.Type, ev.Object)
+	})
+	if err != nil {
+		return err
+	}
+	return ww.send(frame)
+}
+
+// writeError sends an ERROR event carrying err as a Status.
+func (ww *watchWriter) writeError(err error) error {
+	st := statusOf(err)
+	st.Kind, st.APIVersion = "Status", "v1"
+	var frame []byte
+	if ww.enc == encProtobuf {
+		frame, err = encodeProtoEvent(watch.Error, &st)
+	} else {
+		frame, err = encodeJSONEvent(watch.Error, &st)
+	}
+	if err != nil {
+		return err
+	}
+	return ww.send(frame)
+}
+
+func (ww *watchWriter) encodeEvent(t watch.EventType, obj *unstructured.Unstructured) ([]byte, error) {
+	if ww.enc == encProtobuf {
+		typed, err := typedOf(obj)
+		if err != nil {
+			return nil, err
+		}
+		return encodeProtoEvent(t, typed)
+	}
+	return encodeJSONEvent(t, obj.Object)
+}
+
+func encodeJSONEvent(t watch.EventType, obj any) ([]byte, error) {
+	b, err := json.Marshal(struct {
+		Type   watch.EventType `json:"type"`
+		Object any             `json:"object"`
+	}{t, obj})
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
+
+// encodeProtoEvent frames a metav1.WatchEvent whose object is in the
+// protobuf envelope, behind a 4-byte big-endian length, as client-go's
+// protobuf watch decoder expects.
+func encodeProtoEvent(t watch.EventType, obj runtime.Object) ([]byte, error) {
+	raw, err := encodeProto(obj)
+	if err != nil {
+		return nil, err
+	}
+	ev := &metav1.WatchEvent{Type: string(t), Object: runtime.RawExtension{Raw: raw}}
+	body, err := ev.Marshal()
+	if err != nil {
+		return nil, err
+	}
+	frame := make([]byte, 4, 4+len(body))
+	binary.BigEndian.PutUint32(frame, uint32(len(body)))
+	return append(frame, body...), nil
+}

@@ -1,0 +1,314 @@
+package apiserver
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/listwatch/listwatch/storage"
+)
+
+func readBody(r *http.Request) ([]byte, error) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, apierrors.NewRequestEntityTooLargeError(err.Error())
+		}
+		return nil, badRequest("reading the request body: %v", err)
+	}
+	return body, nil
+}
+
+// checkNamespace fills a body's namespace from the path and rejects a
+// mismatch (400), as kube-apiserver does.
+func checkNamespace(req request, u *unstructured.Unstructured) error {
+	if !req.res.namespaced {
+		u.SetNamespace("")
+		return nil
+	}
+	switch ns := u.GetNamespace(); {
+	case ns == "":
+		u.SetNamespace(req.namespace)
+	case ns != req.namespace:
+		return badRequest("the namespace of the provided object does not match the namespace sent on the request")
+	}
+	return nil
+}
+
+func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, req request) error {
+	if req.sub != "" || (req.res.namespaced && req.namespace == "") {
+		return methodNotAllowed(r, req)
+	}
+	body, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	u, err := decodeBody(req.res, body)
+	if err != nil {
+		return err
+	}
+	if err := checkNamespace(req, u); err != nil {
+		return err
+	}
+	out, err := s.create(r.Context(), req, u)
+	if err != nil {
+		return err
+	}
+	return writeObject(w, r, req.res, http.StatusCreated, out)
+}
+
+// create stores a new object, setting what the server owns: name from
+// generateName, uid, creationTimestamp, generation, reset status.
+func (s *Server) create(ctx context.Context, req request, u *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	res := req.res
+	u.SetResourceVersion("")
+	u.SetUID("")
+	u.SetDeletionTimestamp(nil)
+	u.SetDeletionGracePeriodSeconds(nil)
+	u.SetSelfLink("")
+	u.SetManagedFields(nil)
+	if res.generation {
+		u.SetGeneration(1)
+	} else {
+		u.SetGeneration(0)
+		unstructured.RemoveNestedField(u.Object, "metadata", "generation")
+	}
+	if res.prepareCreate != nil {
+		res.prepareCreate(u.Object)
+	}
+	generated := u.GetName() == "" && u.GetGenerateName() != ""
+	if generated {
+		base := u.GetGenerateName()
+		if len(base) > maxGeneratedNameLength {
+			base = base[:maxGeneratedNameLength]
+		}
+		u.SetName(base + randomSuffix(5))
+	}
+	if u.GetName() == "" {
+		return nil, apierrors.NewInvalid(res.gvk.GroupKind(), "", field.ErrorList{
+			field.Required(field.NewPath("metadata", "name"), "name or generateName is required"),
+		})
+	}
+	if err := validateMeta(res, u, nil); err != nil {
+		return nil, err
+	}
+	if res.namespaced {
+		if err := s.namespaceExists(ctx, u.GetNamespace()); err != nil {
+			return nil, err
+		}
+	}
+	u.SetUID(types.UID(newUID()))
+	ts := now()
+	u.SetCreationTimestamp(ts)
+	value, err := encodeStored(u)
+	if err != nil {
+		return nil, err
+	}
+	req.name = u.GetName()
+	rev, err := s.cfg.Storage.Create(ctx, keyFor(res, u.GetNamespace(), u.GetName()), value)
+	if err != nil {
+		return nil, s.storageErr(req, err)
+	}
+	u.SetResourceVersion(strconv.FormatInt(rev, 10))
+	return u, nil
+}
+
+var namespacesResource = func() *resource {
+	for _, r := range builtins() {
+		if r.plural == "namespaces" {
+			return r
+		}
+	}
+	panic("no namespaces resource")
+}()
+
+// namespaceExists answers 404 NotFound for a missing namespace, as
+// kube-apiserver's namespace lifecycle admission does.
+func (s *Server) namespaceExists(ctx context.Context, ns string) error {
+	_, err := s.cfg.Storage.Get(ctx, keyFor(namespacesResource, "", ns))
+	if errors.Is(err, storage.ErrNotFound) {
+		return apierrors.NewNotFound(namespacesResource.gr(), ns)
+	}
+	return err
+}
+
+// errNoChange ends a GuaranteedUpdate whose result equals the stored
+// object: nothing is written and the stored object is returned.
+type errNoChange struct{ cur *unstructured.Unstructured }
+
+func (errNoChange) Error() string { return "no change" }
+
+// errDeleteInstead ends a GuaranteedUpdate whose result is an object being
+// deleted with no finalizers left: it is removed instead of written.
+type errDeleteInstead struct {
+	obj *unstructured.Unstructured
+	rev int64
+}
+
+func (errDeleteInstead) Error() string { return "delete instead" }
+
+// mutateFunc turns the current object (a private copy) into the desired
+// one; it may be called several times.
+type mutateFunc func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error)
+
+// update runs mutate under storage.GuaranteedUpdate and applies the rules
+// every write shares: the resourceVersion precondition, immutable system
+// metadata, status kept by main-resource writes and spec by /status
+// writes, generation bumps, and removal of a deleted object whose last
+// finalizer went. It returns the object as stored.
+func (s *Server) update(ctx context.Context, req request, mutate mutateFunc) (*unstructured.Unstructured, error) {
+	key := keyFor(req.res, req.namespace, req.name)
+	for {
+		var out *unstructured.Unstructured
+		rev, err := storage.GuaranteedUpdate(ctx, s.cfg.Storage, key, func(kv storage.KeyValue) ([]byte, error) {
+			cur, err := decodeKV(kv)
+			if err != nil {
+				return nil, err
+			}
+			desired, err := mutate(deepCopy(cur))
+			if err != nil {
+				return nil, err
+			}
+			if err := s.prepareUpdate(req, cur, desired); err != nil {
+				return nil, err
+			}
+			value, err := encodeStored(desired)
+			if err != nil {
+				return nil, err
+			}
+			if bytes.Equal(value, kv.Value) {
+				return nil, errNoChange{cur}
+			}
+			if desired.GetDeletionTimestamp() != nil && len(desired.GetFinalizers()) == 0 {
+				return nil, errDeleteInstead{desired, kv.Revision}
+			}
+			out = desired
+			return value, nil
+		})
+		var noChange errNoChange
+		var del errDeleteInstead
+		switch {
+		case err == nil:
+			out.SetResourceVersion(strconv.FormatInt(rev, 10))
+			return out, nil
+		case errors.As(err, &noChange):
+			return noChange.cur, nil
+		case errors.As(err, &del):
+			_, drev, err := s.cfg.Storage.Delete(ctx, key, del.rev)
+			if errors.Is(err, storage.ErrConflict) {
+				continue
+			}
+			if err != nil {
+				return nil, s.storageErr(req, err)
+			}
+			del.obj.SetResourceVersion(strconv.FormatInt(drev, 10))
+			return del.obj, nil
+		default:
+			return nil, s.storageErr(req, err)
+		}
+	}
+}
+
+// prepareUpdate turns desired into what may be stored over cur.
+func (s *Server) prepareUpdate(req request, cur, desired *unstructured.Unstructured) error {
+	res := req.res
+	if rv := desired.GetResourceVersion(); rv == "" {
+		if !res.unconditionalUpdate {
+			return apierrors.NewInvalid(res.gvk.GroupKind(), req.name, field.ErrorList{
+				field.Invalid(field.NewPath("metadata", "resourceVersion"), 0, "must be specified for an update"),
+			})
+		}
+	} else if rv != cur.GetResourceVersion() {
+		if _, err := parseRV(rv); err != nil {
+			return err
+		}
+		return conflict(req, "the object has been modified; please apply your changes to the latest version and try again")
+	}
+	desired.SetResourceVersion(cur.GetResourceVersion())
+	switch req.sub {
+	case "status":
+		// A /status write changes status and nothing else.
+		status, hasStatus := desired.Object["status"]
+		desired.Object = deepCopy(cur).Object
+		if hasStatus {
+			desired.Object["status"] = status
+		} else {
+			delete(desired.Object, "status")
+		}
+	case "":
+		if res.hasStatus {
+			if status, ok := cur.Object["status"]; ok {
+				desired.Object["status"] = status
+			} else {
+				delete(desired.Object, "status")
+			}
+		}
+	}
+	// System metadata is the server's.
+	desired.SetNamespace(cur.GetNamespace())
+	desired.SetUID(cur.GetUID())
+	desired.SetCreationTimestamp(cur.GetCreationTimestamp())
+	desired.SetDeletionTimestamp(cur.GetDeletionTimestamp())
+	desired.SetDeletionGracePeriodSeconds(cur.GetDeletionGracePeriodSeconds())
+	desired.SetSelfLink("")
+	if res.generation {
+		gen := cur.GetGeneration()
+		if specChanged(cur.Object, desired.Object) {
+			gen++
+		}
+		desired.SetGeneration(gen)
+	} else {
+		unstructured.RemoveNestedField(desired.Object, "metadata", "generation")
+	}
+	if cur.GetDeletionTimestamp() != nil {
+		// No new finalizers on an object being deleted.
+		for _, f := range desired.GetFinalizers() {
+			if !hasFinalizer(cur, f) {
+				return apierrors.NewForbidden(res.gr(), req.name,
+					errors.New("no new finalizers can be added if the object is being deleted, found new finalizers "+strconv.Quote(f)))
+			}
+		}
+	}
+	return validateMeta(res, desired, cur)
+}
+
+func (s *Server) handleUpdate(w http.ResponseWriter, r *http.Request, req request) error {
+	body, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	if req.sub == "scale" {
+		return s.updateScale(w, r, req, func(*unstructured.Unstructured) ([]byte, error) { return body, nil })
+	}
+	u, err := decodeBody(req.res, body)
+	if err != nil {
+		return err
+	}
+	if err := checkNamespace(req, u); err != nil {
+		return err
+	}
+	if u.GetName() != req.name {
+		return badRequest("the name of the object (%s) does not match the name on the URL (%s)", u.GetName(), req.name)
+	}
+	out, err := s.update(r.Context(), req, func(*unstructured.Unstructured) (*unstructured.Unstructured, error) {
+		return deepCopy(u), nil
+	})
+	if apierrors.IsNotFound(err) && req.res.createOnUpdate && req.sub == "" {
+		if out, err = s.create(r.Context(), req, u); err == nil {
+			return writeObject(w, r, req.res, http.StatusCreated, out)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	return writeObject(w, r, req.res, http.StatusOK, out)
+}
