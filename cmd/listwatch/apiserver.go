@@ -1,0 +1,402 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/listwatch/listwatch/apiserver"
+	"github.com/listwatch/listwatch/apiserver/filters"
+	"github.com/listwatch/listwatch/internal/pki"
+)
+
+func init() {
+	register("apiserver", "run the Kubernetes-compatible API server", runAPIServer)
+}
+
+// serverConfig is everything startServer needs; the `apiserver` flags fill
+// it, and `up` fills it for a local cluster.
+type serverConfig struct {
+	BindAddress string
+	// SecurePort is the HTTPS port; 0 picks a free one.
+	SecurePort int
+	// FallbackToFreePort picks a free port when SecurePort is taken rather
+	// than failing (`up`).
+	FallbackToFreePort bool
+
+	Storage storageConfig
+
+	// TokenAuthFile is a static token file; Tokens, when set, is used
+	// instead. With neither, authentication is off.
+	TokenAuthFile string
+	Tokens        filters.TokenAuthenticator
+
+	// TLSCertFile and TLSKeyFile are the serving certificate; without them
+	// a self-signed one is generated (and kept) under CertDir.
+	TLSCertFile, TLSKeyFile string
+	CertDir                 string
+
+	CustomResourcesFile string
+
+	MaxRequestsInFlight         int
+	MaxMutatingRequestsInFlight int
+	MaxRequestBodyBytes         int64
+}
+
+func (c *serverConfig) addFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.BindAddress, "bind-address", "127.0.0.1", "IP address to serve HTTPS on (0.0.0.0 for all interfaces)")
+	fs.IntVar(&c.SecurePort, "secure-port", 6443, "HTTPS port; 0 picks a free port")
+	c.Storage.addFlags(fs)
+	fs.StringVar(&c.TokenAuthFile, "token-auth-file", "", "static token file (token,user,uid,\"group1,group2\" per line); without it authentication is off")
+	fs.StringVar(&c.TLSCertFile, "tls-cert-file", "", "serving certificate (PEM, chain allowed); default: self-signed under --cert-dir")
+	fs.StringVar(&c.TLSKeyFile, "tls-private-key-file", "", "private key of --tls-cert-file")
+	fs.StringVar(&c.CertDir, "cert-dir", "./.listwatch/pki", "directory of the generated CA and serving certificate")
+	fs.StringVar(&c.CustomResourcesFile, "custom-resources", "", "YAML or JSON file declaring custom resources")
+	fs.IntVar(&c.MaxRequestsInFlight, "max-requests-inflight", filters.DefaultMaxRequestsInFlight, "cap on concurrent read-only requests, watches excluded (0: none)")
+	fs.IntVar(&c.MaxMutatingRequestsInFlight, "max-mutating-requests-inflight", filters.DefaultMaxMutatingRequestsInFlight, "cap on concurrent writes (0: none)")
+	fs.Int64Var(&c.MaxRequestBodyBytes, "max-request-body-bytes", filters.DefaultMaxRequestBodyBytes, "cap on request body size in bytes")
+}
+
+// logLevelFlag adds --log-level to fs.
+func logLevelFlag(fs *flag.FlagSet) *slog.Level {
+	level := new(slog.Level)
+	fs.TextVar(level, "log-level", slog.LevelInfo, "log level: debug, info, warn or error")
+	return level
+}
+
+func newLogger(w io.Writer, level slog.Level) *slog.Logger {
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
+}
+
+func runAPIServer(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("apiserver", flag.ContinueOnError)
+	var cfg serverConfig
+	cfg.addFlags(fs)
+	level := logLevelFlag(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	log := newLogger(os.Stderr, *level)
+	srv, err := startServer(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	log.Info("serving", "url", srv.URL)
+	return srv.wait(ctx)
+}
+
+// runningServer is a started API server: HTTPS listener, filters, health
+// and metrics endpoints, the apiserver routes and the storage under them.
+type runningServer struct {
+	// URL is the base URL clients use, e.g. https://127.0.0.1:6443.
+	URL string
+	// CAPEM verifies the serving certificate.
+	CAPEM []byte
+
+	log      *slog.Logger
+	http     *http.Server
+	api      *apiserver.Server
+	store    *openedStorage
+	health   *health
+	serveErr chan error
+	// endLongRunning ends the watches at shutdown; stopBackground the
+	// server's own goroutines (bootstrap, apiserver caches).
+	endLongRunning context.CancelFunc
+	stopBackground context.CancelFunc
+	background     sync.WaitGroup
+	shuttingDown   atomic.Bool
+	bootstrapped   atomic.Bool
+	shutdownOnce   sync.Once
+	shutdownErr    error
+}
+
+// shutdownTimeout bounds how long a graceful shutdown waits for requests in
+// flight before closing their connections.
+const shutdownTimeout = 10 * time.Second
+
+// startServer opens storage, builds the handler chain and starts serving
+// HTTPS; it returns once the listener is open. ctx only bounds the start:
+// the server runs until wait or shutdown ends it.
+func startServer(ctx context.Context, cfg serverConfig, log *slog.Logger) (_ *runningServer, err error) {
+	s := &runningServer{log: log, serveErr: make(chan error, 1)}
+	var cleanup []func()
+	defer func() {
+		if err != nil {
+			for i := len(cleanup) - 1; i >= 0; i-- {
+				cleanup[i]()
+			}
+		}
+	}()
+
+	var serving *pki.Serving
+	if cfg.TLSCertFile != "" || cfg.TLSKeyFile != "" {
+		serving, err = pki.LoadServing(cfg.TLSCertFile, cfg.TLSKeyFile)
+	} else {
+		var extra []string
+		if cfg.BindAddress != "" && !net.ParseIP(cfg.BindAddress).IsUnspecified() {
+			extra = append(extra, cfg.BindAddress)
+		}
+		serving, err = pki.EnsureServing(cfg.CertDir, extra...)
+	}
+	if err != nil {
+		return nil, err
+	}
+	s.CAPEM = serving.CAPEM
+
+	auth := cfg.Tokens
+	if auth == nil && cfg.TokenAuthFile != "" {
+		tf, err := filters.LoadTokenFile(cfg.TokenAuthFile)
+		if err != nil {
+			return nil, err
+		}
+		auth = tf
+	}
+	if auth == nil {
+		log.Warn("no --token-auth-file: authentication is off, every request is served")
+	}
+	var crs []apiserver.CustomResource
+	if cfg.CustomResourcesFile != "" {
+		if crs, err = apiserver.LoadCustomResources(cfg.CustomResourcesFile); err != nil {
+			return nil, err
+		}
+	}
+
+	// The server's own goroutines outlive ctx, which only bounds the start.
+	bg, stopBackground := context.WithCancel(context.WithoutCancel(ctx))
+	s.stopBackground = stopBackground
+	cleanup = append(cleanup, stopBackground)
+
+	store, err := openStorage(ctx, bg, cfg.Storage, log)
+	if err != nil {
+		return nil, err
+	}
+	s.store = store
+	cleanup = append(cleanup, func() { store.close() })
+
+	api, err := apiserver.New(bg, apiserver.Config{Storage: store, CustomResources: crs, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	s.api = api
+	cleanup = append(cleanup, api.Close)
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics, err := filters.NewMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	storageCheck := healthCheck{name: "etcd", check: func(ctx context.Context) error {
+		_, err := store.Revision(ctx)
+		return err
+	}}
+	if cfg.Storage.Backend == backendMemory {
+		storageCheck.name = "storage"
+	}
+	s.health = &health{
+		log:  log,
+		live: []healthCheck{pingCheck()},
+		ready: []healthCheck{pingCheck(), storageCheck,
+			{name: "poststarthook/bootstrap-namespaces", check: func(context.Context) error {
+				if !s.bootstrapped.Load() {
+					return errors.New("default namespaces not created yet")
+				}
+				return nil
+			}},
+			{name: "shutdown", check: func(context.Context) error {
+				if s.shuttingDown.Load() {
+					return errors.New("server is shutting down")
+				}
+				return nil
+			}},
+		},
+	}
+	metricsHandler := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	root := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.URL.Path == "/metrics":
+			metricsHandler.ServeHTTP(w, r)
+		case isHealthPath(r.URL.Path):
+			s.health.ServeHTTP(w, r)
+		default:
+			api.Handler().ServeHTTP(w, r)
+		}
+	})
+	longRunning, endLongRunning := context.WithCancel(context.Background())
+	s.endLongRunning = endLongRunning
+	cleanup = append(cleanup, endLongRunning)
+	handler := filters.Chain(root, filters.Options{
+		Authenticator:               auth,
+		MaxRequestBodyBytes:         cfg.MaxRequestBodyBytes,
+		MaxRequestsInFlight:         cfg.MaxRequestsInFlight,
+		MaxMutatingRequestsInFlight: cfg.MaxMutatingRequestsInFlight,
+		Metrics:                     metrics,
+		Logger:                      log,
+		Shutdown:                    longRunning,
+	})
+
+	ln, err := listen(cfg.BindAddress, cfg.SecurePort, cfg.FallbackToFreePort)
+	if err != nil {
+		return nil, err
+	}
+	host := cfg.BindAddress
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		// Clients of a wildcard bind reach it on loopback, which the
+		// generated certificate covers.
+		host = "127.0.0.1"
+	}
+	s.URL = "https://" + net.JoinHostPort(host, strconv.Itoa(ln.Addr().(*net.TCPAddr).Port))
+	s.http = &http.Server{
+		Handler:           handler,
+		TLSConfig:         serving.TLSConfig(),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       90 * time.Second,
+		// TLS handshake errors from port scanners and clients that do not
+		// trust the CA yet are not worth an unstructured line each.
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+	}
+	go func() { s.serveErr <- s.http.ServeTLS(ln, "", "") }()
+
+	s.background.Go(func() { s.bootstrap(bg) })
+	return s, nil
+}
+
+// listen opens the TCP listener, on a free port when port is 0 or, with
+// fallback, when port is taken.
+func listen(host string, port int, fallback bool) (net.Listener, error) {
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+	if err != nil && fallback && port != 0 && errors.Is(err, syscall.EADDRINUSE) {
+		ln, err = net.Listen("tcp", net.JoinHostPort(host, "0"))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listen: %w", err)
+	}
+	return ln, nil
+}
+
+// waitReady blocks until the readiness checks pass or ctx ends, checking
+// whenever the bootstrap may have progressed.
+func (s *runningServer) waitReady(ctx context.Context) error {
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		err := s.health.readyErr(ctx)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("server not ready: %w (%w)", err, ctx.Err())
+		case err := <-s.serveErr:
+			s.serveErr <- err
+			return fmt.Errorf("server stopped before it was ready: %w", err)
+		case <-tick.C:
+		}
+	}
+}
+
+// wait serves until ctx ends or the listener fails, then shuts the server
+// down; it returns the serving error, if any, or the shutdown's.
+func (s *runningServer) wait(ctx context.Context) error {
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case serveErr = <-s.serveErr:
+		s.serveErr <- serveErr
+		serveErr = fmt.Errorf("serve: %w", serveErr)
+	}
+	return errors.Join(serveErr, s.shutdown())
+}
+
+// shutdown stops the server gracefully: readiness fails, the listener
+// closes, watches end, requests in flight get shutdownTimeout to finish,
+// then the API routes and the storage close. It is idempotent.
+func (s *runningServer) shutdown() error {
+	s.shutdownOnce.Do(func() {
+		s.log.Info("shutting down")
+		s.shuttingDown.Store(true)
+		s.endLongRunning()
+		ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+		defer cancel()
+		var errs []error
+		if err := s.http.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("http shutdown: %w", err))
+			s.http.Close()
+		}
+		if err := <-s.serveErr; !errors.Is(err, http.ErrServerClosed) {
+			errs = append(errs, fmt.Errorf("serve: %w", err))
+		}
+		s.stopBackground()
+		s.background.Wait()
+		s.api.Close()
+		if err := s.store.close(); err != nil {
+			errs = append(errs, err)
+		}
+		s.shutdownErr = errors.Join(errs...)
+		s.log.Info("stopped")
+	})
+	return s.shutdownErr
+}
+
+// bootstrapNamespaces are created at start, as kube-apiserver does.
+var bootstrapNamespaces = []string{"default", "kube-system", "kube-public"}
+
+// bootstrap creates the bootstrap namespaces through the API routes (so
+// that they get everything a client-made namespace gets), retrying while
+// the storage is unreachable, until they exist or ctx ends.
+func (s *runningServer) bootstrap(ctx context.Context) {
+	for _, ns := range bootstrapNamespaces {
+		for attempt := 0; ; attempt++ {
+			err := s.createNamespace(ctx, ns)
+			if err == nil {
+				break
+			}
+			if attempt == 0 || attempt%20 == 0 {
+				s.log.Warn("creating namespace; will retry", "namespace", ns, "err", err)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+	}
+	s.bootstrapped.Store(true)
+}
+
+// createNamespace creates namespace ns by calling the API routes in-process;
+// an existing namespace is success.
+func (s *runningServer) createNamespace(ctx context.Context, ns string) error {
+	body := fmt.Sprintf(`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":%q}}`, ns)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "/api/v1/namespaces", strings.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	var resp responseBuffer
+	s.api.Handler().ServeHTTP(&resp, req)
+	switch resp.code() {
+	case http.StatusCreated, http.StatusOK, http.StatusConflict:
+		return nil
+	}
+	return fmt.Errorf("create namespace %s: %d %s", ns, resp.code(), strings.TrimSpace(resp.body.String()))
+}

@@ -1,0 +1,193 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/listwatch/listwatch/apiserver/filters"
+	"github.com/listwatch/listwatch/internal/kubeconfig"
+	"github.com/listwatch/listwatch/internal/pki"
+)
+
+func init() {
+	register("up", "start a local cluster: embedded etcd, API server on 127.0.0.1 and a kubeconfig", runUp)
+}
+
+// component is a part of the control plane that `up` runs in-process next
+// to the API server, as a client of it like any other: it gets the
+// kubeconfig `up` writes and returns when ctx ends. A component that fails
+// stops `up`.
+type component struct {
+	name string
+	run  func(ctx context.Context, env componentEnv) error
+}
+
+// componentEnv is what a component needs to reach the server.
+type componentEnv struct {
+	// Kubeconfig is the path of the kubeconfig `up` wrote and Context the
+	// context in it to use.
+	Kubeconfig, Context string
+	Logger              *slog.Logger
+}
+
+// components run under `up`; the controller-manager appends itself here
+// from its file's init(), e.g.
+//
+//	func init() { components = append(components, component{name: "controller-manager", run: runControllers}) }
+var components []component
+
+// upConfig is the configuration of `up`.
+type upConfig struct {
+	// Dir holds everything: etcd data, certificates, token and kubeconfig.
+	Dir string
+	// Port is tried first; a free port is used when it is taken.
+	Port           int
+	StorageBackend string
+	// CustomResourcesFile declares custom resources; empty: none.
+	CustomResourcesFile string
+	CompactionInterval  time.Duration
+}
+
+// Names of what `up` keeps in its directory.
+const (
+	upTokenFile      = "token"
+	upKubeconfigFile = "kubeconfig"
+	upUser           = "listwatch-admin"
+)
+
+func runUp(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("up", flag.ContinueOnError)
+	var cfg upConfig
+	fs.StringVar(&cfg.Dir, "dir", "./.listwatch", "directory of the cluster's state: etcd data, certificates, token, kubeconfig")
+	fs.IntVar(&cfg.Port, "port", 6443, "HTTPS port on 127.0.0.1; a free port is used if it is taken")
+	fs.StringVar(&cfg.StorageBackend, "storage-backend", backendEtcd, "storage backend: etcd (embedded, in --dir) or memory")
+	fs.StringVar(&cfg.CustomResourcesFile, "custom-resources", "", "YAML or JSON file declaring custom resources")
+	fs.DurationVar(&cfg.CompactionInterval, "compaction-interval", 5*time.Minute, "interval of storage compaction (0: never)")
+	level := logLevelFlag(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	return up(ctx, cfg, os.Stdout, newLogger(os.Stderr, *level))
+}
+
+// up runs a local cluster until ctx ends: it starts the API server, waits
+// until it is ready, writes the kubeconfig, tells out where it is, and
+// runs the components.
+func up(ctx context.Context, cfg upConfig, out io.Writer, log *slog.Logger) error {
+	dir, err := filepath.Abs(cfg.Dir)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	token, err := loadOrCreateToken(filepath.Join(dir, upTokenFile))
+	if err != nil {
+		return err
+	}
+	var tokens filters.TokenFile
+	if err := tokens.Add(token, filters.User{Name: upUser, UID: upUser, Groups: []string{"system:masters"}}); err != nil {
+		return err
+	}
+	srv, err := startServer(ctx, serverConfig{
+		BindAddress:        "127.0.0.1",
+		SecurePort:         cfg.Port,
+		FallbackToFreePort: true,
+		Storage: storageConfig{
+			Backend:            cfg.StorageBackend,
+			DataDir:            filepath.Join(dir, "etcd"),
+			CompactionInterval: cfg.CompactionInterval,
+		},
+		Tokens:                      &tokens,
+		CertDir:                     filepath.Join(dir, "pki"),
+		CustomResourcesFile:         cfg.CustomResourcesFile,
+		MaxRequestsInFlight:         filters.DefaultMaxRequestsInFlight,
+		MaxMutatingRequestsInFlight: filters.DefaultMaxMutatingRequestsInFlight,
+		MaxRequestBodyBytes:         filters.DefaultMaxRequestBodyBytes,
+	}, log)
+	if err != nil {
+		return err
+	}
+	if err := srv.waitReady(ctx); err != nil {
+		if ctx.Err() != nil {
+			// Interrupted while starting: a normal stop.
+			return srv.shutdown()
+		}
+		return errors.Join(err, srv.shutdown())
+	}
+	kcPath := filepath.Join(dir, upKubeconfigFile)
+	if err := kubeconfig.Write(kcPath, kubeconfig.Config{Server: srv.URL, CAData: srv.CAPEM, Token: token}); err != nil {
+		return errors.Join(err, srv.shutdown())
+	}
+	printUp(out, srv.URL, kcPath, cfg)
+
+	// The components and the server end together: ctx ending stops both,
+	// a failing component stops the server.
+	cctx, stopComponents := context.WithCancelCause(ctx)
+	defer stopComponents(nil)
+	var wg sync.WaitGroup
+	env := componentEnv{Kubeconfig: kcPath, Context: kubeconfig.DefaultContext, Logger: log}
+	for _, c := range components {
+		wg.Go(func() {
+			clog := log.With("component", c.name)
+			if err := c.run(cctx, env); err != nil && cctx.Err() == nil {
+				clog.Error("component failed", "err", err)
+				stopComponents(fmt.Errorf("component %s: %w", c.name, err))
+			}
+		})
+	}
+	err = srv.wait(cctx)
+	stopComponents(nil)
+	wg.Wait()
+	if cause := context.Cause(cctx); ctx.Err() == nil && cause != nil && !errors.Is(cause, context.Canceled) {
+		err = errors.Join(cause, err)
+	}
+	return err
+}
+
+// printUp tells the user where the cluster is and how to use it.
+func printUp(out io.Writer, url, kcPath string, cfg upConfig) {
+	if cfg.Port != 0 && !strings.HasSuffix(url, fmt.Sprintf(":%d", cfg.Port)) {
+		fmt.Fprintf(out, "port %d is busy; serving on another port\n", cfg.Port)
+	}
+	fmt.Fprintf(out, "listwatch API server ready at %s\n", url)
+	fmt.Fprintf(out, "kubeconfig: %s\n", kcPath)
+	fmt.Fprintf(out, "\n  export KUBECONFIG=%s\n  kubectl get namespaces\n\n", kcPath)
+	fmt.Fprintln(out, "Press Ctrl-C to stop.")
+}
+
+// loadOrCreateToken returns the token stored at path, creating a random one
+// on first use so that kubeconfigs handed out earlier keep working.
+func loadOrCreateToken(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err == nil {
+		if token := strings.TrimSpace(string(b)); token != "" {
+			return token, nil
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("token: %w", err)
+	}
+	raw := make([]byte, 32)
+	if _, err := rand.Read(raw); err != nil {
+		return "", fmt.Errorf("token: %w", err)
+	}
+	token := hex.EncodeToString(raw)
+	if err := pki.WriteFile(path, []byte(token+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("token: %w", err)
+	}
+	return token, nil
+}
