@@ -246,6 +246,34 @@ func TestListContinueExpired(t *testing.T) {
 	}
 }
 
+// TestListKeptSnapshotExpires: a snapshot kept for a paged list does not
+// outlive the window, so that once storage compacts the revision its
+// continue token and exact lists at it answer 410, as in kube-apiserver.
+func TestListKeptSnapshotExpires(t *testing.T) {
+	st := newStore(t)
+	populate(t, st, 20)
+	c := newPodCache(t, st, func(cfg *Config[*corev1.Pod]) { cfg.WindowSize = 2 })
+	ctx := context.Background()
+	first, err := c.List(ctx, ListOptions{Limit: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		seen(c, put(t, st, "ns0", "churn", map[string]string{"i": fmt.Sprint(i)}, corev1.PodPending))
+	}
+	rev, _ := st.Revision(ctx)
+	if err := st.Compact(ctx, rev); err != nil {
+		t.Fatal(err)
+	}
+	if _, err = c.List(ctx, ListOptions{Limit: 5, Continue: first.Continue}); !apierrors.IsResourceExpired(err) {
+		t.Fatalf("continue at compacted revision: %v, want 410 Expired", err)
+	}
+	_, err = c.List(ctx, ListOptions{ResourceVersion: fmt.Sprint(first.ResourceVersion), ResourceVersionMatch: metav1.ResourceVersionMatchExact})
+	if !apierrors.IsResourceExpired(err) {
+		t.Fatalf("exact list at compacted revision: %v, want 410 Expired", err)
+	}
+}
+
 func TestListBadRequests(t *testing.T) {
 	st := newStore(t)
 	c := newPodCache(t, st, nil)

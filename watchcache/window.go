@@ -237,17 +237,20 @@ func merge[T Object](base []*item[T], changes map[string]*item[T]) []*item[T] {
 	return out
 }
 
-// snapshotAt returns the state at rev, or nil when the cache cannot build it
-// (rev outside the window and no snapshot kept at it).
+// snapshotAt returns the state at rev, or nil when rev is outside the
+// window. A snapshot kept from before the window's start is not used: as
+// kube-apiserver drops such snapshots, revisions older than the window are
+// left to storage, so that they expire (410) once storage compacts them
+// instead of living on in the cache.
 func (c *Cache[T]) snapshotAt(rev int64) *snapshot[T] {
 	c.mu.Lock()
-	if sn := c.snaps.get(rev); sn != nil {
-		c.mu.Unlock()
-		return sn
-	}
 	if rev < c.window.from || rev > c.rev {
 		c.mu.Unlock()
 		return nil
+	}
+	if sn := c.snaps.get(rev); sn != nil {
+		c.mu.Unlock()
+		return sn
 	}
 	base := c.snaps.nearest(rev, c.window.from)
 	var full []*item[T]
