@@ -325,7 +325,20 @@ func (le *LeaderElector) release() {
 	next.Spec.LeaseDurationSeconds = &one
 	next.Spec.RenewTime = &now
 	next.Spec.AcquireTime = &now
-	if updated, err := le.cfg.Client.Update(ctx, next); err != nil {
+	updated, err := le.cfg.Client.Update(ctx, next)
+	if apierrors.IsConflict(err) {
+		// A renewal cut short by the end of the run context may have
+		// reached the server after all, leaving observed one version
+		// behind: read the Lease again and release it if still ours.
+		if fresh, gerr := le.cfg.Client.Get(ctx, le.cfg.Namespace, le.cfg.Name); gerr == nil && holderOf(fresh) == le.cfg.Identity {
+			fresh.Spec.HolderIdentity = &empty
+			fresh.Spec.LeaseDurationSeconds = &one
+			fresh.Spec.RenewTime = &now
+			fresh.Spec.AcquireTime = &now
+			updated, err = le.cfg.Client.Update(ctx, fresh)
+		}
+	}
+	if err != nil {
 		le.log.Warn("releasing the lease failed", "err", err)
 	} else {
 		le.observe(updated, time.Now())

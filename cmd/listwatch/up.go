@@ -30,7 +30,9 @@ func init() {
 // stops `up`.
 type component struct {
 	name string
-	run  func(ctx context.Context, env componentEnv) error
+	// flags, when set, adds the component's flags to those of `up`.
+	flags func(fs *flag.FlagSet)
+	run   func(ctx context.Context, env componentEnv) error
 }
 
 // componentEnv is what a component needs to reach the server.
@@ -75,6 +77,11 @@ func runUp(ctx context.Context, args []string) error {
 	fs.StringVar(&cfg.CustomResourcesFile, "custom-resources", "", "YAML or JSON file declaring custom resources")
 	fs.DurationVar(&cfg.CompactionInterval, "compaction-interval", 5*time.Minute, "interval of storage compaction (0: never)")
 	level := logLevelFlag(fs)
+	for _, c := range components {
+		if c.flags != nil {
+			c.flags(fs)
+		}
+	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -150,9 +157,19 @@ func up(ctx context.Context, cfg upConfig, out io.Writer, log *slog.Logger) erro
 			}
 		})
 	}
-	err = srv.wait(cctx)
+	// The server outlives the components, so that they can finish their
+	// work and say goodbye (the controller-manager releases its Lease)
+	// while it still answers.
+	srvCtx, stopServer := context.WithCancel(context.WithoutCancel(ctx))
+	go func() {
+		<-cctx.Done()
+		wg.Wait()
+		stopServer()
+	}()
+	err = srv.wait(srvCtx)
 	stopComponents(nil)
 	wg.Wait()
+	stopServer()
 	if cause := context.Cause(cctx); ctx.Err() == nil && cause != nil && !errors.Is(cause, context.Canceled) {
 		err = errors.Join(cause, err)
 	}

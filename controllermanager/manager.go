@@ -1,0 +1,610 @@
+// Package controllermanager runs listwatch's controllers against an API
+// server, as kube-controller-manager does: every controller on one shared
+// informer factory, events written through the API, leader election on a
+// Lease so that only one replica acts, and an HTTP endpoint with /metrics,
+// /healthz and /readyz.
+//
+// The controllers, their informers and their queues live only while this
+// replica leads: a replica that loses its Lease stops them and campaigns
+// again with fresh ones, so nothing it cached while leading is trusted
+// after a gap.
+package controllermanager
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/rest"
+
+	"github.com/listwatch/listwatch/cache"
+	"github.com/listwatch/listwatch/client"
+	"github.com/listwatch/listwatch/controller"
+	"github.com/listwatch/listwatch/controllers/endpoints"
+	"github.com/listwatch/listwatch/controllers/garbagecollector"
+	"github.com/listwatch/listwatch/controllers/podlifecycle"
+	"github.com/listwatch/listwatch/controllers/replication"
+	"github.com/listwatch/listwatch/informers"
+	"github.com/listwatch/listwatch/leaderelection"
+	"github.com/listwatch/listwatch/record"
+	"github.com/listwatch/listwatch/workqueue"
+)
+
+// Names of the controllers Config.Controllers chooses from.
+const (
+	Replication      = "replication"
+	PodLifecycle     = "podlifecycle"
+	Endpoints        = "endpoints"
+	GarbageCollector = "garbagecollector"
+)
+
+// AllControllers lists every controller, in the order they start.
+func AllControllers() []string {
+	return []string{Replication, PodLifecycle, Endpoints, GarbageCollector}
+}
+
+// Defaults of the Lease the replicas compete for.
+const (
+	DefaultLeaseNamespace = "kube-system"
+	DefaultLeaseName      = "listwatch-controller-manager"
+)
+
+// LeaderElection configures the election; the zero value elects on the
+// default Lease with leaderelection's default durations.
+type LeaderElection struct {
+	// Disabled runs the controllers at once, with no Lease: for a single
+	// replica that is sure to be alone.
+	Disabled bool
+	// Namespace and Name of the Lease; DefaultLeaseNamespace and
+	// DefaultLeaseName when empty.
+	Namespace, Name string
+	// Identity of this replica; hostname plus a random suffix when empty.
+	Identity string
+	// LeaseDuration, RenewDeadline and RetryPeriod; leaderelection's
+	// defaults when zero.
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+}
+
+// Config configures a Manager. Client is required.
+type Config struct {
+	// Client says how to reach the API server.
+	Client *client.Config
+	// Controllers to run, by name; every one of AllControllers when empty.
+	Controllers []string
+	// LeaderElection is on unless Disabled.
+	LeaderElection LeaderElection
+	// BindAddress is host:port of the HTTP endpoint serving /metrics,
+	// /healthz and /readyz; empty: no endpoint. Port 0 picks a free one
+	// (see Manager.Addr).
+	BindAddress string
+
+	// Replication tunes the ReplicationManager (workers, burstReplicas).
+	Replication replication.Options
+	// PodLifecycle tunes the simulated nodes.
+	PodLifecycle podlifecycle.Options
+	// Events tunes the event broadcaster.
+	Events record.Options
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// Manager runs the controllers. Make one with New and Run it once.
+type Manager struct {
+	cfg         Config
+	controllers []string
+	client      *client.Client
+	log         *slog.Logger
+	identity    string
+
+	registry     *prometheus.Registry
+	queueMetrics workqueue.MetricsProvider
+	leaderGauge  prometheus.Gauge
+	listener     net.Listener
+
+	leading atomic.Bool
+	synced  atomic.Bool
+	running atomic.Bool
+	ran     atomic.Bool
+}
+
+// New checks cfg, builds the API client and opens the HTTP listener. The
+// listener is closed by Run, or by Close when Run is never called.
+func New(cfg Config) (*Manager, error) {
+	if cfg.Client == nil || cfg.Client.REST == nil {
+		return nil, errors.New("controllermanager: Config.Client is required")
+	}
+	chosen := cfg.Controllers
+	if len(chosen) == 0 {
+		chosen = AllControllers()
+	}
+	var names []string
+	for _, n := range chosen {
+		n = strings.TrimSpace(n)
+		if !slices.Contains(AllControllers(), n) {
+			return nil, fmt.Errorf("controllermanager: unknown controller %q (known: %s)", n, strings.Join(AllControllers(), ", "))
+		}
+		if !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	m := &Manager{cfg: cfg, controllers: names, log: log.With("component", "controller-manager"), registry: prometheus.NewRegistry()}
+	m.identity = cfg.LeaderElection.Identity
+	if m.identity == "" {
+		id, err := defaultIdentity()
+		if err != nil {
+			return nil, err
+		}
+		m.identity = id
+	}
+
+	// Metrics first: the client's transport records into them.
+	m.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	cm, err := newClientMetrics(m.registry)
+	if err != nil {
+		return nil, fmt.Errorf("controllermanager: metrics: %w", err)
+	}
+	wq, err := workqueue.NewPrometheusProvider(m.registry)
+	if err != nil {
+		return nil, fmt.Errorf("controllermanager: metrics: %w", err)
+	}
+	m.queueMetrics = wq
+	m.leaderGauge = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "leader_election_master_status",
+		Help:        "1 while this replica leads, 0 otherwise.",
+		ConstLabels: prometheus.Labels{"name": m.leaseName()},
+	})
+	m.registry.MustRegister(m.leaderGauge)
+
+	cc := *cfg.Client
+	cc.REST = rest.CopyConfig(cfg.Client.REST)
+	// Keep whatever wrapper the caller had (auth plugins, tests) inside
+	// the metrics one.
+	inner := cfg.Client.REST.WrapTransport
+	cc.REST.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+		if inner != nil {
+			rt = inner(rt)
+		}
+		return cm.wrap(rt)
+	}
+	if cc.UserAgent == "" {
+		cc.UserAgent = client.DefaultUserAgent() + " controller-manager"
+	}
+	m.client, err = client.New(&cc)
+	if err != nil {
+		return nil, fmt.Errorf("controllermanager: %w", err)
+	}
+	if !cfg.LeaderElection.Disabled {
+		// Bad durations are a configuration error: report it now, not
+		// from Run.
+		if _, err := m.newElector(); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.BindAddress != "" {
+		m.listener, err = net.Listen("tcp", cfg.BindAddress)
+		if err != nil {
+			return nil, fmt.Errorf("controllermanager: listening on %s: %w", cfg.BindAddress, err)
+		}
+	}
+	return m, nil
+}
+
+// defaultIdentity is hostname_random: the host says where the replica
+// runs, the suffix keeps two replicas on one host (or a restart that
+// races its predecessor's Lease) apart.
+func defaultIdentity() (string, error) {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "localhost"
+	}
+	b := make([]byte, 6)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("controllermanager: identity: %w", err)
+	}
+	return host + "_" + hex.EncodeToString(b), nil
+}
+
+func (m *Manager) leaseName() string {
+	if n := m.cfg.LeaderElection.Name; n != "" {
+		return n
+	}
+	return DefaultLeaseName
+}
+
+func (m *Manager) leaseNamespace() string {
+	if n := m.cfg.LeaderElection.Namespace; n != "" {
+		return n
+	}
+	return DefaultLeaseNamespace
+}
+
+// Addr returns the address of the HTTP endpoint, "" when there is none.
+func (m *Manager) Addr() string {
+	if m.listener == nil {
+		return ""
+	}
+	return m.listener.Addr().String()
+}
+
+// Identity returns this replica's identity in the Lease.
+func (m *Manager) Identity() string { return m.identity }
+
+// Controllers returns the names of the controllers the manager runs.
+func (m *Manager) Controllers() []string { return slices.Clone(m.controllers) }
+
+// IsLeader reports whether this replica leads (always, once running,
+// with leader election off).
+func (m *Manager) IsLeader() bool { return m.leading.Load() }
+
+// Ready reports what /readyz does: the controllers' caches have synced
+// while this replica leads (or leader election is off).
+func (m *Manager) Ready() bool { return m.leading.Load() && m.synced.Load() }
+
+// Registry returns the registry /metrics serves.
+func (m *Manager) Registry() *prometheus.Registry { return m.registry }
+
+// Close releases the listener of a Manager that will not Run.
+func (m *Manager) Close() error {
+	if m.listener != nil && !m.ran.Load() {
+		return m.listener.Close()
+	}
+	return nil
+}
+
+// Run serves the HTTP endpoint and runs the controllers, behind leader
+// election unless it is disabled, until ctx ends. It then stops the
+// controllers (which finish the syncs in flight), releases the Lease and
+// returns nil. A Manager runs once.
+func (m *Manager) Run(ctx context.Context) error {
+	if !m.ran.CompareAndSwap(false, true) {
+		return errors.New("controllermanager: Run called twice")
+	}
+	m.running.Store(true)
+	defer m.running.Store(false)
+	stopHTTP := m.serveHTTP()
+	defer stopHTTP()
+
+	m.log.Info("starting", "controllers", m.controllers, "server", m.client.Host(),
+		"leaderElection", !m.cfg.LeaderElection.Disabled, "identity", m.identity)
+	backoff := minRestartBackoff
+	for {
+		var err error
+		if m.cfg.LeaderElection.Disabled {
+			m.setLeading(true)
+			err = m.runControllers(ctx)
+			m.setLeading(false)
+			if err == nil && ctx.Err() == nil {
+				err = errors.New("controllers stopped on their own")
+			}
+		} else {
+			le, lerr := m.newElector()
+			if lerr != nil {
+				return lerr
+			}
+			err = m.lead(ctx, le)
+		}
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case err == nil:
+			// Leadership lost: campaign again at once, with new
+			// controllers and caches.
+			backoff = minRestartBackoff
+			continue
+		}
+		// The controllers could not start (discovery failed, say): try
+		// again later rather than end a process that may recover.
+		m.log.Error("controllers failed; starting them again", "err", err, "after", backoff)
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+		backoff = min(2*backoff, maxRestartBackoff)
+	}
+}
+
+// Bounds of the wait before controllers that failed are started again.
+const (
+	minRestartBackoff = time.Second
+	maxRestartBackoff = 30 * time.Second
+)
+
+// electorSlot receives the callbacks of the current term's elector.
+type electorSlot struct {
+	le        *leaderelection.LeaderElector
+	onLeading func(ctx context.Context)
+}
+
+// newElector makes the LeaderElector of one term; its callbacks go
+// through the returned slot so that lead can set them per term.
+func (m *Manager) newElector() (*electorSlot, error) {
+	slot := &electorSlot{}
+	le, err := leaderelection.New(leaderelection.Config{
+		Client:        newLeaseClient(m.client),
+		Namespace:     m.leaseNamespace(),
+		Name:          m.leaseName(),
+		Identity:      m.identity,
+		LeaseDuration: m.cfg.LeaderElection.LeaseDuration,
+		RenewDeadline: m.cfg.LeaderElection.RenewDeadline,
+		RetryPeriod:   m.cfg.LeaderElection.RetryPeriod,
+		Logger:        m.log,
+		Callbacks: leaderelection.Callbacks{
+			OnStartedLeading: func(lctx context.Context) { slot.onLeading(lctx) },
+			OnStoppedLeading: func() { m.setLeading(false) },
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("controllermanager: %w", err)
+	}
+	slot.le = le
+	return slot, nil
+}
+
+// lead campaigns and, once leading, runs the controllers until ctx ends
+// (nil), leadership is lost (nil, logged) or the controllers fail, in
+// which case the Lease is released and their error returned: a replica
+// that cannot run its controllers must not keep others from leading.
+func (m *Manager) lead(ctx context.Context, slot *electorSlot) error {
+	tctx, endTerm := context.WithCancel(ctx)
+	defer endTerm()
+	var runErr error
+	slot.onLeading = func(lctx context.Context) {
+		m.setLeading(true)
+		if runErr = m.runControllers(lctx); runErr != nil && lctx.Err() == nil {
+			endTerm()
+		}
+	}
+	err := slot.le.Run(tctx)
+	if errors.Is(err, leaderelection.ErrLeadershipLost) {
+		m.log.Warn("lost leadership; campaigning again")
+		return nil
+	}
+	return errors.Join(err, runErr)
+}
+
+func (m *Manager) setLeading(v bool) {
+	m.leading.Store(v)
+	if !v {
+		m.synced.Store(false)
+	}
+	if v {
+		m.leaderGauge.Set(1)
+	} else {
+		m.leaderGauge.Set(0)
+	}
+}
+
+// serveHTTP serves /metrics, /healthz and /readyz on the listener until
+// the returned func is called.
+func (m *Manager) serveHTTP() (stop func()) {
+	if m.listener == nil {
+		return func() {}
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{Registry: m.registry}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		// The process serves and Run is live: a replica waiting for the
+		// Lease is healthy, only not ready.
+		if !m.running.Load() {
+			http.Error(w, "not running", http.StatusInternalServerError)
+			return
+		}
+		_, _ = w.Write([]byte("ok"))
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		switch {
+		case !m.leading.Load():
+			http.Error(w, "not leading: waiting for the lease "+m.leaseNamespace()+"/"+m.leaseName(), http.StatusServiceUnavailable)
+		case !m.synced.Load():
+			http.Error(w, "caches not synced", http.StatusServiceUnavailable)
+		default:
+			_, _ = w.Write([]byte("ok"))
+		}
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Serve(m.listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			m.log.Error("metrics endpoint failed", "err", err)
+		}
+	}()
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil {
+			_ = srv.Close()
+		}
+		<-done
+	}
+}
+
+// runnable is one started controller.
+type runnable struct {
+	name string
+	run  func(ctx context.Context) error
+}
+
+// runControllers builds the chosen controllers on a new shared informer
+// factory, starts the informers and the controllers, and stops them all
+// when ctx ends: the controllers first (they drain their queues), then
+// the informers and the event broadcaster.
+func (m *Manager) runControllers(ctx context.Context) error {
+	factory := informers.NewSharedInformerFactory(m.client, informers.Options{
+		Reflector: cache.ReflectorOptions{Logger: m.log},
+	})
+	defer factory.Shutdown()
+
+	broadcaster := record.NewBroadcaster(newEventSink(m.client), m.eventOptions())
+	bctx, stopEvents := context.WithCancel(context.WithoutCancel(ctx))
+	var eventsDone sync.WaitGroup
+	eventsDone.Go(func() { broadcaster.Run(bctx) })
+	// Events recorded during the controllers' drain are still written:
+	// the broadcaster stops after them.
+	defer func() { stopEvents(); eventsDone.Wait() }()
+
+	runs, err := m.buildControllers(ctx, factory, broadcaster)
+	if err != nil {
+		return err
+	}
+	factory.Start(ctx)
+
+	var wg sync.WaitGroup
+	errs := make([]error, len(runs))
+	for i, r := range runs {
+		wg.Go(func() {
+			if err := r.run(ctx); err != nil && ctx.Err() == nil {
+				m.log.Error("controller stopped", "controller", r.name, "err", err)
+				errs[i] = fmt.Errorf("%s: %w", r.name, err)
+			}
+		})
+	}
+	synced := factory.WaitForCacheSync(ctx)
+	all := ctx.Err() == nil
+	for gvr, ok := range synced {
+		if !ok {
+			all = false
+			m.log.Warn("cache did not sync", "resource", gvr.String())
+		}
+	}
+	if all {
+		m.synced.Store(true)
+		m.log.Info("caches synced; controllers running", "controllers", m.controllers)
+	}
+	wg.Wait()
+	m.synced.Store(false)
+	return errors.Join(errs...)
+}
+
+func (m *Manager) eventOptions() record.Options {
+	o := m.cfg.Events
+	if o.Logger == nil {
+		o.Logger = m.log
+	}
+	return o
+}
+
+// buildControllers makes the chosen controllers, registering their
+// handlers on factory's informers before they start.
+func (m *Manager) buildControllers(ctx context.Context, factory *informers.SharedInformerFactory, b *record.Broadcaster) ([]runnable, error) {
+	var runs []runnable
+	var pods *informers.Informer[*corev1.Pod]
+	sharedPods := func() *informers.Informer[*corev1.Pod] {
+		if pods == nil {
+			pods = factory.Pods()
+		}
+		return pods
+	}
+	for _, name := range m.controllers {
+		switch name {
+		case Replication:
+			rest := replication.NewREST(m.client)
+			rec := b.NewRecorder("replication-controller")
+			opts := m.cfg.Replication
+			if opts.Logger == nil {
+				opts.Logger = m.log
+			}
+			if opts.Recorder == nil {
+				opts.Recorder = rec
+			}
+			pc := &controller.RealPodControl{Client: rest, Recorder: rec, Logger: opts.Logger}
+			rm, err := replication.NewManager(sharedPods().Informer(), factory.ReplicationControllers().Informer(), rest, pc, opts)
+			if err != nil {
+				return nil, err
+			}
+			runs = append(runs, runnable{name, func(ctx context.Context) error { return rm.Run(ctx, 0) }})
+		case PodLifecycle:
+			opts := m.cfg.PodLifecycle
+			if opts.Logger == nil {
+				opts.Logger = m.log
+			}
+			pl, err := podlifecycle.New(sharedPods().Informer(), newPodLifecycleClient(m.client), opts)
+			if err != nil {
+				return nil, err
+			}
+			runs = append(runs, runnable{name, pl.Run})
+		case Endpoints:
+			ec, err := endpoints.New(factory.Services().Informer(), sharedPods().Informer(), factory.Endpoints().Informer(),
+				newEndpointsClient(m.client), endpoints.Options{Logger: m.log})
+			if err != nil {
+				return nil, err
+			}
+			runs = append(runs, runnable{name, ec.Run})
+		case GarbageCollector:
+			resources, err := m.gcResources(ctx)
+			if err != nil {
+				return nil, err
+			}
+			gc, err := garbagecollector.New(factory, garbagecollector.NewClient(m.client), resources,
+				garbagecollector.Options{Logger: m.log, Metrics: m.queueMetrics})
+			if err != nil {
+				return nil, err
+			}
+			runs = append(runs, runnable{name, gc.Run})
+		}
+	}
+	return runs, nil
+}
+
+// gcSkipped are served resources the collector leaves alone: nothing is
+// owned by them or owns through them, and watching them all (events
+// especially) would cost more than it could collect.
+var gcSkipped = map[string]bool{"events": true, "leases": true, "namespaces": true}
+
+// gcResources are the resources the server serves that the collector
+// watches: the built-in ones it knows (sharing the typed informers of the
+// other controllers) and every other listable, deletable resource the
+// server's discovery names, custom resources included.
+func (m *Manager) gcResources(ctx context.Context) ([]garbagecollector.Resource, error) {
+	served, err := m.client.ServerResources(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("garbagecollector: discovery: %w", err)
+	}
+	builtin := map[string]garbagecollector.Resource{}
+	for _, r := range garbagecollector.BuiltinResources() {
+		builtin[r.GVR.String()] = r
+	}
+	var out []garbagecollector.Resource
+	seenKind := map[string]bool{}
+	for _, s := range served {
+		if (s.GVR.Group == "" && gcSkipped[s.GVR.Resource]) || s.GVR.Group == "coordination.k8s.io" {
+			continue
+		}
+		if !slices.Contains(s.Verbs, "list") || !slices.Contains(s.Verbs, "watch") || !slices.Contains(s.Verbs, "delete") {
+			continue
+		}
+		gvk := s.GVR.GroupVersion().WithKind(s.Kind)
+		if seenKind[gvk.String()] {
+			continue
+		}
+		seenKind[gvk.String()] = true
+		if r, ok := builtin[s.GVR.String()]; ok {
+			out = append(out, r)
+			continue
+		}
+		out = append(out, garbagecollector.Resource{GVR: s.GVR, GVK: gvk, Namespaced: s.Namespaced})
+	}
+	return out, nil
+}
