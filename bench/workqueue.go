@@ -5,8 +5,11 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"runtime"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -129,6 +132,10 @@ func benchAddGetDone(cfg config) ([]Row, error) {
 			{w, impl, "Add+Get+Done ops/s", ops / elapsed.Seconds(), "ops/s"},
 			{w, impl, "adds/s", float64(n) / elapsed.Seconds(), "ops/s"},
 			{w, impl, "processed", float64(total), "items"},
+			// The rate at which the workers got items: a queue whose Adds
+			// are faster deduplicates more and processes fewer items in
+			// all, which says nothing about how fast it hands them out.
+			{w, impl, "processed/s", float64(total) / elapsed.Seconds(), "items/s"},
 			{w, impl, "allocs per add", float64(ms1.Mallocs-ms0.Mallocs) / float64(n), "allocs"},
 			{w, impl, "bytes per add", float64(ms1.TotalAlloc-ms0.TotalAlloc) / float64(n), "B"},
 		}
@@ -137,6 +144,7 @@ func benchAddGetDone(cfg config) ([]Row, error) {
 	// rounds and keep each one's median round, by throughput.
 	const rounds = 5
 	results := map[string][][]Row{}
+	load := loadAverage()
 	for range rounds {
 		results[implClientGo] = append(results[implClientGo], run(implClientGo, clientGoQueue[string]()))
 		results[implListwatch] = append(results[implListwatch], run(implListwatch, listwatchQueue[string]()))
@@ -146,8 +154,42 @@ func benchAddGetDone(cfg config) ([]Row, error) {
 		rs := results[impl]
 		slices.SortFunc(rs, func(a, b []Row) int { return cmp.Compare(a[0].Value, b[0].Value) })
 		rows = append(rows, rs[len(rs)/2]...)
+		rows = append(rows,
+			Row{"workqueue/add-get-done", impl, "Add+Get+Done ops/s, worst round", rs[0][0].Value, "ops/s"},
+			Row{"workqueue/add-get-done", impl, "Add+Get+Done ops/s, best round", rs[len(rs)-1][0].Value, "ops/s"})
+		rows = append(rows, conditions("workqueue/add-get-done", impl, load)...)
 	}
 	return rows, nil
+}
+
+// conditions records what the figures depend on besides the code: both
+// workloads are bound by how much CPU the process gets, and lateness by how
+// soon a woken goroutine runs, which on a shared machine is mostly up to the
+// other processes on it.
+func conditions(workload, impl string, load float64) []Row {
+	rows := []Row{{workload, impl, "GOMAXPROCS", float64(runtime.GOMAXPROCS(0)), "procs"}}
+	if load >= 0 {
+		rows = append(rows, Row{workload, impl, "load average (1 min) before", load, "tasks"})
+	}
+	return rows
+}
+
+// loadAverage returns the machine's one-minute load average, or -1 where
+// /proc/loadavg cannot tell it.
+func loadAverage() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return -1
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return -1
+	}
+	v, err := strconv.ParseFloat(f[0], 64)
+	if err != nil {
+		return -1
+	}
+	return v
 }
 
 // benchAddAfter: 100k distinct items added with random delays of 0–100ms;
@@ -218,6 +260,7 @@ func benchAddAfter(cfg config) ([]Row, error) {
 	// Median round by p99 lateness, as for add-get-done.
 	const rounds = 5
 	results := map[string][][]Row{}
+	load := loadAverage()
 	for range rounds {
 		for _, impl := range []string{implClientGo, implListwatch} {
 			q := listwatchQueue[int]()
@@ -236,6 +279,10 @@ func benchAddAfter(cfg config) ([]Row, error) {
 		rs := results[impl]
 		slices.SortFunc(rs, func(a, b []Row) int { return cmp.Compare(a[2].Value, b[2].Value) })
 		rows = append(rows, rs[len(rs)/2]...)
+		rows = append(rows,
+			Row{"workqueue/add-after", impl, "lateness p99, best round", rs[0][2].Value, "ms"},
+			Row{"workqueue/add-after", impl, "lateness p99, worst round", rs[len(rs)-1][2].Value, "ms"})
+		rows = append(rows, conditions("workqueue/add-after", impl, load)...)
 	}
 	return rows, nil
 }

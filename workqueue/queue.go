@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 )
 
 // Interface is the contract of Queue, for callers that want to substitute
@@ -67,6 +68,10 @@ type entry[T comparable] struct {
 	prev, next *entry[T]
 }
 
+// entrySlabBytes is about how much memory each allocation of new entries
+// takes; see newEntryIndexLocked.
+const entrySlabBytes = 4096
+
 // inboxNewMax bounds the inbox, with the number of entries: an entry is in
 // it at most once, but a new item once per Add.
 const inboxNewMax = 1024
@@ -76,7 +81,21 @@ const inboxNewMax = 1024
 type pending[T comparable] struct {
 	e    *entry[T]
 	item T
+	// kind is set by the drain: what to do with e.
+	kind pendingKind
 }
+
+type pendingKind uint8
+
+const (
+	// pendQueue: Add found e idle and marked it dirty; queue it.
+	pendQueue pendingKind = iota
+	// pendFresh: the drain made e for a new item; push it.
+	pendFresh
+	// pendAdd: the item was new to Add but has an entry by the drain; add
+	// it as addLocked would.
+	pendAdd
+)
 
 // Queue is a FIFO work queue that deduplicates items.
 //
@@ -89,20 +108,36 @@ type pending[T comparable] struct {
 // entry under a lock of its own and changes its state atomically, and an
 // item that must enter the FIFO goes to an inbox that the next Get, Done or
 // Len moves over in one batch. Add takes the workers' lock itself only to
-// wake a worker that sleeps, or when metrics are on.
+// wake a worker when every worker sleeps and none has been signalled yet,
+// or when metrics are on.
 type Queue[T comparable] struct {
 	// indexMu guards the inbox and the reads of entries made without mu.
 	// Writers of entries hold both locks, mu first, so holders of mu read
 	// it freely. Holders of mu take it with lockIndex or TryLock: see
 	// lockIndex.
-	indexMu  sync.Mutex
-	entries  map[T]*entry[T]
-	inbox    []pending[T]
-	inboxLen atomic.Int64 // len(inbox), for the workers to poll
+	indexMu sync.Mutex
+	entries map[T]*entry[T]
+	inbox   []pending[T]
+	// closed and withMetrics are the producers' copies of shuttingDown and
+	// of metrics != nil, which Add reads on every call. Each side reads
+	// its own copy, so that neither side's reads keep taking a cache line
+	// the other writes: a worker reading this line would cost the next Add
+	// a miss on indexMu, and Add reading the workers' line a miss on every
+	// Done. closed is set with shuttingDown, holding both locks;
+	// withMetrics at construction.
+	closed      atomic.Bool
+	withMetrics bool
 
 	// Pad so that the producers' lock and the workers' do not share a
 	// cache line.
 	_ [64]byte
+
+	// inboxLen is len(inbox), for the workers to poll. Add writes it only
+	// when it hands an item over, the workers read it at every lock: on a
+	// line of its own, their reads do not take indexMu's line away from a
+	// producer whose Adds are deduplicated.
+	inboxLen atomic.Int64
+	_        [64]byte
 
 	// mu guards the rest, up to waiters.
 	mu    sync.Mutex
@@ -115,22 +150,30 @@ type Queue[T comparable] struct {
 	// state allocates nothing. It is bounded by peak, the most entries the
 	// map has held: that much memory the map's table keeps anyway, since Go
 	// maps never shrink. ShutDown gives both back.
-	free       []*entry[T]
-	peak       int
-	woken      int // waiters signalled and not yet running
+	free []*entry[T]
+	peak int
+	slab []entry[T] // entries not handed out yet, from the last slab made
+	// woken counts waiters signalled and not yet running. It changes under
+	// mu; Add reads it without mu, to leave the wake-up to a worker already
+	// on its way.
+	woken      atomic.Int64
 	processing int // items handed out by Get and not yet Done
 
 	drained     chan struct{} // closed when a drain has finished
 	drainClosed bool
 
-	// Written under mu (shuttingDown and draining under indexMu too), read
-	// without it on the fast paths.
+	// entriesW is entries, for the workers to read: see closed.
+	entriesW map[T]*entry[T]
+
+	// Written under mu (shuttingDown and draining holding indexMu too),
+	// read without it on the fast paths.
 	waiters      atomic.Int64 // goroutines blocked in Get
+	queued       atomic.Int64 // items.len(), for Get to poll without mu
 	shuttingDown atomic.Bool
 	draining     atomic.Bool
-	queued       atomic.Int64 // items.len(), for Get to poll without mu
 
-	metrics     *queueMetrics[T] // guarded by mu
+	metrics *queueMetrics[T] // set by init; recorded under mu
+
 	stopMetrics chan struct{}
 	metricsDone chan struct{}
 }
@@ -145,6 +188,7 @@ func NewQueue[T comparable](cfg Config) *Queue[T] {
 
 func (q *Queue[T]) init(cfg Config) {
 	q.metrics = newQueueMetrics[T](cfg.Name, cfg.MetricsProvider)
+	q.withMetrics = q.metrics != nil
 	if q.metrics == nil {
 		return
 	}
@@ -188,10 +232,10 @@ func (q *Queue[T]) lock() {
 // whether the item was accepted: false means the queue is shutting down and
 // the item was dropped.
 func (q *Queue[T]) Add(item T) bool {
-	if q.shuttingDown.Load() {
+	if q.closed.Load() {
 		return false
 	}
-	if q.metrics != nil {
+	if q.withMetrics {
 		// Metrics are recorded under mu.
 		q.lock()
 		defer q.mu.Unlock()
@@ -208,7 +252,7 @@ func (q *Queue[T]) Add(item T) bool {
 	// Checked again under indexMu, which the shutdown holds when it sets
 	// the flag: an Add either comes before it, in the inbox the shutdown
 	// drains, or is refused.
-	if q.shuttingDown.Load() {
+	if q.closed.Load() {
 		q.indexMu.Unlock()
 		return false
 	}
@@ -241,11 +285,79 @@ func (q *Queue[T]) Add(item T) bool {
 	// A Get about to sleep counts itself in waiters before it looks at the
 	// inbox a last time; this looks at waiters after filling the inbox.
 	// Sequentially consistent atomics make one of the two see the other.
-	if handOver && q.waiters.Load() > 0 {
-		q.lock()
-		q.mu.Unlock()
+	//
+	// A waiter already signalled drains the inbox when it runs, after it
+	// has left woken: if woken is still positive here, that drain comes
+	// after this Add's hand-over and will see it, and the worker passes the
+	// baton on if more is queued. Only with nobody on the way must this
+	// goroutine take mu, and then only to signal: the drain itself is left
+	// to the worker, since the producer is the one a busy queue waits for.
+	if handOver && q.waiters.Load() > 0 && q.woken.Load() == 0 {
+		q.wakeForInbox()
 	}
 	return true
+}
+
+// wakeForInbox signals a waiting Get to collect what Add handed over, unless
+// one is signalled already.
+func (q *Queue[T]) wakeForInbox() {
+	q.mu.Lock()
+	// A Get waits only after lock() has set cond.L up.
+	if q.cond.L != nil && q.woken.Load() == 0 && q.waiters.Load() > 0 {
+		q.woken.Add(1)
+		q.cond.Signal()
+	}
+	q.mu.Unlock()
+}
+
+// addBatch adds every item in items as Add would, taking each lock once
+// for the whole batch rather than once per item, and wakes as many waiting
+// workers as there are items for: a batch of items due at once should not
+// wait for the workers to wake one another in turn. Items arriving after
+// ShutDown are dropped.
+func (q *Queue[T]) addBatch(items []T) {
+	if len(items) == 0 || q.closed.Load() {
+		return
+	}
+	if q.withMetrics {
+		q.lock()
+		if !q.shuttingDown.Load() {
+			for _, item := range items {
+				if q.addLocked(item) {
+					q.metrics.add(item)
+				}
+			}
+			q.wakeNeededLocked()
+		}
+		q.mu.Unlock()
+		return
+	}
+	q.indexMu.Lock()
+	// As in Add: the shutdown sets the flag holding indexMu.
+	if q.closed.Load() {
+		q.indexMu.Unlock()
+		return
+	}
+	n := 0
+	for _, item := range items {
+		// The inbox takes each item at most once here, so the bound Add
+		// keeps on it for new items does not apply.
+		if e := q.entries[item]; e == nil {
+			q.inbox = append(q.inbox, pending[T]{item: item})
+			n++
+		} else if markDirty(e) {
+			q.inbox = append(q.inbox, pending[T]{e: e, item: item})
+			n++
+		}
+	}
+	q.inboxLen.Add(int64(n))
+	q.indexMu.Unlock()
+	if n == 0 {
+		return
+	}
+	q.lock()
+	q.wakeNeededLocked()
+	q.mu.Unlock()
 }
 
 // markDirty records that e's item was added and reports whether the caller
@@ -255,6 +367,14 @@ func (q *Queue[T]) Add(item T) bool {
 // that later hands the item out swaps the state this wrote, and so
 // synchronizes with this Add as it would through a lock.
 func markDirty[T comparable](e *entry[T]) bool {
+	// Guess first that the item is waiting already, as most Adds to a busy
+	// queue find it. A compare-and-swap fetches the entry's cache line for
+	// writing at once, where a load would fetch it shared and the swap
+	// after it fetch it again; when the guess is wrong the line is here
+	// now, and the loop below costs little.
+	if e.state.CompareAndSwap(stateDirty, stateDirty) {
+		return false
+	}
 	for {
 		s := e.state.Load()
 		switch {
@@ -277,7 +397,7 @@ func markDirty[T comparable](e *entry[T]) bool {
 
 // addLocked adds item and reports whether it was not waiting already.
 func (q *Queue[T]) addLocked(item T) bool {
-	e := q.entries[item]
+	e := q.entriesW[item]
 	if e == nil {
 		q.push(q.newEntry(item))
 		return true
@@ -293,6 +413,11 @@ func (q *Queue[T]) addLocked(item T) bool {
 
 // drainInboxLocked moves the Adds handed over in the inbox into the FIFO,
 // in their order.
+//
+// The items that had no entry get theirs in the same hold of indexMu that
+// takes the batch: once per batch rather than once per new item, because
+// every time a worker takes indexMu, the producer's next Lock finds the
+// lock's cache line on the worker's core.
 func (q *Queue[T]) drainInboxLocked() {
 	if q.inboxLen.Load() == 0 {
 		return
@@ -301,12 +426,31 @@ func (q *Queue[T]) drainInboxLocked() {
 	batch := q.inbox
 	q.inbox = q.spare[:0]
 	q.inboxLen.Store(0)
+	for i := range batch {
+		p := &batch[i]
+		switch {
+		case p.e != nil:
+			p.kind = pendQueue
+		case q.entries[p.item] != nil:
+			p.e = q.entries[p.item]
+			p.kind = pendAdd
+		default:
+			p.e = q.newEntryIndexLocked(p.item)
+			p.kind = pendFresh
+		}
+	}
 	q.indexMu.Unlock()
 	for _, p := range batch {
-		if p.e != nil {
+		switch p.kind {
+		case pendQueue:
 			q.queueIdle(p.e)
-		} else {
-			q.addLocked(p.item)
+		case pendFresh:
+			q.push(p.e)
+		case pendAdd:
+			// Holding mu, nothing evicts e meanwhile.
+			if markDirty(p.e) {
+				q.queueIdle(p.e)
+			}
 		}
 	}
 	clear(batch)
@@ -323,23 +467,39 @@ func (q *Queue[T]) queueIdle(e *entry[T]) {
 
 // newEntry makes a dirty entry for item, reusing an evicted one if it can.
 func (q *Queue[T]) newEntry(item T) *entry[T] {
+	q.lockIndex()
+	e := q.newEntryIndexLocked(item)
+	q.indexMu.Unlock()
+	return e
+}
+
+// newEntryIndexLocked is newEntry for a holder of both locks.
+func (q *Queue[T]) newEntryIndexLocked(item T) *entry[T] {
 	var e *entry[T]
 	if n := len(q.free); n > 0 {
 		e = q.free[n-1]
 		q.free[n-1] = nil
 		q.free = q.free[:n-1]
 	} else {
-		e = new(entry[T])
+		// Entries are made a slab at a time: the queue reaches the most
+		// entries it will hold gradually, as its live set first grows
+		// that large, which can be long after it started; one allocation
+		// per slab rather than per entry keeps that growth from showing
+		// as a trickle of allocations in a queue otherwise steady.
+		if len(q.slab) == 0 {
+			q.slab = make([]entry[T], max(1, entrySlabBytes/int(unsafe.Sizeof(entry[T]{}))))
+		}
+		e = &q.slab[0]
+		q.slab = q.slab[1:]
 	}
 	e.item = item
 	e.state.Store(stateDirty)
-	q.lockIndex()
 	if q.entries == nil {
 		q.entries = make(map[T]*entry[T])
+		q.entriesW = q.entries
 	}
 	q.entries[item] = e
-	q.indexMu.Unlock()
-	q.peak = max(q.peak, len(q.entries))
+	q.peak = max(q.peak, len(q.entriesW))
 	return e
 }
 
@@ -374,7 +534,7 @@ func (q *Queue[T]) makeIdle(e *entry[T]) {
 	e.prev.next = e
 	q.idle.prev = e
 	q.nIdle++
-	if q.nIdle <= idleMin+len(q.entries)-q.nIdle {
+	if q.nIdle <= idleMin+len(q.entriesW)-q.nIdle {
 		return
 	}
 	// Evicting is never urgent: skip it while an Add holds indexMu rather
@@ -382,7 +542,7 @@ func (q *Queue[T]) makeIdle(e *entry[T]) {
 	if !q.indexMu.TryLock() {
 		return
 	}
-	for i := 0; i < 8 && q.nIdle > idleMin+len(q.entries)-q.nIdle; i++ {
+	for i := 0; i < 8 && q.nIdle > idleMin+len(q.entriesW)-q.nIdle; i++ {
 		old := q.idle.next
 		q.unlinkIdle(old)
 		// An Add may have revived it since; it is in the inbox then.
@@ -411,8 +571,19 @@ func (q *Queue[T]) push(e *entry[T]) {
 // waking the next if work remains, spares the scheduler the wake-ups that
 // would find the queue already emptied by the first.
 func (q *Queue[T]) wakeLocked() {
-	if q.woken == 0 && q.waiters.Load() > 0 && q.items.len() > 0 {
-		q.woken++
+	if q.woken.Load() == 0 && q.waiters.Load() > 0 && q.items.len() > 0 {
+		q.woken.Add(1)
+		q.cond.Signal()
+	}
+}
+
+// wakeNeededLocked signals waiting Gets until every queued item has a
+// worker on its way, or no one is left waiting. A signalled waiter leaves
+// the wait queue at once but is counted in waiters until it runs, so
+// waiters-woken is the number still asleep.
+func (q *Queue[T]) wakeNeededLocked() {
+	for q.waiters.Load() > q.woken.Load() && int64(q.items.len()) > q.woken.Load() {
+		q.woken.Add(1)
 		q.cond.Signal()
 	}
 }
@@ -440,8 +611,9 @@ func (q *Queue[T]) Get() (item T, ok bool) {
 		// See the end of Add.
 		if q.inboxLen.Load() == 0 {
 			q.cond.Wait()
-			if q.woken > 0 {
-				q.woken--
+			// Before the drain below: see the end of Add.
+			if q.woken.Load() > 0 {
+				q.woken.Add(-1)
 			}
 		}
 		q.waiters.Add(-1)
@@ -470,7 +642,7 @@ func (q *Queue[T]) Get() (item T, ok bool) {
 func (q *Queue[T]) Done(item T) {
 	q.lock()
 	defer q.mu.Unlock()
-	e := q.entries[item]
+	e := q.entriesW[item]
 	if e == nil {
 		return
 	}
@@ -525,6 +697,7 @@ func (q *Queue[T]) ShutDown() {
 	q.lock()
 	q.lockIndex()
 	q.shuttingDown.Store(true)
+	q.closed.Store(true)
 	q.draining.Store(false)
 	q.items.reset()
 	q.queued.Store(0)
@@ -548,7 +721,7 @@ func (q *Queue[T]) ShutDown() {
 	q.indexMu.Unlock()
 	q.idle.prev, q.idle.next = &q.idle, &q.idle
 	q.nIdle = 0
-	q.free, q.peak = nil, 0
+	q.free, q.peak, q.slab = nil, 0, nil
 	q.checkDrainedLocked()
 	q.cond.Broadcast()
 	stop, done := q.stopMetrics, q.metricsDone
@@ -575,6 +748,7 @@ func (q *Queue[T]) ShutDownWithDrain(ctx context.Context) error {
 	if !q.shuttingDown.Load() {
 		q.draining.Store(true)
 		q.shuttingDown.Store(true)
+		q.closed.Store(true)
 	}
 	q.indexMu.Unlock()
 	// What Add handed over before the shutdown is to be processed too.

@@ -391,3 +391,49 @@ func TestQueueMemoryBounded(t *testing.T) {
 		})
 	}
 }
+
+// TestNoLostWakeup makes the queue empty out between bursts, so that the
+// workers park, and checks that every burst is picked up without another
+// Add to push it along: a wake-up lost between Add and a parking Get would
+// leave an item queued with every worker asleep, which a drain at the end
+// would hide.
+func TestNoLostWakeup(t *testing.T) {
+	const workers = 4
+	bursts := stressAdds / 50
+	if testing.Short() {
+		bursts = min(bursts, 1000)
+	}
+	q := NewQueue[int](Config{})
+	processed := make(chan int, 16)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for {
+				x, ok := q.Get()
+				if !ok {
+					return
+				}
+				q.Done(x)
+				processed <- x
+			}
+		})
+	}
+	rng := rand.New(rand.NewPCG(7, 7))
+	for b := range bursts {
+		// One to three distinct items at once, so that some Adds find
+		// a worker already signalled and leave the wake-up to it.
+		n := 1 + rng.IntN(3)
+		for i := range n {
+			q.Add(b*4 + i)
+		}
+		for range n {
+			select {
+			case <-processed:
+			case <-time.After(10 * time.Second):
+				t.Fatalf("burst %d: an item was not picked up within 10s, Len = %d", b, q.Len())
+			}
+		}
+	}
+	q.ShutDown()
+	wg.Wait()
+}
