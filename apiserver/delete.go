@@ -21,6 +21,9 @@ import (
 // defaultPodGracePeriod is kube's terminationGracePeriodSeconds default.
 const defaultPodGracePeriod = 30
 
+// deleteOptionsResource names DeleteOptions in decoding errors.
+var deleteOptionsResource = &resource{gvk: metav1.SchemeGroupVersion.WithKind("DeleteOptions"), plural: "deleteoptions"}
+
 // parseDeleteOptions reads DeleteOptions from the body and the query.
 func parseDeleteOptions(r *http.Request) (metav1.DeleteOptions, error) {
 	var o metav1.DeleteOptions
@@ -29,6 +32,14 @@ func parseDeleteOptions(r *http.Request) (metav1.DeleteOptions, error) {
 		return o, err
 	}
 	if len(bytes.TrimSpace(body)) > 0 {
+		// Typed clients send DeleteOptions in protobuf.
+		format, err := requestFormat(r, nil, true)
+		if err != nil {
+			return o, err
+		}
+		if body, err = toJSONBody(deleteOptionsResource, format, body); err != nil {
+			return o, err
+		}
 		if err := sigsjson.UnmarshalCaseSensitivePreserveInts(body, &o); err != nil {
 			return o, badRequest("DeleteOptions in version \"v1\" cannot be handled as a DeleteOptions: %v", err)
 		}
@@ -69,6 +80,11 @@ func parseDeleteOptions(r *http.Request) (metav1.DeleteOptions, error) {
 			errs = append(errs, field.Invalid(field.NewPath("propagationPolicy"), *o.PropagationPolicy, "orphanDependents and deletionPropagation cannot be both set"))
 		}
 	}
+	for _, v := range o.DryRun {
+		if v != metav1.DryRunAll {
+			errs = append(errs, field.NotSupported(field.NewPath("dryRun"), v, []string{metav1.DryRunAll}))
+		}
+	}
 	if o.GracePeriodSeconds != nil && *o.GracePeriodSeconds < 0 {
 		errs = append(errs, field.Invalid(field.NewPath("gracePeriodSeconds"), *o.GracePeriodSeconds, "must be greater than or equal to 0"))
 	}
@@ -83,6 +99,7 @@ func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request, req reques
 	if err != nil {
 		return err
 	}
+	req.dryRun = req.dryRun || len(opts.DryRun) > 0
 	obj, gone, err := s.delete(r.Context(), req, opts)
 	if err != nil {
 		return err
@@ -162,6 +179,9 @@ func (s *Server) delete(ctx context.Context, req request, opts metav1.DeleteOpti
 			if bytes.Equal(value, kv.Value) {
 				return cur, false, nil
 			}
+			if req.dryRun {
+				return desired, false, nil
+			}
 			rev, err := s.cfg.Storage.Update(ctx, key, value, kv.Revision)
 			if errors.Is(err, storage.ErrConflict) {
 				continue
@@ -171,6 +191,9 @@ func (s *Server) delete(ctx context.Context, req request, opts metav1.DeleteOpti
 			}
 			desired.SetResourceVersion(strconv.FormatInt(rev, 10))
 			return desired, false, nil
+		}
+		if req.dryRun {
+			return cur, true, nil
 		}
 		_, _, err = s.cfg.Storage.Delete(ctx, key, kv.Revision)
 		if errors.Is(err, storage.ErrConflict) {
@@ -237,6 +260,7 @@ func (s *Server) handleDeleteCollection(w http.ResponseWriter, r *http.Request, 
 	if err != nil {
 		return err
 	}
+	req.dryRun = req.dryRun || len(opts.DryRun) > 0
 	lo, err := parseListOptions(req.res, r.URL.Query(), false)
 	if err != nil {
 		return err

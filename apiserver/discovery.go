@@ -133,6 +133,11 @@ func (s *Server) resourceList(gv schema.GroupVersion) (any, error) {
 				Name: r.plural + "/status", Namespaced: r.namespaced, Kind: r.gvk.Kind, Verbs: subVerbs,
 			})
 		}
+		if r.binding {
+			list.APIResources = append(list.APIResources, metav1.APIResource{
+				Name: r.plural + "/binding", Namespaced: r.namespaced, Kind: "Binding", Verbs: metav1.Verbs{"create"},
+			})
+		}
 		if r.scale != nil {
 			list.APIResources = append(list.APIResources, metav1.APIResource{
 				Name: r.plural + "/scale", Namespaced: r.namespaced,

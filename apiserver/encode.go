@@ -31,9 +31,16 @@ const (
 // skipped, so a client listing plain JSON as a fallback gets it; 406 when
 // nothing fits.
 func negotiate(req *http.Request, r *resource, table bool) (encoding, error) {
+	enc, _, err := negotiateTable(req, r, table)
+	return enc, err
+}
+
+// negotiateTable is negotiate also returning the meta.k8s.io version of an
+// accepted Table.
+func negotiateTable(req *http.Request, r *resource, table bool) (encoding, tableVersion, error) {
 	accept := req.Header.Get("Accept")
 	if strings.TrimSpace(accept) == "" {
-		return encJSON, nil
+		return encJSON, "", nil
 	}
 	for _, part := range strings.Split(accept, ",") {
 		mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
@@ -44,21 +51,34 @@ func negotiate(req *http.Request, r *resource, table bool) (encoding, error) {
 		case mediaJSON:
 			switch params["as"] {
 			case "":
-				return encJSON, nil
+				return encJSON, "", nil
 			case "Table":
 				if table && params["g"] == "meta.k8s.io" && (params["v"] == "v1" || params["v"] == "v1beta1") {
-					return encTable, nil
+					return encTable, tableVersion(params["v"]), nil
 				}
 			}
 		case mediaProtobuf:
 			if params["as"] == "" && r != nil && !r.custom {
-				return encProtobuf, nil
+				return encProtobuf, "", nil
 			}
 		case "*/*", "application/*":
-			return encJSON, nil
+			return encJSON, "", nil
 		}
 	}
-	return encJSON, newStatus(http.StatusNotAcceptable, metav1.StatusReasonNotAcceptable, "only the following media types are accepted: application/json, application/vnd.kubernetes.protobuf")
+	return encJSON, "", newStatus(http.StatusNotAcceptable, metav1.StatusReasonNotAcceptable, "only the following media types are accepted: application/json, application/vnd.kubernetes.protobuf")
+}
+
+// writeRead answers a get or list: a Table when the client asks for one,
+// else as writeObject.
+func writeRead(w http.ResponseWriter, req *http.Request, r *resource, u *unstructured.Unstructured) error {
+	enc, v, err := negotiateTable(req, r, true)
+	if err != nil {
+		return err
+	}
+	if enc == encTable {
+		return writeTable(w, req, r, v, http.StatusOK, u)
+	}
+	return writeObject(w, req, r, http.StatusOK, u)
 }
 
 // writeObject writes one object (or list) with the negotiated encoding.

@@ -84,6 +84,15 @@ func (s *Server) handlePatch(w http.ResponseWriter, r *http.Request, req request
 	if err != nil {
 		return err
 	}
+	fv, err := parseFieldValidation(r)
+	if err != nil {
+		return err
+	}
+	if fv != fieldValidationIgnore {
+		if err := enforce(w, req.res, fv, duplicateFields(patch)); err != nil {
+			return err
+		}
+	}
 	if req.sub == "scale" {
 		return s.updateScale(w, r, req, func(cur *unstructured.Unstructured) ([]byte, error) {
 			orig, err := json.Marshal(cur.Object)
@@ -93,6 +102,10 @@ func (s *Server) handlePatch(w http.ResponseWriter, r *http.Request, req request
 			return applyPatch(scaleResource, pt, orig, patch)
 		})
 	}
+	// Unknown fields can only come from the patch (the stored object has
+	// none), so the patched object is checked; the last attempt's findings
+	// are the ones reported.
+	var problems []string
 	out, err := s.update(r.Context(), req, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 		orig, err := json.Marshal(cur.Object)
 		if err != nil {
@@ -101,6 +114,14 @@ func (s *Server) handlePatch(w http.ResponseWriter, r *http.Request, req request
 		patched, err := applyPatch(req.res, pt, orig, patch)
 		if err != nil {
 			return nil, err
+		}
+		if fv != fieldValidationIgnore {
+			problems = strictProblems(req.res, patched)
+		}
+		if fv == fieldValidationStrict {
+			if err := enforce(nil, req.res, fv, problems); err != nil {
+				return nil, err
+			}
 		}
 		u, err := decodeBody(req.res, patched)
 		if err != nil {
@@ -120,6 +141,9 @@ func (s *Server) handlePatch(w http.ResponseWriter, r *http.Request, req request
 		return u, nil
 	})
 	if err != nil {
+		return err
+	}
+	if err := enforce(w, req.res, fv, problems); err != nil {
 		return err
 	}
 	return writeObject(w, r, req.res, http.StatusOK, out)

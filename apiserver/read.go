@@ -54,7 +54,7 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request, req request) 
 		}
 		return writeObject(w, r, scaleResource, http.StatusOK, sc)
 	}
-	return writeObject(w, r, req.res, http.StatusOK, u)
+	return writeRead(w, r, req.res, u)
 }
 
 // listOptions are the parsed query parameters of a list or watch.
@@ -151,7 +151,7 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request, req request)
 	if err != nil {
 		return err
 	}
-	return writeObject(w, r, req.res, http.StatusOK, listObject(req.res, res))
+	return writeRead(w, r, req.res, listObject(req.res, res))
 }
 
 // listObject builds the <Kind>List of a page.

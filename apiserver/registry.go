@@ -58,6 +58,8 @@ type resource struct {
 	// graceful: delete of an object bound to a node waits for the node
 	// agent (pods).
 	graceful bool
+	// binding: a /binding subresource assigns the object to a node (pods).
+	binding bool
 	// fields are the field selector labels beyond metadata.name and
 	// metadata.namespace, each a dotted path into the object.
 	fields []string
@@ -214,7 +216,7 @@ func builtins() []*resource {
 		},
 		{
 			gvk: core("Pod"), plural: "pods", singular: "pod", shortNames: []string{"po"}, categories: []string{"all"},
-			namespaced: true, hasStatus: true, unconditionalUpdate: true, returnDeleted: true, graceful: true,
+			namespaced: true, hasStatus: true, unconditionalUpdate: true, returnDeleted: true, graceful: true, binding: true,
 			fields:    []string{"spec.nodeName", "spec.restartPolicy", "spec.schedulerName", "spec.serviceAccountName", "spec.hostNetwork", "status.phase", "status.podIP", "status.nominatedNodeName"},
 			validName: apivalidation.NameIsDNSSubdomain,
 			prepareCreate: func(obj map[string]any) {

@@ -14,8 +14,10 @@ type request struct {
 	res       *resource
 	namespace string
 	name      string
-	// sub is the subresource: "", "status" or "scale".
+	// sub is the subresource: "", "status", "scale" or "binding".
 	sub string
+	// dryRun: validate and answer as if written, but write nothing.
+	dryRun bool
 }
 
 func (s *Server) routes() http.Handler {
@@ -26,6 +28,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	path := strings.TrimSuffix(r.URL.Path, "/")
 	parts := strings.Split(strings.TrimPrefix(path, "/"), "/")
 	switch {
+	case path == "/openapi/v2":
+		s.serveOpenAPIV2(w, r)
+		return
+	case path == openAPIPrefix || strings.HasPrefix(path, openAPIPrefix+"/"):
+		s.serveOpenAPI(w, r)
+		return
 	case path == "/version":
 		s.serveDiscovery(w, r, s.versionInfo)
 		return
@@ -101,6 +109,7 @@ func (s *Server) parseResourcePath(gv schema.GroupVersion, p []string) (request,
 		switch {
 		case req.sub == "status" && res.hasStatus:
 		case req.sub == "scale" && res.scale != nil:
+		case req.sub == "binding" && res.binding:
 		default:
 			return req, notFoundPath()
 		}
@@ -113,9 +122,17 @@ func (s *Server) parseResourcePath(gv schema.GroupVersion, p []string) (request,
 
 func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, req request) {
 	var err error
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		if req.dryRun, err = dryRun(r); err != nil {
+			WriteStatus(w, err)
+			return
+		}
+	}
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
 		switch {
+		case req.sub == "binding":
+			err = methodNotAllowed(r, req)
 		case req.name != "":
 			err = s.handleGet(w, r, req)
 		case isWatch(r):
@@ -124,19 +141,22 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, req reque
 			err = s.handleList(w, r, req)
 		}
 	case http.MethodPost:
-		if req.name != "" {
+		switch {
+		case req.sub == "binding":
+			err = s.handleBinding(w, r, req)
+		case req.name != "":
 			err = methodNotAllowed(r, req)
-			break
+		default:
+			err = s.handleCreate(w, r, req)
 		}
-		err = s.handleCreate(w, r, req)
 	case http.MethodPut:
-		if req.name == "" {
+		if req.name == "" || req.sub == "binding" {
 			err = methodNotAllowed(r, req)
 			break
 		}
 		err = s.handleUpdate(w, r, req)
 	case http.MethodPatch:
-		if req.name == "" {
+		if req.name == "" || req.sub == "binding" {
 			err = methodNotAllowed(r, req)
 			break
 		}

@@ -66,6 +66,14 @@ type Server struct {
 	handler http.Handler
 	// caches serve every list and watch, one per resource.
 	caches map[*resource]*watchcache.Cache[*unstructured.Unstructured]
+	// openAPI holds the OpenAPI v3 documents and openAPIV2 the v2 one,
+	// each built on first request: most clients never ask.
+	openAPI       openAPIDocs
+	openAPIErr    error
+	openAPIOnce   sync.Once
+	openAPIV2     *openAPIV2
+	openAPIV2Err  error
+	openAPIV2Once sync.Once
 
 	ctx    context.Context
 	cancel context.CancelFunc

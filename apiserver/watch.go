@@ -38,9 +38,15 @@ func (s *Server) handleWatch(w http.ResponseWriter, r *http.Request, req request
 	if err != nil {
 		return err
 	}
-	enc, err := negotiate(r, req.res, false)
+	enc, tv, err := negotiateTable(r, req.res, true)
 	if err != nil {
 		return err
+	}
+	var tab *tabler
+	if enc == encTable {
+		if tab, err = newTabler(r, req.res, tv); err != nil {
+			return err
+		}
 	}
 	timeout := time.Duration(o.timeoutSeconds) * time.Second
 	if timeout == 0 {
@@ -69,6 +75,7 @@ func (s *Server) handleWatch(w http.ResponseWriter, r *http.Request, req request
 		streamErr = err
 	}
 	ww := newWatchWriter(w, enc, req.res)
+	ww.tab = tab
 	if err := ww.start(); err != nil {
 		return nil
 	}
@@ -103,6 +110,10 @@ type watchWriter struct {
 	rc  *http.ResponseController
 	enc encoding
 	res *resource
+	// tab renders each event's object as a one-row Table (kubectl get
+	// -w); only the first event carries the column definitions.
+	tab        *tabler
+	sentHeader bool
 }
 
 func newWatchWriter(w http.ResponseWriter, enc encoding, res *resource) *watchWriter {
@@ -129,6 +140,15 @@ func (ww *watchWriter) send(frame []byte) error {
 }
 
 func (ww *watchWriter) write(ev *watchEvent) error {
+	if ww.tab != nil {
+		// Tables depend on the request (columns sent once, includeObject),
+		// so they are not shared through the event's encoding cache.
+		frame, err := ww.tableEvent(ev)
+		if err != nil {
+			return err
+		}
+		return ww.send(frame)
+	}
 	key := "json"
 	if ww.enc == encProtobuf {
 		key = "protobuf"
@@ -140,6 +160,24 @@ func (ww *watchWriter) write(ev *watchEvent) error {
 		return err
 	}
 	return ww.send(frame)
+}
+
+// tableEvent frames ev with its object as a Table: a one-row Table for
+// object events, an empty one carrying the resourceVersion for BOOKMARKs.
+func (ww *watchWriter) tableEvent(ev *watchEvent) ([]byte, error) {
+	if ev.Type == watch.Bookmark {
+		tbl, err := ww.tab.table(nil, metav1.ListMeta{ResourceVersion: ev.Object.GetResourceVersion()}, false)
+		if err != nil {
+			return nil, err
+		}
+		return encodeJSONEvent(ev.Type, tbl)
+	}
+	tbl, err := ww.tab.table([]*unstructured.Unstructured{ev.Object}, metav1.ListMeta{ResourceVersion: ev.Object.GetResourceVersion()}, !ww.sentHeader)
+	if err != nil {
+		return nil, err
+	}
+	ww.sentHeader = true
+	return encodeJSONEvent(ev.Type, tbl)
 }
 
 // writeError sends an ERROR event carrying err as a Status.

@@ -52,7 +52,7 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, req reques
 	if err != nil {
 		return err
 	}
-	u, err := decodeBody(req.res, body)
+	u, err := decodeRequest(w, r, req.res, body)
 	if err != nil {
 		return err
 	}
@@ -114,6 +114,16 @@ func (s *Server) create(ctx context.Context, req request, u *unstructured.Unstru
 		return nil, err
 	}
 	req.name = u.GetName()
+	if req.dryRun {
+		// What would be stored, without a resourceVersion: none was
+		// assigned. A name clash is still reported.
+		if _, err := s.cfg.Storage.Get(ctx, keyFor(res, u.GetNamespace(), u.GetName())); err == nil {
+			return nil, apierrors.NewAlreadyExists(res.gr(), u.GetName())
+		} else if !errors.Is(err, storage.ErrNotFound) {
+			return nil, s.storageErr(req, err)
+		}
+		return u, nil
+	}
 	rev, err := s.cfg.Storage.Create(ctx, keyFor(res, u.GetNamespace(), u.GetName()), value)
 	if err != nil {
 		return nil, s.storageErr(req, err)
@@ -187,6 +197,11 @@ func (s *Server) update(ctx context.Context, req request, mutate mutateFunc) (*u
 			}
 			if bytes.Equal(value, kv.Value) {
 				return nil, errNoChange{cur}
+			}
+			if req.dryRun {
+				// Everything was checked; answer with what would be
+				// stored and write nothing.
+				return nil, errNoChange{desired}
 			}
 			if desired.GetDeletionTimestamp() != nil && len(desired.GetFinalizers()) == 0 {
 				return nil, errDeleteInstead{desired, kv.Revision}
@@ -287,9 +302,17 @@ func (s *Server) handleUpdate(w http.ResponseWriter, r *http.Request, req reques
 		return err
 	}
 	if req.sub == "scale" {
-		return s.updateScale(w, r, req, func(*unstructured.Unstructured) ([]byte, error) { return body, nil })
+		format, err := requestFormat(r, scaleResource, true)
+		if err != nil {
+			return err
+		}
+		js, err := toJSONBody(scaleResource, format, body)
+		if err != nil {
+			return err
+		}
+		return s.updateScale(w, r, req, func(*unstructured.Unstructured) ([]byte, error) { return js, nil })
 	}
-	u, err := decodeBody(req.res, body)
+	u, err := decodeRequest(w, r, req.res, body)
 	if err != nil {
 		return err
 	}

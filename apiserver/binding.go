@@ -1,0 +1,129 @@
+package apiserver
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	sigsjson "sigs.k8s.io/json"
+)
+
+// bindingResource describes v1 Binding for decoding bodies of
+// pods/{name}/binding.
+var bindingResource = &resource{
+	gvk:    corev1.SchemeGroupVersion.WithKind("Binding"),
+	plural: "bindings",
+}
+
+// handleBinding assigns a pod to a node, as a scheduler does: spec.nodeName
+// is set once (409 Conflict when the pod is already bound or is being
+// deleted), the Binding's annotations are copied onto the pod and the
+// PodScheduled condition becomes True. The answer is a 201 Success Status,
+// as kube-apiserver's.
+func (s *Server) handleBinding(w http.ResponseWriter, r *http.Request, req request) error {
+	body, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	format, err := requestFormat(r, bindingResource, true)
+	if err != nil {
+		return err
+	}
+	js, err := toJSONBody(bindingResource, format, body)
+	if err != nil {
+		return err
+	}
+	u, err := decodeBody(bindingResource, js)
+	if err != nil {
+		return err
+	}
+	var b corev1.Binding
+	raw, err := json.Marshal(u.Object)
+	if err != nil {
+		return apierrors.NewInternalError(err)
+	}
+	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(raw, &b); err != nil {
+		return cannotHandle(bindingResource, err)
+	}
+	if b.Namespace != "" && b.Namespace != req.namespace {
+		return badRequest("the namespace of the provided object does not match the namespace sent on the request")
+	}
+	if b.Name != "" && b.Name != req.name {
+		return badRequest("name in URL does not match name in Binding object")
+	}
+	var errs field.ErrorList
+	if b.Target.Kind != "" && b.Target.Kind != "Node" {
+		errs = append(errs, field.NotSupported(field.NewPath("target", "kind"), b.Target.Kind, []string{"Node", "<empty>"}))
+	}
+	if b.Target.Name == "" {
+		errs = append(errs, field.Required(field.NewPath("target", "name"), ""))
+	}
+	if len(errs) > 0 {
+		return apierrors.NewInvalid(bindingResource.gvk.GroupKind(), req.name, errs)
+	}
+	_, err = s.update(r.Context(), req, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+		if b.UID != "" && b.UID != cur.GetUID() {
+			return nil, conflict(req, fmt.Sprintf("Precondition failed: UID in precondition: %s, UID in object meta: %s", b.UID, cur.GetUID()))
+		}
+		if b.ResourceVersion != "" && b.ResourceVersion != cur.GetResourceVersion() {
+			return nil, conflict(req, "the object has been modified; please apply your changes to the latest version and try again")
+		}
+		if cur.GetDeletionTimestamp() != nil {
+			return nil, conflict(req, fmt.Sprintf("pod %s is being deleted, cannot be assigned to a host", req.name))
+		}
+		if node := nestedString(cur.Object, "spec", "nodeName"); node != "" {
+			return nil, conflict(req, fmt.Sprintf("pod %s is already assigned to node %q", req.name, node))
+		}
+		if err := unstructured.SetNestedField(cur.Object, b.Target.Name, "spec", "nodeName"); err != nil {
+			return nil, apierrors.NewInternalError(err)
+		}
+		if len(b.Annotations) > 0 {
+			ann := cur.GetAnnotations()
+			if ann == nil {
+				ann = map[string]string{}
+			}
+			for k, v := range b.Annotations {
+				ann[k] = v
+			}
+			cur.SetAnnotations(ann)
+		}
+		if err := setPodScheduled(cur); err != nil {
+			return nil, apierrors.NewInternalError(err)
+		}
+		return cur, nil
+	})
+	if err != nil {
+		return err
+	}
+	st := metav1.Status{Status: metav1.StatusSuccess, Code: http.StatusCreated}
+	writeStatusObject(w, &st)
+	return nil
+}
+
+// setPodScheduled sets the PodScheduled condition to True.
+func setPodScheduled(u *unstructured.Unstructured) error {
+	conds, _, err := unstructured.NestedSlice(u.Object, "status", "conditions")
+	if err != nil {
+		return err
+	}
+	cond := map[string]any{
+		"type":               string(corev1.PodScheduled),
+		"status":             string(corev1.ConditionTrue),
+		"lastTransitionTime": now().UTC().Format("2006-01-02T15:04:05Z"),
+	}
+	replaced := false
+	for i, c := range conds {
+		if m, ok := c.(map[string]any); ok && m["type"] == string(corev1.PodScheduled) {
+			conds[i], replaced = cond, true
+		}
+	}
+	if !replaced {
+		conds = append(conds, cond)
+	}
+	return unstructured.SetNestedSlice(u.Object, conds, "status", "conditions")
+}
