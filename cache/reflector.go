@@ -286,7 +286,12 @@ func (r *Reflector[T]) list(ctx context.Context) error {
 
 func (r *Reflector[T]) listAll(ctx context.Context, rv string) ([]T, string, error) {
 	opts := metav1.ListOptions{ResourceVersion: rv}
-	if r.opts.PageSize > 0 {
+	// A limit with a resourceVersion other than "" or "0" asks for that exact
+	// version, which only storage can serve; without one the server answers
+	// "not older than" from its watch cache. A relist after a watch ended is
+	// of the second kind, so it is not paged: a restart of many clients then
+	// lands on the caches, not on etcd.
+	if r.opts.PageSize > 0 && (rv == "" || rv == "0") {
 		opts.Limit = r.opts.PageSize
 	}
 	var items []T

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"sync"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -32,11 +33,19 @@ type codec[T cache.Object] struct {
 	unstructured     bool // T is *unstructured.Unstructured
 	// dropManaged leaves metadata.managedFields out of decoded objects.
 	dropManaged bool
+	// share makes decoded objects share the strings and small maps they
+	// repeat of objects decoded before (see intern.go): only for objects
+	// bound for an informer's read-only cache.
+	share bool
+	// shareDecodedOnly limits share to what costs nothing after decoding
+	// (the values spelled alike in the bytes): for watch events, whose
+	// rate matters more than the strings of the objects they replace.
+	shareDecodedOnly bool
 }
 
 // decoder returns a JSON decoder for one stream or response.
 func (c *codec[T]) decoder() *jsondecode.Decoder {
-	return &jsondecode.Decoder{SkipManagedFields: c.dropManaged}
+	return &jsondecode.Decoder{SkipManagedFields: c.dropManaged, Share: c.share}
 }
 
 func newCodec[T cache.Object](gv schema.GroupVersion) (*codec[T], error) {
@@ -103,6 +112,9 @@ func (c *codec[T]) decodeJSON(d *jsondecode.Decoder, b []byte) (T, error) {
 	if err := c.checkKind(obj); err != nil {
 		return zero, err
 	}
+	if c.share && !c.shareDecodedOnly {
+		internObject(obj, false)
+	}
 	return obj, nil
 }
 
@@ -150,23 +162,43 @@ func (c *codec[T]) decodeProtoRaw(raw []byte, tm typeMeta) (T, error) {
 	if err := c.setKind(obj, tm.APIVersion, tm.Kind); err != nil {
 		return zero, err
 	}
+	unmarshal := any(obj).(protoUnmarshaler).Unmarshal
+	if p, ok := any(obj).(*corev1.Pod); ok && c.share {
+		unmarshal = func(b []byte) error { return unmarshalPodPart(p, b) }
+	}
+	decoded := false
 	if c.dropManaged {
 		bp := protoScratch.Get().(*[]byte)
 		defer protoScratch.Put(bp)
-		lean, changed, err := withoutManagedFields(raw, *bp)
+		before, meta, after, found, err := leanParts(raw, *bp)
 		if err != nil {
 			return zero, fmt.Errorf("decoding %s: %w", c.kind, err)
 		}
-		if changed && cap(lean) <= 1<<20 {
-			*bp = lean[:0] // grown: keep it for the next object
+		if found {
+			if cap(meta) <= 1<<20 {
+				*bp = meta[:0] // grown: keep it for the next object
+			}
+			for _, part := range [3][]byte{before, meta, after} {
+				if len(part) == 0 {
+					continue
+				}
+				if err := unmarshal(part); err != nil {
+					return zero, fmt.Errorf("decoding %s: %w", c.kind, err)
+				}
+			}
+			decoded = true
 		}
-		raw = lean
 	}
-	if err := any(obj).(protoUnmarshaler).Unmarshal(raw); err != nil {
-		return zero, fmt.Errorf("decoding %s: %w", c.kind, err)
+	if !decoded {
+		if err := unmarshal(raw); err != nil {
+			return zero, fmt.Errorf("decoding %s: %w", c.kind, err)
+		}
 	}
 	if c.dropManaged {
 		obj.SetManagedFields(nil)
+	}
+	if c.share && !c.shareDecodedOnly {
+		internObject(obj, true)
 	}
 	return obj, nil
 }

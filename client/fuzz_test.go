@@ -37,8 +37,23 @@ func FuzzJSONWatchDecoder(f *testing.F) {
 			t.Fatal(err)
 		}
 		oracle := json.NewDecoder(bytes.NewReader(data))
+		// The same stream read as for an informer's cache, sharing what
+		// objects repeat, gives the same events.
+		sc, err := newCodec[*corev1.Pod](corev1.SchemeGroupVersion)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc.share = true
+		shared := newJSONEvents(sc, bytes.NewReader(data), fuzzMaxEvent)
 		for i := 0; ; i++ {
 			ev, err := d.Next()
+			sev, serr := shared.next()
+			if (err == nil) != (serr == nil) {
+				t.Fatalf("event %d: plain decoding: %v, sharing decoding: %v", i, err, serr)
+			}
+			if err == nil && (!apiequality.Semantic.DeepEqual(ev.Object, sev.Object) || !apiequality.Semantic.DeepEqual(ev.Status, sev.Status)) {
+				t.Fatalf("event %d: sharing decoding differs", i)
+			}
 			if err != nil {
 				if err == io.EOF {
 					// A clean end: the oracle sees no further value either.
@@ -80,6 +95,9 @@ func FuzzProtobufWatchDecoder(f *testing.F) {
 			t.Fatal(err)
 		}
 		lc.dropManaged = true
+		// And as for an informer's cache: pods decoded down to their
+		// containers' resources, and interned.
+		lc.share = true
 		lean := newProtoEvents(lc, bytes.NewReader(data), fuzzMaxEvent)
 		rest := data
 		for i := 0; ; i++ {

@@ -176,56 +176,60 @@ const (
 	fieldManagedFields = 17
 )
 
-// withoutManagedFields returns msg, an object's message, with the
-// managedFields of its metadata left out, built in buf; msg itself when it
-// has none. Leaving them out of the bytes spares decoding what would be
-// thrown away.
-func withoutManagedFields(msg, buf []byte) (out []byte, changed bool, err error) {
-	found := false
+// leanParts splits msg, an object's message, into the bytes before its
+// metadata field, that field rewritten into buf without the managedFields
+// of the metadata, and the bytes after it. Decoding the three parts one
+// after the other into one object decodes msg without its managedFields
+// (the generated Unmarshal methods merge into what is there, as protobuf
+// does for concatenated messages), and only the metadata is copied, not
+// the spec and status around it. found is false, and msg is to be decoded
+// whole, when it has no managedFields or more than one metadata field.
+func leanParts(msg, buf []byte) (before, meta, after []byte, found bool, err error) {
+	var metaField, metaBytes []byte
+	var metaStart int
+	fields := 0
 	for b := msg; len(b) > 0; {
 		f, rest, err := nextField(b)
 		if err != nil {
-			return nil, false, err
+			return nil, nil, nil, false, err
+		}
+		if f.num == fieldMetadata && f.wire == 2 {
+			fields++
+			metaStart = len(msg) - len(b)
+			metaField = b[:len(b)-len(rest)]
+			metaBytes = f.bytes
 		}
 		b = rest
-		if f.num != fieldMetadata || f.wire != 2 {
-			continue
+	}
+	if fields != 1 {
+		return nil, nil, nil, false, nil
+	}
+	// The length of the metadata without its managedFields.
+	lean := 0
+	for m := metaBytes; len(m) > 0; {
+		g, rest, err := nextField(m)
+		if err != nil {
+			return nil, nil, nil, false, err
 		}
-		for m := f.bytes; len(m) > 0; {
-			g, mrest, err := nextField(m)
-			if err != nil {
-				return nil, false, err
-			}
-			m = mrest
-			if g.num == fieldManagedFields {
-				found = true
-			}
+		if g.num == fieldManagedFields {
+			found = true
+		} else {
+			lean += len(m) - len(rest)
 		}
+		m = rest
 	}
 	if !found {
-		return msg, false, nil
+		return nil, nil, nil, false, nil
 	}
-	// Both loops below read what the loops above checked.
-	out = buf[:0]
-	for b := msg; len(b) > 0; {
-		f, rest, _ := nextField(b)
-		raw := b[:len(b)-len(rest)]
-		b = rest
-		if f.num != fieldMetadata || f.wire != 2 {
-			out = append(out, raw...)
-			continue
+	out := append(buf[:0], fieldMetadata<<3|2)
+	out = binary.AppendUvarint(out, uint64(lean))
+	// The loop above checked every field.
+	for m := metaBytes; len(m) > 0; {
+		g, rest, _ := nextField(m)
+		if g.num != fieldManagedFields {
+			out = append(out, m[:len(m)-len(rest)]...)
 		}
-		var meta []byte
-		for m := f.bytes; len(m) > 0; {
-			g, mrest, _ := nextField(m)
-			if g.num != fieldManagedFields {
-				meta = append(meta, m[:len(m)-len(mrest)]...)
-			}
-			m = mrest
-		}
-		out = append(out, fieldMetadata<<3|2)
-		out = binary.AppendUvarint(out, uint64(len(meta)))
-		out = append(out, meta...)
+		m = rest
 	}
-	return out, true, nil
+	return msg[:metaStart], out, msg[metaStart+len(metaField):], true, nil
 }

@@ -78,6 +78,20 @@ func (r *Resource[T]) WithoutManagedFields() *Resource[T] {
 	return &cp
 }
 
+// sharing returns a client of the same resource whose reads make objects
+// share the strings and small maps they repeat (see intern.go), for an
+// informer's read-only cache: never for objects handed to callers who may
+// change them.
+func (r *Resource[T]) sharing() *Resource[T] {
+	cp := *r
+	if r.codec != nil && !r.codec.unstructured {
+		c := *r.codec
+		c.share = true
+		cp.codec = &c
+	}
+	return &cp
+}
+
 // GroupVersionResource returns the resource.
 func (r *Resource[T]) GroupVersionResource() schema.GroupVersionResource { return r.gvr }
 
@@ -250,15 +264,26 @@ func (r *Resource[T]) Watch(ctx context.Context, opts metav1.ListOptions) (cache
 		return nil, err
 	}
 	w := &watcher[T]{body: resp.Body, cancel: cancel}
+	codec := r.codec
+	if codec.share {
+		// Events: the sharing decoding gives for free, not the interning
+		// after it, which would cost a good part of the event rate.
+		c := *codec
+		c.shareDecodedOnly = true
+		codec = &c
+	}
+	var dec eventDecoder[T]
 	switch ct := resp.Header.Get("Content-Type"); {
 	case isProtobuf(ct):
-		w.dec = newProtoEvents(r.codec, resp.Body, r.c.maxEvent)
+		dec = newProtoEvents(codec, resp.Body, r.c.maxEvent)
 	case isJSON(ct):
-		w.dec = newJSONEvents(r.codec, resp.Body, r.c.maxEvent)
+		dec = newJSONEvents(codec, resp.Body, r.c.maxEvent)
 	default:
 		w.release()
 		return nil, fmt.Errorf("%s %s: unexpected content type %q", req.verb, r.c.url(req), ct)
 	}
+	w.ahead = startReadAhead(dec)
+	w.dec = w.ahead
 	return w, nil
 }
 

@@ -51,7 +51,7 @@ func (c *Client) Get(ctx context.Context, gvr schema.GroupVersionResource, names
 // erasedLW is the ListerWatcher of T erased as the factory wants it: the
 // factory's Unerase[T] then gets the typed one back, at no cost per object.
 func erasedLW[T cache.Object](c *Client, gvr schema.GroupVersionResource, ns string, tweak func(*metav1.ListOptions)) cache.ListerWatcher[cache.Object] {
-	r := NewResource[T](c, gvr, ns)
+	r := NewResource[T](c, gvr, ns).sharing()
 	if !c.keepManaged {
 		r = r.WithoutManagedFields()
 	}
@@ -108,7 +108,10 @@ func IsClusterScoped(gvr schema.GroupVersionResource) bool {
 // built-in resource ignores namespace. Objects come without
 // metadata.managedFields unless Config.KeepManagedFields is set, since the
 // factory strips them by default: not decoding them at all saves the
-// factory a copy of every object.
+// factory a copy of every object. The objects are for a read-only cache:
+// those decoded alike share strings and small maps (labels, annotations,
+// resource lists), which a caller must DeepCopy before changing (see
+// intern.go).
 func (c *Client) ListerWatcher(gvr schema.GroupVersionResource, namespace string, tweak func(*metav1.ListOptions)) cache.ListerWatcher[cache.Object] {
 	if b, ok := builtins[gvr]; ok {
 		if !b.namespaced {

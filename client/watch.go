@@ -351,11 +351,67 @@ func (c *codec[T]) protoEvent(b []byte) (cache.Event[T], error) {
 	return ev, nil
 }
 
-// watcher is an open watch: events are decoded from the response body in
-// the caller's goroutine, on demand, so a slow consumer slows the stream
-// down (TCP flow control) rather than growing a buffer.
+// readAhead decodes the events of a stream in a goroutine of its own, a
+// few events ahead of the consumer, so that decoding, most of an informer's
+// work, overlaps with the applying of the events before. The buffer is
+// small: a slow consumer still slows the stream down (TCP flow control)
+// rather than growing it.
+type readAhead[T cache.Object] struct {
+	ch   chan aheadResult[T]
+	stop chan struct{}
+	done chan struct{}
+}
+
+type aheadResult[T cache.Object] struct {
+	ev  cache.Event[T]
+	err error
+}
+
+// readAheadEvents is how many decoded events may wait for the consumer.
+const readAheadEvents = 16
+
+func startReadAhead[T cache.Object](dec eventDecoder[T]) *readAhead[T] {
+	a := &readAhead[T]{ch: make(chan aheadResult[T], readAheadEvents), stop: make(chan struct{}), done: make(chan struct{})}
+	go a.run(dec)
+	return a
+}
+
+func (a *readAhead[T]) run(dec eventDecoder[T]) {
+	defer close(a.done)
+	for {
+		ev, err := dec.next()
+		select {
+		case a.ch <- aheadResult[T]{ev, err}:
+		case <-a.stop:
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (a *readAhead[T]) next() (cache.Event[T], error) {
+	select {
+	case r := <-a.ch:
+		return r.ev, r.err
+	case <-a.stop:
+		return cache.Event[T]{}, io.EOF
+	}
+}
+
+// close stops the goroutine and waits for it; the stream's body must be
+// closed first, so that a read it is blocked in returns.
+func (a *readAhead[T]) close() {
+	close(a.stop)
+	<-a.done
+}
+
+// watcher is an open watch: events are decoded from the response body a
+// few ahead of the consumer (readAhead).
 type watcher[T cache.Object] struct {
 	dec     eventDecoder[T]
+	ahead   *readAhead[T]
 	body    io.Closer
 	cancel  context.CancelFunc
 	stopped atomic.Bool
@@ -391,5 +447,8 @@ func (w *watcher[T]) release() {
 	w.once.Do(func() {
 		w.cancel()
 		w.body.Close()
+		if w.ahead != nil {
+			w.ahead.close()
+		}
 	})
 }

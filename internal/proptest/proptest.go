@@ -2,6 +2,7 @@
 package proptest
 
 import (
+	"fmt"
 	"os"
 	"strconv"
 	"testing"
@@ -17,6 +18,29 @@ const SeedEnv = "LISTWATCH_SEED"
 // ran.
 func ForEachSeed(t *testing.T, n int, fn func(t *testing.T, seed uint64)) int {
 	t.Helper()
+	return forEachSeed(t, n, func(t *testing.T, seed uint64) bool {
+		var failed bool
+		synctest.Test(t, func(t *testing.T) {
+			fn(t, seed)
+			failed = t.Failed()
+		})
+		return failed
+	})
+}
+
+// ForEachSeedRealTime is ForEachSeed outside a synctest bubble, in real
+// time, for whole-path tests over real sockets or an embedded etcd, which
+// cannot live in a bubble. Each seed runs as a subtest named after it.
+func ForEachSeedRealTime(t *testing.T, n int, fn func(t *testing.T, seed uint64)) int {
+	t.Helper()
+	return forEachSeed(t, n, func(t *testing.T, seed uint64) bool {
+		return !t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) { fn(t, seed) })
+	})
+}
+
+// forEachSeed runs one seed after another until run reports a failure.
+func forEachSeed(t *testing.T, n int, run func(t *testing.T, seed uint64) (failed bool)) int {
+	t.Helper()
 	if testing.Short() {
 		n = max(1, n/10)
 	}
@@ -29,12 +53,7 @@ func ForEachSeed(t *testing.T, n int, fn func(t *testing.T, seed uint64)) int {
 		first, n = seed, 1
 	}
 	for seed := first; seed < first+uint64(n); seed++ {
-		var failed bool
-		synctest.Test(t, func(t *testing.T) {
-			fn(t, seed)
-			failed = t.Failed()
-		})
-		if failed {
+		if run(t, seed) {
 			t.Fatalf("seed %d failed; replay with %s=%d go test -run '^%s$'", seed, SeedEnv, seed, t.Name())
 		}
 	}

@@ -22,6 +22,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	corev1 "k8s.io/api/core/v1"
 	"math"
 	"reflect"
 	"strconv"
@@ -75,7 +76,15 @@ type Decoder struct {
 	// the largest part of an object, and skipping them is cheaper than
 	// decoding and then copying the object to strip them.
 	SkipManagedFields bool
-	intern            map[string]string
+	// Share makes the values of the types in memoTypes (resource
+	// requirements, string maps) that are spelled alike share one decoded
+	// value, maps included, across the values this Decoder decodes: for
+	// objects bound for a read-only cache, so that they neither hold nor
+	// make as garbage a copy each.
+	Share  bool
+	intern map[string]string
+	memo   map[reflect.Type]map[string]reflect.Value
+	nmemo  int
 }
 
 // maxIntern bounds the interned strings; the table starts over when full.
@@ -89,8 +98,84 @@ func (d *Decoder) Unmarshal(data []byte, v any) error {
 	if d.intern == nil || len(d.intern) >= maxIntern {
 		d.intern = make(map[string]string, 256)
 	}
-	s := state{data: data, intern: d.intern, skipManaged: d.SkipManagedFields}
+	s := state{data: data, intern: d.intern, skipManaged: d.SkipManagedFields, memo: d.memoTable()}
 	return s.decodeTop(v)
+}
+
+// memoTable returns the table of shared values, nil when not sharing.
+func (d *Decoder) memoTable() *memoTable {
+	if !d.Share {
+		return nil
+	}
+	if d.memo == nil || d.nmemo >= maxMemo {
+		d.memo, d.nmemo = map[reflect.Type]map[string]reflect.Value{}, 0
+	}
+	return &memoTable{m: d.memo, n: &d.nmemo}
+}
+
+// memoTable maps the JSON spelling of a value to its decoded value, per
+// type.
+type memoTable struct {
+	m map[reflect.Type]map[string]reflect.Value
+	n *int
+}
+
+const (
+	// maxMemo bounds the shared values of a Decoder; the table starts
+	// over when full.
+	maxMemo = 4096
+	// maxMemoLen is the longest spelling shared: longer values are rarely
+	// repeated.
+	maxMemoLen = 1024
+)
+
+// memoTypes are the types whose values are shared when they are spelled
+// alike.
+var memoTypes = map[reflect.Type]bool{
+	reflect.TypeFor[corev1.ResourceRequirements](): true,
+	reflect.TypeFor[map[string]string]():           true,
+}
+
+// memoDecoder decodes values of t through the Decoder's table of shared
+// values, when it has one and the value decoded into is still zero (so
+// that nothing is merged into a shared value).
+func memoDecoder(t reflect.Type, inner decodeFunc) decodeFunc {
+	return func(s *state, p unsafe.Pointer) error {
+		if s.memo == nil {
+			return inner(s, p)
+		}
+		dst := reflect.NewAt(t, p).Elem()
+		if !dst.IsZero() {
+			return inner(s, p)
+		}
+		start := s.pos
+		raw, err := s.skipValue()
+		if err != nil {
+			return err
+		}
+		if len(raw) > maxMemoLen || raw[0] == 'n' {
+			s.pos = start
+			return inner(s, p)
+		}
+		byType := s.memo.m[t]
+		if v, ok := byType[string(raw)]; ok {
+			dst.Set(v)
+			return nil
+		}
+		sub := state{data: raw, depth: s.depth, intern: s.intern, skipManaged: s.skipManaged}
+		if err := inner(&sub, p); err != nil {
+			return err
+		}
+		if byType == nil {
+			byType = map[string]reflect.Value{}
+			s.memo.m[t] = byType
+		}
+		v := reflect.New(t).Elem()
+		v.Set(dst)
+		byType[string(raw)] = v
+		*s.memo.n++
+		return nil
+	}
 }
 
 // Valid reports whether data is one valid JSON value.
@@ -110,6 +195,7 @@ type state struct {
 	depth       int
 	intern      map[string]string
 	skipManaged bool
+	memo        *memoTable
 }
 
 // enter counts one more level of nesting; leave must follow.
@@ -163,6 +249,9 @@ func decoderFor(t reflect.Type) decodeFunc {
 		return d.(decodeFunc)
 	}
 	real = compile(t)
+	if memoTypes[t] {
+		real = memoDecoder(t, real)
+	}
 	wg.Done()
 	decoders.Store(t, real)
 	return real

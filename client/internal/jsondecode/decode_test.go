@@ -210,3 +210,44 @@ func TestSkipManagedFields(t *testing.T) {
 		t.Fatalf("got %+v", got)
 	}
 }
+
+// With Share, values spelled alike share one decoded value (maps included),
+// decode as without it, and values spelled differently do not share.
+func TestDecoderShares(t *testing.T) {
+	d := Decoder{Share: true}
+	var plain, a, b, c corev1.Pod
+	if err := Unmarshal([]byte(podJSON), &plain); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []*corev1.Pod{&a, &b} {
+		if err := d.Unmarshal([]byte(podJSON), p); err != nil {
+			t.Fatal(err)
+		}
+		if !apiequality.Semantic.DeepEqual(*p, plain) {
+			t.Fatalf("shared decoding differs:\n%+v\n%+v", *p, plain)
+		}
+	}
+	other := strings.Replace(podJSON, `"labels":{"app":"web"}`, `"labels":{"app":"db"}`, 1)
+	if err := d.Unmarshal([]byte(other), &c); err != nil {
+		t.Fatal(err)
+	}
+	mapPtr := func(m any) uintptr { return reflect.ValueOf(m).Pointer() }
+	if mapPtr(a.Labels) != mapPtr(b.Labels) || mapPtr(a.Annotations) != mapPtr(b.Annotations) ||
+		mapPtr(a.Spec.Containers[0].Resources.Requests) != mapPtr(b.Spec.Containers[0].Resources.Requests) {
+		t.Error("values spelled alike not shared")
+	}
+	if mapPtr(a.Labels) == mapPtr(c.Labels) || c.Labels["app"] != "db" {
+		t.Errorf("different labels shared: %v", c.Labels)
+	}
+	// Without Share, nothing is.
+	var e, f corev1.Pod
+	var plainDec Decoder
+	for _, p := range []*corev1.Pod{&e, &f} {
+		if err := plainDec.Unmarshal([]byte(podJSON), p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if mapPtr(e.Labels) == mapPtr(f.Labels) {
+		t.Error("maps shared without Share")
+	}
+}

@@ -37,7 +37,7 @@ func (d *Decoder) Object(data []byte, fn func(key []byte, v *Value) error) (int,
 	if d.intern == nil || len(d.intern) >= maxIntern {
 		d.intern = make(map[string]string, 256)
 	}
-	s := &state{data: data, intern: d.intern, skipManaged: d.SkipManagedFields}
+	s := &state{data: data, intern: d.intern, skipManaged: d.SkipManagedFields, memo: d.memoTable()}
 	if s.peek() != '{' {
 		return 0, s.syntax("expected an object")
 	}
