@@ -1,0 +1,547 @@
+package main
+
+// Control-plane workload: how long an RC of n replicas takes to reach
+// status.readyReplicas = n on an in-process equivalent of `listwatch up`
+// (embedded etcd in a temporary directory, the API server over HTTPS on
+// 127.0.0.1 with up's filters, the controller-manager with no pod
+// lifecycle delay), against a floor that does the same writes with no
+// controllers at all: a bare loop creating the same pods through the same
+// REST client, with the ReplicationManager's concurrency (burstReplicas
+// per round, each round in slow-start batches 1, 2, 4, …), while as many
+// workers as podlifecycle runs bind each pod and write it Running and
+// Ready (one binding and one status write per pod, as podlifecycle does).
+//
+// Each side gets a fresh control plane, so neither inherits the other's
+// etcd history or watch cache. The requests each side sent are counted at
+// its client's transport, by verb and resource: the controller-manager's
+// pod creations must equal the replicas (an expectation miss would show as
+// extra creations and deletions). The requests of the driver that creates
+// the RC and polls its status are not counted.
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+
+	"github.com/listwatch/listwatch/apiserver"
+	"github.com/listwatch/listwatch/apiserver/filters"
+	"github.com/listwatch/listwatch/client"
+	"github.com/listwatch/listwatch/controller"
+	"github.com/listwatch/listwatch/controllermanager"
+	"github.com/listwatch/listwatch/controllers/podlifecycle"
+	"github.com/listwatch/listwatch/controllers/replication"
+	"github.com/listwatch/listwatch/informers"
+	"github.com/listwatch/listwatch/storage/etcd"
+)
+
+// implFloor names the rows of the bare loop the controllers are measured
+// against; printTable gives them a table of their own.
+const implFloor = "floor"
+
+func init() {
+	for _, n := range []int{1_000, 10_000} {
+		name := "controlplane-rc-" + strconv.Itoa(n/1000) + "k"
+		register(name, func(cfg config) ([]Row, error) {
+			return benchControlPlane(name, cfg.size(n))
+		})
+	}
+}
+
+const (
+	cpNamespace = "bench"
+	cpRCName    = "web"
+	// cpLifecycleWorkers is podlifecycle's default number of workers, which
+	// the controller-manager runs; the floor marks pods with as many.
+	cpLifecycleWorkers = 4
+	// cpTimeout bounds one side of one run.
+	cpTimeout = 10 * time.Minute
+)
+
+func benchControlPlane(name string, n int) ([]Row, error) {
+	lwTime, lwReqs, err := runControllersSide(n)
+	if err != nil {
+		return nil, fmt.Errorf("controller-manager: %w", err)
+	}
+	floorTime, floorReqs, err := runFloorSide(n)
+	if err != nil {
+		return nil, fmt.Errorf("floor: %w", err)
+	}
+	rows := []Row{
+		{Workload: name, Impl: implListwatch, Metric: "time to readyReplicas=" + strconv.Itoa(n), Value: lwTime.Seconds(), Unit: "s"},
+		{Workload: name, Impl: implFloor, Metric: "time to readyReplicas=" + strconv.Itoa(n), Value: floorTime.Seconds(), Unit: "s"},
+	}
+	var total, floorTotal float64
+	for _, k := range unionKeys(lwReqs, floorReqs) {
+		metric := "requests " + k
+		if v, ok := lwReqs[k]; ok {
+			rows = append(rows, Row{Workload: name, Impl: implListwatch, Metric: metric, Value: float64(v), Unit: "count"})
+			total += float64(v)
+		}
+		if v, ok := floorReqs[k]; ok {
+			rows = append(rows, Row{Workload: name, Impl: implFloor, Metric: metric, Value: float64(v), Unit: "count"})
+			floorTotal += float64(v)
+		}
+	}
+	rows = append(rows,
+		Row{Workload: name, Impl: implListwatch, Metric: "requests total", Value: total, Unit: "count"},
+		Row{Workload: name, Impl: implFloor, Metric: "requests total", Value: floorTotal, Unit: "count"})
+	if got := lwReqs["create pods"]; got != int64(n) {
+		// Reported, not fatal: the rows show what happened.
+		fmt.Fprintf(os.Stderr, "bench: %s: the controller-manager created %d pods for %d replicas\n", name, got, n)
+	}
+	return rows, nil
+}
+
+func unionKeys(a, b map[string]int64) []string {
+	seen := map[string]bool{}
+	var keys []string
+	for _, m := range []map[string]int64{a, b} {
+		for k := range m {
+			if !seen[k] {
+				seen[k] = true
+				keys = append(keys, k)
+			}
+		}
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// runControllersSide starts a control plane and a controller-manager,
+// creates the RC and times until its status says every replica is ready.
+func runControllersSide(n int) (time.Duration, map[string]int64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), cpTimeout)
+	defer cancel()
+	cp, err := startControlPlane(ctx)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer cp.close()
+
+	counter := &requestCounter{}
+	cmCfg := cp.clientConfig(counter.wrap)
+	m, err := controllermanager.New(controllermanager.Config{
+		Client: cmCfg,
+		// One replica alone: the Lease would only add its own requests.
+		LeaderElection: controllermanager.LeaderElection{Disabled: true},
+		Replication:    replication.Options{},
+		// The zero value means podlifecycle's one-second default; a
+		// nanosecond is "at once".
+		PodLifecycle: podlifecycle.Options{StartDelay: time.Nanosecond, TerminationDelay: time.Nanosecond},
+		Logger:       quietLogger(),
+	})
+	if err != nil {
+		return 0, nil, err
+	}
+	mctx, stopManager := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- m.Run(mctx) }()
+	defer func() {
+		stopManager()
+		<-done
+	}()
+	for !m.Ready() {
+		select {
+		case <-ctx.Done():
+			return 0, nil, fmt.Errorf("controller-manager not ready: %w", ctx.Err())
+		case err := <-done:
+			return 0, nil, fmt.Errorf("controller-manager stopped: %v", err)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	// The caches' initial lists are not part of the measure.
+	counter.reset()
+
+	driver, err := client.New(cp.clientConfig(nil))
+	if err != nil {
+		return 0, nil, err
+	}
+	rcs := client.NewResource[*corev1.ReplicationController](driver, informers.ReplicationControllersResource, "").Namespace(cpNamespace)
+	replicas := int32(n)
+	rc := &corev1.ReplicationController{
+		ObjectMeta: metav1.ObjectMeta{Name: cpRCName, Namespace: cpNamespace},
+		Spec: corev1.ReplicationControllerSpec{
+			Replicas: &replicas,
+			Selector: map[string]string{"app": cpRCName},
+			Template: &corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": cpRCName}}, Spec: podSpec()},
+		},
+	}
+	start := time.Now()
+	if _, err := rcs.Create(ctx, rc, metav1.CreateOptions{}); err != nil {
+		return 0, nil, fmt.Errorf("create RC: %w", err)
+	}
+	// Polling every few milliseconds costs the server little next to n
+	// pods and bounds the error of the measure by the period.
+	for {
+		got, err := rcs.Get(ctx, cpRCName, metav1.GetOptions{})
+		if err != nil {
+			return 0, nil, fmt.Errorf("get RC: %w", err)
+		}
+		if got.Status.ReadyReplicas == replicas {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return 0, nil, fmt.Errorf("RC at %d of %d ready: %w", got.Status.ReadyReplicas, n, ctx.Err())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	elapsed := time.Since(start)
+	return elapsed, counter.snapshot(), nil
+}
+
+// runFloorSide creates n pods and marks them Running and Ready with the
+// fewest writes the controllers could do, at the same concurrency.
+func runFloorSide(n int) (time.Duration, map[string]int64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), cpTimeout)
+	defer cancel()
+	cp, err := startControlPlane(ctx)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer cp.close()
+
+	counter := &requestCounter{}
+	c, err := client.New(cp.clientConfig(counter.wrap))
+	if err != nil {
+		return 0, nil, err
+	}
+	pods := client.NewResource[*corev1.Pod](c, informers.PodsResource, "").Namespace(cpNamespace)
+	// The pods carry the same controller reference as the RC's would.
+	owner := &corev1.ReplicationController{ObjectMeta: metav1.ObjectMeta{Name: cpRCName, Namespace: cpNamespace, UID: types.UID(rand.Text())}}
+	ref := controller.NewControllerRef(owner, corev1.SchemeGroupVersion.WithKind("ReplicationController"))
+	nodes := []string{"node-1", "node-2", "node-3"}
+
+	created := make(chan *corev1.Pod, n)
+	var markErr atomic.Pointer[error]
+	var marked sync.WaitGroup
+	for range cpLifecycleWorkers {
+		marked.Go(func() {
+			i := 0
+			for p := range created {
+				if err := markRunning(ctx, pods, p, nodes[i%len(nodes)]); err != nil {
+					markErr.CompareAndSwap(nil, &err)
+				}
+				i++
+			}
+		})
+	}
+
+	start := time.Now()
+	var createErr error
+	for left := n; left > 0 && createErr == nil; {
+		round := min(left, replication.DefaultBurstReplicas)
+		_, createErr = controller.SlowStartBatch(ctx, round, controller.SlowStartInitialBatchSize, 0, func(ctx context.Context, _ int) error {
+			p := &corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{
+					GenerateName:    cpRCName + "-",
+					Namespace:       cpNamespace,
+					Labels:          map[string]string{"app": cpRCName},
+					OwnerReferences: []metav1.OwnerReference{*ref},
+				},
+				Spec: podSpec(),
+			}
+			got, err := retryTooMany(ctx, func() (*corev1.Pod, error) { return pods.Create(ctx, p, metav1.CreateOptions{}) })
+			for apierrors.IsAlreadyExists(err) {
+				// The server drew a generated name that exists (5 random
+				// characters collide a few times in 10,000) and, unlike
+				// kube-apiserver, does not draw again itself: a client
+				// does, as the ReplicationManager does at its next sync.
+				got, err = retryTooMany(ctx, func() (*corev1.Pod, error) { return pods.Create(ctx, p, metav1.CreateOptions{}) })
+			}
+			if err != nil {
+				return err
+			}
+			created <- got
+			return nil
+		})
+		left -= round
+	}
+	close(created)
+	marked.Wait()
+	elapsed := time.Since(start)
+	if createErr != nil {
+		return 0, nil, createErr
+	}
+	if p := markErr.Load(); p != nil {
+		return 0, nil, *p
+	}
+	return elapsed, counter.snapshot(), nil
+}
+
+// markRunning binds p to node through pods/binding and writes it Running
+// and Ready through pods/status: podlifecycle's two writes. Pods take
+// status updates without a resourceVersion, so no read comes between.
+func markRunning(ctx context.Context, pods *client.Resource[*corev1.Pod], p *corev1.Pod, node string) error {
+	b := &corev1.Binding{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Binding"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name, UID: p.UID},
+		Target:     corev1.ObjectReference{Kind: "Node", Name: node},
+	}
+	_, err := retryTooMany(ctx, func() (struct{}, error) {
+		return struct{}{}, pods.CreateSubresource(ctx, p.Name, "binding", b, metav1.CreateOptions{})
+	})
+	if err != nil {
+		return fmt.Errorf("bind %s: %w", p.Name, err)
+	}
+	next := p.DeepCopy()
+	next.ResourceVersion = ""
+	next.Spec.NodeName = node
+	now := metav1.Now()
+	next.Status.Phase = corev1.PodRunning
+	next.Status.StartTime = &now
+	next.Status.HostIP = "10.0.0.1"
+	next.Status.PodIP = "10.244.0.1"
+	for _, t := range []corev1.PodConditionType{corev1.PodScheduled, corev1.PodInitialized, corev1.ContainersReady, corev1.PodReady} {
+		next.Status.Conditions = append(next.Status.Conditions, corev1.PodCondition{Type: t, Status: corev1.ConditionTrue, LastTransitionTime: now})
+	}
+	started := true
+	for i, ctr := range next.Spec.Containers {
+		next.Status.ContainerStatuses = append(next.Status.ContainerStatuses, corev1.ContainerStatus{
+			Name: ctr.Name, Image: ctr.Image, ImageID: "sim://" + ctr.Image,
+			ContainerID: "sim://" + string(p.UID) + "/" + strconv.Itoa(i),
+			Ready:       true, Started: &started,
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}},
+		})
+	}
+	if _, err := retryTooMany(ctx, func() (*corev1.Pod, error) { return pods.UpdateStatus(ctx, next, metav1.UpdateOptions{}) }); err != nil {
+		return fmt.Errorf("start %s: %w", p.Name, err)
+	}
+	return nil
+}
+
+// retryTooMany retries fn while the server's in-flight cap refuses it,
+// after the first delay of the controllers' rate limiter rather than the
+// server's Retry-After: the floor waits no longer than a controller would.
+func retryTooMany[T any](ctx context.Context, fn func() (T, error)) (T, error) {
+	for {
+		v, err := fn()
+		if !apierrors.IsTooManyRequests(err) {
+			return v, err
+		}
+		select {
+		case <-ctx.Done():
+			return v, err
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+func podSpec() corev1.PodSpec {
+	return corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "nginx:1.27"}}}
+}
+
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// controlPlane is the API server of `listwatch up` on a fresh embedded
+// etcd, behind the same filters and in-flight caps, over HTTPS with HTTP/2
+// on 127.0.0.1.
+type controlPlane struct {
+	dir        string
+	member     *etcd.Embedded
+	store      *etcd.Store
+	api        *apiserver.Server
+	hs         *httptest.Server
+	endWatches context.CancelFunc
+	token      string
+}
+
+func startControlPlane(ctx context.Context) (_ *controlPlane, err error) {
+	dir, err := os.MkdirTemp("", "listwatch-bench-etcd-")
+	if err != nil {
+		return nil, err
+	}
+	cp := &controlPlane{dir: dir, endWatches: func() {}}
+	defer func() {
+		if err != nil {
+			cp.close()
+		}
+	}()
+	if cp.member, err = etcd.StartEmbedded(ctx, etcd.EmbeddedConfig{Dir: filepath.Join(dir, "etcd")}); err != nil {
+		return nil, err
+	}
+	if cp.store, err = etcd.New(ctx, etcd.Config{Endpoints: cp.member.Endpoints, Logger: quietLogger()}); err != nil {
+		return nil, err
+	}
+	if cp.api, err = apiserver.New(context.WithoutCancel(ctx), apiserver.Config{Storage: cp.store, Logger: quietLogger()}); err != nil {
+		return nil, err
+	}
+	cp.token = rand.Text()
+	var tokens filters.TokenFile
+	if err := tokens.Add(cp.token, filters.User{Name: "bench", UID: "bench", Groups: []string{"system:masters"}}); err != nil {
+		return nil, err
+	}
+	longRunning, endWatches := context.WithCancel(context.Background())
+	cp.endWatches = endWatches
+	cp.hs = httptest.NewUnstartedServer(filters.Chain(cp.api.Handler(), filters.Options{
+		Authenticator:               &tokens,
+		MaxRequestBodyBytes:         filters.DefaultMaxRequestBodyBytes,
+		MaxRequestsInFlight:         filters.DefaultMaxRequestsInFlight,
+		MaxMutatingRequestsInFlight: filters.DefaultMaxMutatingRequestsInFlight,
+		Shutdown:                    longRunning,
+	}))
+	cp.hs.EnableHTTP2 = true
+	cp.hs.Config.ErrorLog = log.New(io.Discard, "", 0)
+	cp.hs.StartTLS()
+
+	c, err := client.New(cp.clientConfig(nil))
+	if err != nil {
+		return nil, err
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: cpNamespace}}
+	if _, err := client.NewResource[*corev1.Namespace](c, informers.NamespacesResource, "").Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+		return nil, fmt.Errorf("create namespace: %w", err)
+	}
+	return cp, nil
+}
+
+// clientConfig is what a kubeconfig of the control plane gives, without
+// client-side rate limits (the controller-manager and the floor alike),
+// with wrap, when not nil, around the transport.
+func (cp *controlPlane) clientConfig(wrap func(http.RoundTripper) http.RoundTripper) *client.Config {
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cp.hs.Certificate().Raw})
+	rc := &rest.Config{Host: cp.hs.URL, BearerToken: cp.token, TLSClientConfig: rest.TLSClientConfig{CAData: ca}}
+	if wrap != nil {
+		rc.WrapTransport = wrap
+	}
+	return &client.Config{REST: rc, Namespace: cpNamespace, QPS: -1}
+}
+
+func (cp *controlPlane) close() {
+	cp.endWatches()
+	if cp.hs != nil {
+		cp.hs.CloseClientConnections()
+		cp.hs.Close()
+	}
+	if cp.api != nil {
+		cp.api.Close()
+	}
+	var errs []error
+	if cp.store != nil {
+		errs = append(errs, cp.store.Close())
+	}
+	if cp.member != nil {
+		errs = append(errs, cp.member.Close())
+	}
+	errs = append(errs, os.RemoveAll(cp.dir))
+	if err := errors.Join(errs...); err != nil {
+		fmt.Fprintf(os.Stderr, "bench: closing control plane: %v\n", err)
+	}
+}
+
+// requestCounter counts the requests through a transport by verb and
+// resource ("create pods", "update pods/status", "watch pods", …),
+// whatever their outcome: a retried or refused request still cost a trip.
+type requestCounter struct {
+	mu     sync.Mutex
+	counts map[string]int64
+}
+
+func (r *requestCounter) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		k := requestKey(req)
+		resp, err := rt.RoundTrip(req)
+		switch {
+		case err != nil:
+			k += " (error)"
+		case resp.StatusCode >= 300:
+			// Refused requests (429 from the in-flight cap, 409s) are
+			// counted apart, so that "create pods" is what was created.
+			k += " (" + strconv.Itoa(resp.StatusCode) + ")"
+		}
+		r.mu.Lock()
+		if r.counts == nil {
+			r.counts = map[string]int64{}
+		}
+		r.counts[k]++
+		r.mu.Unlock()
+		return resp, err
+	})
+}
+
+func (r *requestCounter) reset() {
+	r.mu.Lock()
+	r.counts = nil
+	r.mu.Unlock()
+}
+
+func (r *requestCounter) snapshot() map[string]int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[string]int64, len(r.counts))
+	for k, v := range r.counts {
+		out[k] = v
+	}
+	return out
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// requestKey names a request as the API server's audit log would: the
+// Kubernetes verb and the resource, with its subresource.
+func requestKey(req *http.Request) string {
+	path := strings.Trim(req.URL.Path, "/")
+	segs := strings.Split(path, "/")
+	switch {
+	case len(segs) >= 2 && segs[0] == "api":
+		segs = segs[2:]
+	case len(segs) >= 3 && segs[0] == "apis":
+		segs = segs[3:]
+	default:
+		return strings.ToLower(req.Method) + " /" + path
+	}
+	if len(segs) >= 3 && segs[0] == "namespaces" {
+		segs = segs[2:]
+	}
+	if len(segs) == 0 {
+		return strings.ToLower(req.Method) + " discovery"
+	}
+	resource, named := segs[0], len(segs) >= 2
+	if len(segs) >= 3 {
+		resource += "/" + segs[2]
+	}
+	verb := strings.ToLower(req.Method)
+	switch req.Method {
+	case http.MethodGet:
+		switch {
+		case named:
+			verb = "get"
+		case req.URL.Query().Get("watch") == "true" || req.URL.Query().Get("watch") == "1":
+			verb = "watch"
+		default:
+			verb = "list"
+		}
+	case http.MethodPost:
+		verb = "create"
+	case http.MethodPut:
+		verb = "update"
+	case http.MethodDelete:
+		if !named {
+			verb = "deletecollection"
+		}
+	}
+	return verb + " " + resource
+}
