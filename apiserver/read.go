@@ -115,7 +115,10 @@ func parseListOptions(r *resource, q url.Values, watch bool) (listOptions, error
 
 // listResult is one page of a list.
 type listResult struct {
-	items     []*unstructured.Unstructured
+	items []*unstructured.Unstructured
+	// encs memoize the items' serializations (shared with the watch
+	// cache), parallel to items; nil for lists built elsewhere.
+	encs      []*watchcache.Encodings
 	rev       int64
 	continue_ string
 	remaining *int64
@@ -136,7 +139,7 @@ func (s *Server) list(ctx context.Context, req request, o listOptions) (listResu
 	if err != nil {
 		return listResult{}, err
 	}
-	return listResult{items: res.Items, rev: res.ResourceVersion, continue_: res.Continue, remaining: res.RemainingItemCount}, nil
+	return listResult{items: res.Items, encs: res.Encodings, rev: res.ResourceVersion, continue_: res.Continue, remaining: res.RemainingItemCount}, nil
 }
 
 func (s *Server) handleList(w http.ResponseWriter, r *http.Request, req request) error {
@@ -151,7 +154,14 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request, req request)
 	if err != nil {
 		return err
 	}
-	return writeRead(w, r, req.res, listObject(req.res, res))
+	enc, v, err := negotiateTable(r, req.res, true)
+	if err != nil {
+		return err
+	}
+	if enc == encTable {
+		return writeTable(w, r, req.res, v, http.StatusOK, listObject(req.res, res))
+	}
+	return writeList(w, req.res, enc, res)
 }
 
 // listObject builds the <Kind>List of a page.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"net/http"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -84,10 +85,15 @@ func (s *Server) handleWatch(w http.ResponseWriter, r *http.Request, req request
 		return nil
 	}
 	defer wch.Stop()
-	for ev := range wch.Events() {
-		if err := ww.write(ev); err != nil {
+	events := wch.Events()
+	for ev := range events {
+		open, err := ww.writeBatch(ev, events)
+		if err != nil {
 			s.log.Debug("watch client gone", "path", r.URL.Path, "err", err)
 			return nil
+		}
+		if !open {
+			break
 		}
 	}
 	if err := wch.Err(); err != nil {
@@ -139,27 +145,98 @@ func (ww *watchWriter) send(frame []byte) error {
 	return ww.rc.Flush()
 }
 
-func (ww *watchWriter) write(ev *watchEvent) error {
-	if ww.tab != nil {
-		// Tables depend on the request (columns sent once, includeObject),
-		// so they are not shared through the event's encoding cache.
-		frame, err := ww.tableEvent(ev)
-		if err != nil {
-			return err
-		}
-		return ww.send(frame)
-	}
-	key := "json"
-	if ww.enc == encProtobuf {
-		key = "protobuf"
-	}
-	frame, err := ev.Encode(key, func(ev *watchEvent) ([]byte, error) {
-		return ww.encodeEvent(ev.Type, ev.Object)
-	})
+// Batching bounds: a batch is written to the connection whenever it holds
+// batchBytes, and flushed after at most batchEvents events, so that a
+// watcher that is always behind still sees its events promptly.
+const (
+	batchBytes  = 32 << 10
+	batchEvents = 256
+)
+
+// batchPool holds the buffers batches are assembled in; a watcher holds one
+// only while writing, so idle watchers cost no buffer.
+var batchPool = sync.Pool{New: func() any { b := make([]byte, 0, batchBytes+4<<10); return &b }}
+
+// writeBatch writes first and every event already pending in events, then
+// flushes once: a burst costs one flush (and few writes) instead of one per
+// event, and a lone event is written and flushed at once, adding no
+// latency. open is false when events was found closed.
+func (ww *watchWriter) writeBatch(first *watchEvent, events <-chan *watchEvent) (open bool, err error) {
+	frame, err := ww.frame(first)
 	if err != nil {
-		return err
+		return true, err
 	}
-	return ww.send(frame)
+	if len(events) == 0 {
+		return true, ww.send(frame)
+	}
+	_ = ww.rc.SetWriteDeadline(time.Now().Add(watchWriteTimeout))
+	bp := batchPool.Get().(*[]byte)
+	defer func() {
+		*bp = (*bp)[:0]
+		batchPool.Put(bp)
+	}()
+	buf := append((*bp)[:0], frame...)
+	open = true
+drain:
+	for n := 1; n < batchEvents; n++ {
+		select {
+		case ev, ok := <-events:
+			if !ok {
+				open = false
+				break drain
+			}
+			if frame, err = ww.frame(ev); err != nil {
+				return open, err
+			}
+			buf = append(buf, frame...)
+			if len(buf) >= batchBytes {
+				if _, err := ww.w.Write(buf); err != nil {
+					return open, err
+				}
+				buf = buf[:0]
+			}
+		default:
+			break drain
+		}
+	}
+	*bp = buf
+	if len(buf) > 0 {
+		if _, err := ww.w.Write(buf); err != nil {
+			return open, err
+		}
+	}
+	return open, ww.rc.Flush()
+}
+
+// frame returns ev framed for this watcher. Frames are memoized on the
+// event under a key naming everything they depend on, so an event fanned
+// out to many watchers is framed once per encoding; the object inside is
+// itself serialized once per format for as long as the cache holds it.
+func (ww *watchWriter) frame(ev *watchEvent) ([]byte, error) {
+	if ww.tab != nil {
+		if !ww.sentHeader {
+			// The first Table event carries the column definitions: it
+			// is this watcher's own.
+			return ww.tableEvent(ev)
+		}
+		return ev.Encode("table/"+string(ww.tab.version)+"/"+string(ww.tab.include), ww.tableEvent)
+	}
+	if ww.enc == encProtobuf {
+		return ev.Encode("protobuf", func(ev *watchEvent) ([]byte, error) {
+			msg, err := objectProto(ev.Object, ev.ObjectEncodings())
+			if err != nil {
+				return nil, err
+			}
+			return protoEventFrame(ev.Type, ev.Object.GetAPIVersion(), ev.Object.GetKind(), msg), nil
+		})
+	}
+	return ev.Encode("json", func(ev *watchEvent) ([]byte, error) {
+		obj, err := objectJSON(ev.Object, ev.ObjectEncodings())
+		if err != nil {
+			return nil, err
+		}
+		return jsonEventFrame(ev.Type, obj), nil
+	})
 }
 
 // tableEvent frames ev with its object as a Table: a one-row Table for
@@ -176,6 +253,8 @@ func (ww *watchWriter) tableEvent(ev *watchEvent) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Only this watcher's goroutine reads or sets sentHeader; a frame
+	// memoized for other watchers is built with it already set.
 	ww.sentHeader = true
 	return encodeJSONEvent(ev.Type, tbl)
 }
@@ -194,17 +273,6 @@ func (ww *watchWriter) writeError(err error) error {
 		return err
 	}
 	return ww.send(frame)
-}
-
-func (ww *watchWriter) encodeEvent(t watch.EventType, obj *unstructured.Unstructured) ([]byte, error) {
-	if ww.enc == encProtobuf {
-		typed, err := typedOf(obj)
-		if err != nil {
-			return nil, err
-		}
-		return encodeProtoEvent(t, typed)
-	}
-	return encodeJSONEvent(t, obj.Object)
 }
 
 func encodeJSONEvent(t watch.EventType, obj any) ([]byte, error) {

@@ -135,6 +135,9 @@ type item[T Object] struct {
 	rev    int64
 	labels labels.Set
 	fields fields.Set
+	// enc memoizes the object's serializations, shared by every list and
+	// event that carries this version of it.
+	enc Encodings
 }
 
 // New lists Prefix from storage, starts the cache's watch and returns the

@@ -62,7 +62,12 @@
 //
 // Objects in events and list results are shared by all callers and must not
 // be mutated. Event.Encode memoizes a watcher's encoding of an event so that
-// a thousand watchers of one event encode it once.
+// a thousand watchers of one event encode it once. Each cached object
+// version also carries an Encodings memo of its own serializations, handed
+// out with it by Event.ObjectEncodings (ADDED and MODIFIED events, initial
+// events) and ListResult.Encodings, so that an object is serialized once per
+// format however many lists and watches carry it, for as long as the cache
+// holds that version.
 //
 // # Errors
 //

@@ -22,16 +22,13 @@ type Event[T Object] struct {
 	// Object.
 	Revision int64
 
-	mu   sync.Mutex
-	memo []*encoding
-}
-
-// encoding is one memoized encoding of an event.
-type encoding struct {
-	key  string
-	once sync.Once
-	data []byte
-	err  error
+	// frames memoizes whole framed events (type and object), objEnc the
+	// serializations of Object alone, which an ADDED or MODIFIED event
+	// shares with the cached object it carries (and so with lists and the
+	// initial events of other watches).
+	frames Encodings
+	objEnc *Encodings
+	own    Encodings // objEnc's stand-in for events built without one
 }
 
 // Encode returns encode(e), calling encode only once per key for the life of
@@ -40,20 +37,61 @@ type encoding struct {
 // bytes depend on (media type, group version, options); encode must not
 // mutate e.Object and the returned bytes must not be modified.
 func (e *Event[T]) Encode(key string, encode func(*Event[T]) ([]byte, error)) ([]byte, error) {
-	e.mu.Lock()
+	return e.frames.Get(key, func() ([]byte, error) { return encode(e) })
+}
+
+// ObjectEncodings memoizes the serializations of e.Object alone. For events
+// carrying a cached object it is that object's memo, shared with every list
+// and event that carries the same object version, so an object is
+// serialized once per format for as long as the cache holds it.
+func (e *Event[T]) ObjectEncodings() *Encodings {
+	if e.objEnc == nil {
+		// An event built as a literal (outside the cache) memoizes in
+		// itself.
+		return &e.own
+	}
+	return e.objEnc
+}
+
+// newEvent builds an event whose object serializations are memoized in enc
+// (nil: the event's own).
+func newEvent[T Object](t watch.EventType, obj T, rev int64, enc *Encodings) *Event[T] {
+	return &Event[T]{Type: t, Object: obj, Revision: rev, objEnc: enc}
+}
+
+// Encodings memoizes serializations of one immutable value, one per key.
+// The zero value is ready to use; it must not be copied after first use.
+type Encodings struct {
+	mu   sync.Mutex
+	memo []*encoding
+}
+
+// encoding is one memoized serialization.
+type encoding struct {
+	key  string
+	once sync.Once
+	data []byte
+	err  error
+}
+
+// Get returns encode(), calling encode only once per key however many
+// goroutines ask. The key must name everything the bytes depend on; the
+// returned bytes are shared and must not be modified.
+func (m *Encodings) Get(key string, encode func() ([]byte, error)) ([]byte, error) {
+	m.mu.Lock()
 	var enc *encoding
-	for _, m := range e.memo {
-		if m.key == key {
-			enc = m
+	for _, e := range m.memo {
+		if e.key == key {
+			enc = e
 			break
 		}
 	}
 	if enc == nil {
 		enc = &encoding{key: key}
-		e.memo = append(e.memo, enc)
+		m.memo = append(m.memo, enc)
 	}
-	e.mu.Unlock()
+	m.mu.Unlock()
 	// Other keys stay usable while this one encodes: only enc is held.
-	enc.once.Do(func() { enc.data, enc.err = encode(e) })
+	enc.once.Do(func() { enc.data, enc.err = encode() })
 	return enc.data, enc.err
 }

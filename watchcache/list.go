@@ -36,6 +36,11 @@ type ListOptions struct {
 type ListResult[T Object] struct {
 	// Items are in key order and shared: they must not be mutated.
 	Items []T
+	// Encodings, parallel to Items, memoize each item's serializations;
+	// for items served from the cache they are shared with its watch
+	// events and other lists, so a cached object is serialized once per
+	// format.
+	Encodings []*Encodings
 	// ResourceVersion is the revision the page was read at (the list's
 	// metadata.resourceVersion).
 	ResourceVersion int64
@@ -115,7 +120,7 @@ func (c *Cache[T]) pageFromSnapshot(sn *snapshot[T], p page[T]) *ListResult[T] {
 		if p.limit > 0 {
 			end = min(end, i+int(p.limit))
 		}
-		res := &ListResult[T]{Items: slices.Clone(sn.objects()[i:end]), ResourceVersion: sn.rev}
+		res := &ListResult[T]{Items: slices.Clone(sn.objects()[i:end]), Encodings: slices.Clone(sn.encodings()[i:end]), ResourceVersion: sn.rev}
 		if end < len(sn.items) {
 			res.Continue = encodeContinue(sn.rev, sn.items[end-1].key, c.cfg.Prefix)
 			n := int64(len(sn.items) - end)
@@ -129,13 +134,14 @@ func (c *Cache[T]) pageFromSnapshot(sn *snapshot[T], p page[T]) *ListResult[T] {
 	} else {
 		capacity = 0 // a selector: let append size it
 	}
-	res := &ListResult[T]{Items: make([]T, 0, capacity), ResourceVersion: sn.rev}
+	res := &ListResult[T]{Items: make([]T, 0, capacity), Encodings: make([]*Encodings, 0, capacity), ResourceVersion: sn.rev}
 	for ; i < len(sn.items); i++ {
 		it := sn.items[i]
 		if !p.pred.matches(it) {
 			continue
 		}
 		res.Items = append(res.Items, it.obj)
+		res.Encodings = append(res.Encodings, &it.enc)
 		if p.limit > 0 && int64(len(res.Items)) == p.limit {
 			i++
 			break
@@ -172,6 +178,7 @@ func (c *Cache[T]) pageFromStorage(ctx context.Context, rev int64, p page[T]) (*
 				continue
 			}
 			res.Items = append(res.Items, it.obj)
+			res.Encodings = append(res.Encodings, &it.enc)
 			if p.limit > 0 && int64(len(res.Items)) == p.limit {
 				left := int64(len(sr.Items)-i-1) + sr.Remaining
 				if i < len(sr.Items)-1 || sr.More {

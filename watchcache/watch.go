@@ -258,9 +258,10 @@ func (w *Watcher[T]) run(initial []*item[T], pos int64, end bool) {
 		if !w.pred.matches(it) {
 			continue
 		}
-		// Initial events are not shared: keeping one per cached object
-		// would keep its encodings for as long as the object lives.
-		if !w.send(&Event[T]{Type: watch.Added, Object: it.obj, Revision: it.rev}) {
+		// Initial events are not shared (keeping one per cached object
+		// would keep its framed encodings for as long as the object
+		// lives), but the object's own serializations are.
+		if !w.send(newEvent(watch.Added, it.obj, it.rev, &it.enc)) {
 			return
 		}
 	}

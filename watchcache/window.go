@@ -33,10 +33,10 @@ type lazyEvent[T Object] struct {
 func (r *record[T]) event(t watch.EventType) *Event[T] {
 	switch t {
 	case watch.Added:
-		r.added.once.Do(func() { r.added.ev = &Event[T]{Type: t, Object: r.cur.obj, Revision: r.rev} })
+		r.added.once.Do(func() { r.added.ev = newEvent(t, r.cur.obj, r.rev, &r.cur.enc) })
 		return r.added.ev
 	case watch.Modified:
-		r.modified.once.Do(func() { r.modified.ev = &Event[T]{Type: t, Object: r.cur.obj, Revision: r.rev} })
+		r.modified.once.Do(func() { r.modified.ev = newEvent(t, r.cur.obj, r.rev, &r.cur.enc) })
 		return r.modified.ev
 	default:
 		r.deleted.once.Do(func() {
@@ -139,6 +139,7 @@ type snapshot[T Object] struct {
 
 	objsOnce sync.Once
 	objs     []T
+	encs     []*Encodings
 }
 
 // objects returns the objects of items, built on first use: lists without
@@ -146,11 +147,18 @@ type snapshot[T Object] struct {
 func (s *snapshot[T]) objects() []T {
 	s.objsOnce.Do(func() {
 		s.objs = make([]T, len(s.items))
+		s.encs = make([]*Encodings, len(s.items))
 		for i, it := range s.items {
-			s.objs[i] = it.obj
+			s.objs[i], s.encs[i] = it.obj, &it.enc
 		}
 	})
 	return s.objs
+}
+
+// encodings returns the serialization memos of items, parallel to objects.
+func (s *snapshot[T]) encodings() []*Encodings {
+	s.objects()
+	return s.encs
 }
 
 // search returns the index of the first item at or after key.

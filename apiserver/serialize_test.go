@@ -1,0 +1,372 @@
+package apiserver
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strconv"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/listwatch/listwatch/watchcache"
+)
+
+// serializeObjects are objects as the watch cache holds them: decoded from
+// storage after normalization on write.
+func serializeObjects(t *testing.T) map[string]*unstructured.Unstructured {
+	t.Helper()
+	pods := lookupResource(t, "", "pods")
+	rcs := lookupResource(t, "", "replicationcontrollers")
+	decode := func(r *resource, body string, rev int64) *unstructured.Unstructured {
+		t.Helper()
+		u, err := decodeBody(r, []byte(body))
+		if err != nil {
+			t.Fatalf("decode %s: %v", body, err)
+		}
+		stored, err := encodeStored(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u, err = decodeStored(stored, rev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return u
+	}
+	bookmark := &unstructured.Unstructured{Object: map[string]any{}}
+	bookmark.SetAPIVersion("v1")
+	bookmark.SetKind("Pod")
+	bookmark.SetResourceVersion("42")
+	initialEnd := bookmark.DeepCopy()
+	initialEnd.SetAnnotations(map[string]string{metav1.InitialEventsAnnotationKey: "true"})
+	return map[string]*unstructured.Unstructured{
+		"pod":         decode(pods, benchPod(7), 12),
+		"unicode pod": decode(pods, `{"metadata":{"name":"p","annotations":{"note":"héllo \"quoted\" <tag> \u2028"}},"spec":{"containers":[{"name":"c","image":"i"}]}}`, 1<<40),
+		"rc":          decode(rcs, `{"metadata":{"name":"rc"},"spec":{"replicas":3,"selector":{"a":"b"},"template":{"metadata":{"labels":{"a":"b"}},"spec":{"containers":[{"name":"c","image":"i"}]}}}}`, 300),
+		"bookmark":    bookmark,
+		"initial end": initialEnd,
+	}
+}
+
+func lookupResource(t *testing.T, group, plural string) *resource {
+	t.Helper()
+	reg, err := newRegistry(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := reg.lookup(schema.GroupVersion{Group: group, Version: "v1"}, plural)
+	if r == nil {
+		t.Fatalf("no resource %s", plural)
+	}
+	return r
+}
+
+// TestEventFrames checks that the frames assembled from memoized object
+// bytes are byte for byte what the generic encoders produce (the typed
+// protobuf serializer's envelope and metav1.WatchEvent, json.Marshal of
+// the event), for every event type.
+func TestEventFrames(t *testing.T) {
+	for name, u := range serializeObjects(t) {
+		for _, typ := range []watch.EventType{watch.Added, watch.Modified, watch.Deleted, watch.Bookmark} {
+			t.Run(fmt.Sprintf("%s/%s", name, typ), func(t *testing.T) {
+				memo := new(watchcache.Encodings)
+				typed, err := typedOf(u)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want, err := encodeProtoEvent(typ, typed)
+				if err != nil {
+					t.Fatal(err)
+				}
+				msg, err := objectProto(u, memo)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := protoEventFrame(typ, u.GetAPIVersion(), u.GetKind(), msg); !bytes.Equal(got, want) {
+					t.Errorf("protobuf frame differs:\n got %x\nwant %x", got, want)
+				}
+				if n := binary.BigEndian.Uint32(want); int(n) != len(want)-4 {
+					t.Errorf("frame length %d, body %d", n, len(want)-4)
+				}
+				wantJSON, err := encodeJSONEvent(typ, u.Object)
+				if err != nil {
+					t.Fatal(err)
+				}
+				js, err := objectJSON(u, memo)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := jsonEventFrame(typ, js); !bytes.Equal(got, wantJSON) {
+					t.Errorf("JSON frame differs:\n got %s\nwant %s", got, wantJSON)
+				}
+			})
+		}
+	}
+}
+
+// TestWriteList checks that a streamed list is what encoding the whole
+// list object gives: the same protobuf bytes, the same JSON value, with a
+// Content-Length that matches the body.
+func TestWriteList(t *testing.T) {
+	objs := serializeObjects(t)
+	pods := lookupResource(t, "", "pods")
+	rcs := lookupResource(t, "", "replicationcontrollers")
+	remaining := int64(17)
+	zero := int64(0)
+	tests := []struct {
+		name string
+		res  *resource
+		list listResult
+	}{
+		{"empty", pods, listResult{rev: 5}},
+		{"pods", pods, listResult{items: []*unstructured.Unstructured{objs["pod"], objs["unicode pod"]}, rev: 1 << 40}},
+		{"page", pods, listResult{items: []*unstructured.Unstructured{objs["pod"]}, rev: 9, continue_: "dG9rZW4", remaining: &remaining}},
+		{"last page count zero", pods, listResult{items: []*unstructured.Unstructured{objs["pod"]}, rev: 9, continue_: "x", remaining: &zero}},
+		{"rcs with memos", rcs, listResult{items: []*unstructured.Unstructured{objs["rc"]}, encs: []*watchcache.Encodings{new(watchcache.Encodings)}, rev: 300}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			whole := listObject(tc.res, tc.list)
+			wantProto, err := toProtobuf(tc.res, whole)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec := httptest.NewRecorder()
+			if err := writeList(rec, tc.res, encProtobuf, tc.list); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(rec.Body.Bytes(), wantProto) {
+				t.Errorf("protobuf list differs:\n got %x\nwant %x", rec.Body.Bytes(), wantProto)
+			}
+			checkLength(t, rec)
+			if ct := rec.Header().Get("Content-Type"); ct != mediaProtobuf {
+				t.Errorf("Content-Type %q", ct)
+			}
+
+			wantJSON, err := json.Marshal(whole.Object)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec = httptest.NewRecorder()
+			if err := writeList(rec, tc.res, encJSON, tc.list); err != nil {
+				t.Fatal(err)
+			}
+			var got, want any
+			if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil {
+				t.Fatalf("list JSON %s: %v", rec.Body.Bytes(), err)
+			}
+			if err := json.Unmarshal(wantJSON, &want); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("JSON list differs:\n got %s\nwant %s", rec.Body.Bytes(), wantJSON)
+			}
+			checkLength(t, rec)
+		})
+	}
+}
+
+func checkLength(t *testing.T, rec *httptest.ResponseRecorder) {
+	t.Helper()
+	if n, err := strconv.Atoi(rec.Header().Get("Content-Length")); err != nil || n != rec.Body.Len() {
+		t.Errorf("Content-Length %q, body %d bytes", rec.Header().Get("Content-Length"), rec.Body.Len())
+	}
+}
+
+// TestSharedSerializations checks over HTTP that a cached object is
+// serialized once per format: lists in both encodings and a watch return
+// the same bytes for it, and a second list hands out the very bytes the
+// first produced (the memo lives with the cached object).
+func TestSharedSerializations(t *testing.T) {
+	c := newClient(t, backends[0].new(t))
+	const pods = "/api/v1/namespaces/default/pods"
+	for i := range 3 {
+		c.mustDo("POST", pods, "", benchPod(i), http.StatusCreated)
+	}
+	res := c.srv.reg.lookup(schema.GroupVersion{Version: "v1"}, "pods")
+	cache := c.srv.caches[res]
+	list := func(accept string) []byte {
+		r := c.do("GET", pods+"?resourceVersion=0", "", "", "Accept", accept)
+		if r.code != http.StatusOK {
+			t.Fatalf("list: %d %s", r.code, r.body)
+		}
+		return r.body
+	}
+	first := list(mediaProtobuf)
+	obj, _, err := protoSerializer.Decode(first, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pl, ok := obj.(*corev1.PodList); !ok || len(pl.Items) != 3 || pl.Items[2].Name != "pod-000002" {
+		t.Fatalf("protobuf list: %#v", obj)
+	}
+	if again := list(mediaProtobuf); !bytes.Equal(again, first) {
+		t.Error("second protobuf list differs from the first")
+	}
+	var jl struct{ Items []json.RawMessage }
+	if err := json.Unmarshal(list(mediaJSON), &jl); err != nil || len(jl.Items) != 3 {
+		t.Fatalf("JSON list: %d items, %v", len(jl.Items), err)
+	}
+
+	lr, err := cache.List(t.Context(), watchcache.ListOptions{ResourceVersion: "0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, u := range lr.Items {
+		js, err := objectJSON(u, lr.Encodings[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(js, jl.Items[i]) {
+			t.Errorf("item %d: listed JSON %s, memo %s", i, jl.Items[i], js)
+		}
+		calls := 0
+		if _, err := lr.Encodings[i].Get(memoJSON, func() ([]byte, error) { calls++; return nil, nil }); err != nil || calls != 0 {
+			t.Errorf("item %d: JSON encoded again (%d calls, %v)", i, calls, err)
+		}
+		if _, err := lr.Encodings[i].Get(memoProto, func() ([]byte, error) { calls++; return nil, nil }); err != nil || calls != 0 {
+			t.Errorf("item %d: protobuf encoded again (%d calls, %v)", i, calls, err)
+		}
+	}
+
+	// A watch from 0 starts with the state as ADDED events carrying the
+	// same object bytes.
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, c.base+pods+"?watch=true&resourceVersion=0", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	dec := json.NewDecoder(resp.Body)
+	for i := range 3 {
+		var ev struct {
+			Type   string
+			Object json.RawMessage
+		}
+		if err := dec.Decode(&ev); err != nil {
+			t.Fatal(err)
+		}
+		if ev.Type != "ADDED" || !bytes.Equal(ev.Object, jl.Items[i]) {
+			t.Errorf("event %d: %s %s, want ADDED %s", i, ev.Type, ev.Object, jl.Items[i])
+		}
+	}
+	_ = resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+}
+
+// flushCounter is a ResponseWriter that counts flushes.
+type flushCounter struct {
+	*httptest.ResponseRecorder
+	flushes int
+}
+
+func (f *flushCounter) Flush() { f.flushes++; f.ResponseRecorder.Flush() }
+
+// TestWriteBatch checks the watch writer's batching: every event pending
+// when a batch starts goes out in order under one flush, a lone event is
+// flushed at once, a closed channel is reported, and a burst larger than
+// a batch is split without loss.
+func TestWriteBatch(t *testing.T) {
+	pod := serializeObjects(t)["pod"]
+	pods := lookupResource(t, "", "pods")
+	event := func(i int) *watchEvent {
+		u := pod.DeepCopy()
+		u.SetName(fmt.Sprintf("p%04d", i))
+		return &watchEvent{Type: watch.Modified, Object: u, Revision: int64(i)}
+	}
+	tests := []struct {
+		name        string
+		pending     int
+		close       bool
+		wantFlushes int
+	}{
+		{"lone event", 0, false, 1},
+		{"burst", 99, false, 1},
+		{"burst then close", 10, true, 1},
+		{"larger than a batch", 2*batchEvents + 5, false, 3},
+	}
+	for _, enc := range []encoding{encJSON, encProtobuf} {
+		for _, tc := range tests {
+			t.Run(fmt.Sprintf("%d/%s", enc, tc.name), func(t *testing.T) {
+				ch := make(chan *watchEvent, tc.pending+1)
+				for i := 1; i <= tc.pending; i++ {
+					ch <- event(i)
+				}
+				if tc.close {
+					close(ch)
+				}
+				fc := &flushCounter{ResponseRecorder: httptest.NewRecorder()}
+				ww := newWatchWriter(fc, enc, pods)
+				open, err := ww.writeBatch(event(0), ch)
+				for err == nil && open && len(ch) > 0 {
+					open, err = ww.writeBatch(<-ch, ch)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if open == tc.close {
+					t.Errorf("open = %v, channel closed %v", open, tc.close)
+				}
+				if fc.flushes != tc.wantFlushes {
+					t.Errorf("%d flushes, want %d", fc.flushes, tc.wantFlushes)
+				}
+				names := readFrames(t, enc, fc.Body.Bytes())
+				if len(names) != tc.pending+1 {
+					t.Fatalf("%d events, want %d", len(names), tc.pending+1)
+				}
+				for i, n := range names {
+					if want := fmt.Sprintf("p%04d", i); n != want {
+						t.Fatalf("event %d is %s, want %s", i, n, want)
+					}
+				}
+			})
+		}
+	}
+}
+
+// readFrames decodes a watch body and returns the names of its objects.
+func readFrames(t *testing.T, enc encoding, body []byte) []string {
+	t.Helper()
+	var names []string
+	if enc == encJSON {
+		dec := json.NewDecoder(bytes.NewReader(body))
+		for dec.More() {
+			var ev struct {
+				Type   string
+				Object struct{ Metadata struct{ Name string } }
+			}
+			if err := dec.Decode(&ev); err != nil {
+				t.Fatal(err)
+			}
+			names = append(names, ev.Object.Metadata.Name)
+		}
+		return names
+	}
+	for len(body) > 0 {
+		n := binary.BigEndian.Uint32(body)
+		var ev metav1.WatchEvent
+		if err := ev.Unmarshal(body[4 : 4+n]); err != nil {
+			t.Fatal(err)
+		}
+		body = body[4+n:]
+		obj, _, err := protoSerializer.Decode(ev.Object.Raw, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, obj.(*corev1.Pod).Name)
+	}
+	return names
+}

@@ -1,0 +1,114 @@
+package watchcache
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/watch"
+)
+
+// TestEncodingsGet checks the memo: one call per key however many
+// goroutines ask at once, distinct keys kept apart, errors memoized too.
+func TestEncodingsGet(t *testing.T) {
+	var m Encodings
+	var calls [3]atomic.Int32
+	keys := []string{"json", "protobuf", "fails"}
+	var wg sync.WaitGroup
+	for range 16 {
+		for k, key := range keys {
+			wg.Go(func() {
+				b, err := m.Get(key, func() ([]byte, error) {
+					calls[k].Add(1)
+					if key == "fails" {
+						return nil, context.Canceled
+					}
+					return []byte(key), nil
+				})
+				if key == "fails" {
+					if err == nil {
+						t.Errorf("%s: no error", key)
+					}
+					return
+				}
+				if err != nil || string(b) != key {
+					t.Errorf("%s: %q, %v", key, b, err)
+				}
+			})
+		}
+	}
+	wg.Wait()
+	for k, key := range keys {
+		if n := calls[k].Load(); n != 1 {
+			t.Errorf("%s encoded %d times", key, n)
+		}
+	}
+}
+
+// TestObjectEncodingsShared checks that a cached object version carries one
+// memo, handed out by lists, by the live events that carry it and by the
+// initial events of a watch, while a DELETED event (a copy at the delete's
+// revision) and a newer version have their own.
+func TestObjectEncodingsShared(t *testing.T) {
+	st := newStore(t)
+	put(t, st, "ns", "a", nil, corev1.PodRunning)
+	c := newPodCache(t, st, nil)
+	ctx := t.Context()
+
+	live, err := c.Watch(ctx, WatchOptions{ResourceVersion: "0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Stop()
+	initial := <-live.Events()
+	if initial.Type != watch.Added {
+		t.Fatalf("first event %s", initial.Type)
+	}
+	listed, err := c.List(ctx, ListOptions{ResourceVersion: "0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(listed.Encodings) != 1 || len(listed.Items) != 1 {
+		t.Fatalf("list: %d items, %d memos", len(listed.Items), len(listed.Encodings))
+	}
+	if initial.ObjectEncodings() != listed.Encodings[0] {
+		t.Error("initial event and list hold different memos for one object version")
+	}
+
+	rev := put(t, st, "ns", "a", map[string]string{"x": "y"}, corev1.PodRunning)
+	modified := <-live.Events()
+	if modified.Type != watch.Modified || modified.Revision != rev {
+		t.Fatalf("event %s at %d, want MODIFIED at %d", modified.Type, modified.Revision, rev)
+	}
+	if modified.ObjectEncodings() == listed.Encodings[0] {
+		t.Error("a new version shares the old version's memo")
+	}
+	seen(c, rev)
+	selected, err := c.List(ctx, ListOptions{ResourceVersion: "0", Namespace: "ns"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(selected.Encodings) != 1 || selected.Encodings[0] != modified.ObjectEncodings() {
+		t.Error("list with a selector and the MODIFIED event hold different memos")
+	}
+
+	del(t, st, "ns", "a")
+	deleted := <-live.Events()
+	if deleted.Type != watch.Deleted {
+		t.Fatalf("event %s, want DELETED", deleted.Type)
+	}
+	if deleted.ObjectEncodings() == modified.ObjectEncodings() {
+		t.Error("DELETED event (another resourceVersion) shares the live object's memo")
+	}
+	lit := &Event[*corev1.Pod]{Type: watch.Bookmark, Object: &corev1.Pod{}}
+	first := lit.ObjectEncodings()
+	if _, err := first.Get("k", func() ([]byte, error) { return []byte("v"), nil }); err != nil {
+		t.Fatal(err)
+	}
+	again, err := lit.ObjectEncodings().Get("k", func() ([]byte, error) { return []byte("other"), nil })
+	if err != nil || string(again) != "v" {
+		t.Errorf("an event literal's memo is not kept: %q, %v", again, err)
+	}
+}
