@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"reflect"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -27,6 +28,18 @@ func newUID() string {
 // nameSuffixAlphabet has no vowels (no words) and no look-alikes, as the
 // suffixes kube-apiserver generates.
 const nameSuffixAlphabet = "bcdfghjklmnpqrstvwxz2456789"
+
+// suffixSource, when set, replaces randomSuffix: tests force name clashes
+// with it while the server runs.
+var suffixSource atomic.Pointer[func(n int) string]
+
+// nameSuffix draws the suffix of a generated name.
+func nameSuffix(n int) string {
+	if f := suffixSource.Load(); f != nil {
+		return (*f)(n)
+	}
+	return randomSuffix(n)
+}
 
 // randomSuffix returns n characters for generateName.
 func randomSuffix(n int) string {

@@ -87,11 +87,7 @@ func (s *Server) create(ctx context.Context, req request, u *unstructured.Unstru
 	}
 	generated := u.GetName() == "" && u.GetGenerateName() != ""
 	if generated {
-		base := u.GetGenerateName()
-		if len(base) > maxGeneratedNameLength {
-			base = base[:maxGeneratedNameLength]
-		}
-		u.SetName(base + randomSuffix(5))
+		u.SetName(generatedBase(u.GetGenerateName()) + nameSuffix(5))
 	}
 	if u.GetName() == "" {
 		return nil, apierrors.NewInvalid(res.gvk.GroupKind(), "", field.ErrorList{
@@ -125,11 +121,35 @@ func (s *Server) create(ctx context.Context, req request, u *unstructured.Unstru
 		return u, nil
 	}
 	rev, err := s.cfg.Storage.Create(ctx, keyFor(res, u.GetNamespace(), u.GetName()), value)
+	// Five random characters clash now and then when thousands of objects
+	// share a generateName (an RC's pods); as kube-apiserver does, a
+	// generated name that is taken is drawn again rather than failing the
+	// client's create with a 409 it did nothing to cause.
+	for attempt := 1; generated && errors.Is(err, storage.ErrKeyExists) && attempt < generateNameAttempts; attempt++ {
+		u.SetName(generatedBase(u.GetGenerateName()) + nameSuffix(5))
+		if value, err = encodeStored(u); err != nil {
+			return nil, err
+		}
+		req.name = u.GetName()
+		rev, err = s.cfg.Storage.Create(ctx, keyFor(res, u.GetNamespace(), u.GetName()), value)
+	}
 	if err != nil {
 		return nil, s.storageErr(req, err)
 	}
 	u.SetResourceVersion(strconv.FormatInt(rev, 10))
 	return u, nil
+}
+
+// generateNameAttempts bounds the names drawn for one create, as
+// kube-apiserver's retry of generated names does.
+const generateNameAttempts = 8
+
+// generatedBase is the part of generateName kept before the random suffix.
+func generatedBase(prefix string) string {
+	if len(prefix) > maxGeneratedNameLength {
+		return prefix[:maxGeneratedNameLength]
+	}
+	return prefix
 }
 
 var namespacesResource = func() *resource {

@@ -3,6 +3,7 @@ package apiserver
 import (
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -274,6 +275,50 @@ func TestDelete(t *testing.T) {
 		list := c.mustDo("GET", "/api/v1/namespaces/default/endpoints", "", "", 200)
 		if items, _ := list["items"].([]any); len(items) != 1 {
 			t.Errorf("after delete collection: %d left", len(items))
+		}
+	})
+}
+
+func TestGenerateNameClash(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, c *client) {
+		// The suffixes drawn, in order: the first create takes "bbbbb",
+		// the second draws it again twice before "ccccc".
+		tests := []struct {
+			name     string
+			suffixes []string
+			code     int
+			want     string
+		}{
+			{"first", []string{"bbbbb"}, 201, "web-bbbbb"},
+			{"clash, drawn again", []string{"bbbbb", "bbbbb", "ccccc"}, 201, "web-ccccc"},
+			{"every draw taken", []string{"bbbbb", "ccccc", "bbbbb", "ccccc", "bbbbb", "ccccc", "bbbbb", "ccccc"}, 409, ""},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				var mu sync.Mutex
+				drawn := 0
+				f := func(int) string {
+					mu.Lock()
+					defer mu.Unlock()
+					s := tt.suffixes[drawn%len(tt.suffixes)]
+					drawn++
+					return s
+				}
+				suffixSource.Store(&f)
+				t.Cleanup(func() { suffixSource.Store(nil) })
+				resp := c.do("POST", "/api/v1/namespaces/default/pods", "", `{"metadata":{"generateName":"web-"},"spec":{"containers":[{"name":"c","image":"i"}]}}`)
+				if resp.code != tt.code {
+					t.Fatalf("code %d, want %d: %s", resp.code, tt.code, resp.body)
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if drawn != len(tt.suffixes) {
+					t.Errorf("%d names drawn, want %d", drawn, len(tt.suffixes))
+				}
+				if tt.want != "" && !strings.Contains(string(resp.body), `"name":"`+tt.want+`"`) {
+					t.Errorf("created %s, want name %s", resp.body, tt.want)
+				}
+			})
 		}
 	})
 }
