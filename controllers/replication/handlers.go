@@ -166,19 +166,27 @@ func (m *Manager) enqueueMatching(pod *corev1.Pod) {
 // the template's labels, as the API server defaults it; with neither, the
 // RC selects nothing rather than everything.
 func selectorFor(rc *corev1.ReplicationController) labels.Selector {
+	sel, _ := selectorAndSet(rc)
+	return sel
+}
+
+// selectorAndSet returns selectorFor(rc) and, when that selector matches
+// anything at all, the labels it requires, which match the same pods
+// more cheaply (labelPairs); nil when it matches nothing.
+func selectorAndSet(rc *corev1.ReplicationController) (labels.Selector, map[string]string) {
 	set := rc.Spec.Selector
 	if len(set) == 0 && rc.Spec.Template != nil {
 		set = rc.Spec.Template.Labels
 	}
 	if len(set) == 0 {
-		return labels.Nothing()
+		return labels.Nothing(), nil
 	}
 	sel, err := labels.ValidatedSelectorFromSet(set)
 	if err != nil {
 		// An invalid selector must not fall back to matching everything.
-		return labels.Nothing()
+		return labels.Nothing(), nil
 	}
-	return sel
+	return sel, set
 }
 
 func sameRef(a, b *metav1.OwnerReference) bool {

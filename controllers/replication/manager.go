@@ -58,7 +58,6 @@ type Options struct {
 type Manager struct {
 	pods       *cache.SharedIndexInformer[*corev1.Pod]
 	rcs        *cache.SharedIndexInformer[*corev1.ReplicationController]
-	podLister  cache.Lister[*corev1.Pod]
 	rcLister   cache.Lister[*corev1.ReplicationController]
 	client     RCStatusClient
 	podControl controller.PodControl
@@ -81,8 +80,9 @@ var ErrAlreadyRun = errors.New("replication: manager already run")
 
 // NewManager returns a Manager over the given informers, which must not
 // be filtered by labels (the manager needs every pod of a namespace to
-// adopt orphans and release pods). It registers its event handlers at
-// once; the informers may be running already.
+// adopt orphans and release pods). It adds its indices to the pod
+// informer and registers its event handlers at once; the informers may be
+// running already.
 func NewManager(podInformer *cache.SharedIndexInformer[*corev1.Pod], rcInformer *cache.SharedIndexInformer[*corev1.ReplicationController],
 	rcClient RCStatusClient, podControl controller.PodControl, opts Options) (*Manager, error) {
 	if podInformer == nil || rcInformer == nil || rcClient == nil || podControl == nil {
@@ -95,7 +95,6 @@ func NewManager(podInformer *cache.SharedIndexInformer[*corev1.Pod], rcInformer 
 	m := &Manager{
 		pods:       podInformer,
 		rcs:        rcInformer,
-		podLister:  podInformer.Lister(corev1.Resource("pods")),
 		rcLister:   rcInformer.Lister(corev1.Resource("replicationcontrollers")),
 		client:     rcClient,
 		podControl: podControl,
@@ -107,6 +106,9 @@ func NewManager(podInformer *cache.SharedIndexInformer[*corev1.Pod], rcInformer 
 		expectations: &controller.UIDTrackingControllerExpectations{
 			ControllerExpectations: controller.ControllerExpectations{TTL: opts.ExpectationsTTL},
 		},
+	}
+	if err := addPodIndexers(podInformer); err != nil {
+		return nil, err
 	}
 	if m.burst <= 0 {
 		m.burst = DefaultBurstReplicas
