@@ -8,7 +8,9 @@ import (
 
 // Backoff configures the delays between retries after failures: Initial,
 // doubling to Max, each stretched by up to Jitter times itself at random, and
-// back to Initial after ResetAfter without a failure.
+// back to Initial after ResetAfter without a failure. The zero Backoff means
+// DefaultBackoff; in any other, a zero duration takes DefaultBackoff's value
+// and a zero Jitter means none.
 type Backoff struct {
 	Initial    time.Duration
 	Max        time.Duration
@@ -29,6 +31,11 @@ type backoffState struct {
 }
 
 func newBackoffState(cfg Backoff) *backoffState {
+	if cfg == (Backoff{}) {
+		// Filling the fields one by one would leave Jitter at 0, and every
+		// client failing together would retry together.
+		cfg = DefaultBackoff
+	}
 	if cfg.Initial <= 0 {
 		cfg.Initial = DefaultBackoff.Initial
 	}

@@ -290,13 +290,47 @@ func TestNewInformer_KeyFuncErrorIsReportedAndRetried(t *testing.T) {
 		runInformer(t, c)
 		bad := newPod("ns", "b")
 		bad.Labels = map[string]string{"unkeyable": "yes"}
-		src.Create(bad)
+		if _, err := src.Create(bad); err != nil {
+			t.Fatal(err)
+		}
 		synctest.Wait()
 		if got := errs.all(); len(got) != 1 {
 			t.Fatalf("handler errors = %v, want one for the key func", got)
 		}
 		if keys := store.ListKeys(); len(keys) != 1 {
 			t.Errorf("cache = %v, want only ns/a", keys)
+		}
+
+		// The watch is retried after the backoff, from before the event it
+		// could not apply, so the failure repeats while the source has it.
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		watches := src.Requests(cachetest.OpWatch)
+		if len(watches) < 2 || watches[len(watches)-1].ResourceVersion != "1" {
+			t.Fatalf("watches = %+v, want a retry from resourceVersion 1", watches)
+		}
+		if got := errs.all(); len(got) < 2 {
+			t.Errorf("handler errors = %v, want the retry's failure reported too", got)
+		}
+
+		// The object is fixed and the bad write compacted away: the next
+		// retry is refused as expired, relists and the cache comes right.
+		update(t, src, "ns", "b", "fixed")
+		src.Compact(src.Revision())
+		time.Sleep(2 * time.Minute)
+		synctest.Wait()
+		mustCreate(t, src, "ns", "c")
+		synctest.Wait()
+		if n := src.ListCalls(); n != 2 {
+			t.Errorf("list calls = %d, want a relist", n)
+		}
+		keys := store.ListKeys()
+		slices.Sort(keys)
+		if !slices.Equal(keys, []string{"ns/a", "ns/b", "ns/c"}) {
+			t.Errorf("cache = %v, want ns/a, ns/b, ns/c", keys)
+		}
+		if p, ok, _ := store.GetByKey("ns/b"); !ok || p.Labels["unkeyable"] != "" {
+			t.Errorf("ns/b in cache = %v, want the fixed object", p)
 		}
 	})
 }

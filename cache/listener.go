@@ -198,9 +198,11 @@ func (l *listener[T]) merge(i int32, n *Notification[T]) {
 			return
 		}
 		// add+update is an add of the newest state; update+update goes
-		// from the oldest old state to the newest new one.
+		// from the oldest old state to the newest new one. A resync carries
+		// no change of its own, so merged into a real change it must not
+		// relabel it: a handler skipping resyncs would miss the change.
 		node.live.Object = n.Object
-		if node.live.Type == NotifyUpdate {
+		if node.live.Type == NotifyUpdate && (n.Source != SourceResync || node.live.Source == SourceResync) {
 			node.live.Source = n.Source
 		}
 	case NotifyDelete:

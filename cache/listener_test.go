@@ -112,6 +112,70 @@ func TestListener_MergesPendingNotificationsPerKey(t *testing.T) {
 	}
 }
 
+// TestListener_MergeKeepsSourceOfRealChange queues notifications with their
+// sources at a handler that is behind, and checks the Source of what it
+// receives: a resync merged with a pending change must not hide the change
+// from a handler that skips resyncs.
+func TestListener_MergeKeepsSourceOfRealChange(t *testing.T) {
+	type in struct {
+		note string // as parseNote reads it
+		src  Source
+	}
+	w, rl, rs, il := SourceWatch, SourceRelist, SourceResync, SourceInitialList
+	tests := []struct {
+		name string
+		in   []in
+		want string // "note source", comma-separated
+	}{
+		{"watch update then resync", []in{{"update a@1->2", w}, {"update a@2->2", rs}}, "update a@1->2 watch"},
+		{"relist update then resync", []in{{"update a@1->2", rl}, {"update a@2->2", rs}}, "update a@1->2 relist"},
+		{"watch update then several resyncs", []in{{"update a@1->2", w}, {"update a@2->2", rs}, {"update a@2->2", rs}}, "update a@1->2 watch"},
+		{"resync then watch update", []in{{"update a@1->1", rs}, {"update a@1->2", w}}, "update a@1->2 watch"},
+		{"resync then relist update", []in{{"update a@1->1", rs}, {"update a@1->2", rl}}, "update a@1->2 relist"},
+		{"resyncs only stay a resync", []in{{"update a@1->1", rs}, {"update a@1->1", rs}}, "update a@1->1 resync"},
+		{"watch update, resync, relist update: the newest change", []in{{"update a@1->2", w}, {"update a@2->2", rs}, {"update a@2->3", rl}}, "update a@1->3 relist"},
+		{"relist update then watch update: the newest change", []in{{"update a@1->2", rl}, {"update a@2->3", w}}, "update a@1->3 watch"},
+		{"watch add then resync", []in{{"add a@1", w}, {"update a@1->1", rs}}, "add a@1 watch"},
+		{"initial-list add then resync", []in{{"add a@1", il}, {"update a@1->1", rs}}, "add a@1 initial-list"},
+		{"relist add then resync", []in{{"add a@1", rl}, {"update a@1->1", rs}}, "add a@1 relist"},
+		{"delete, add, resync", []in{{"delete a@1", w}, {"add a@3", w}, {"update a@3->3", rs}}, "delete a@1 watch, add a@3 watch"},
+		{"resync then relist delete", []in{{"update a@1->1", rs}, {"delete a@1?", rl}}, "delete a@1 relist"},
+		{"update, resync, watch delete", []in{{"update a@1->2", w}, {"update a@2->2", rs}, {"delete a@3", w}}, "delete a@3 watch"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var mu sync.Mutex
+				var got []string
+				h := NotificationHandlerFunc[*corev1.Pod](func(n Notification[*corev1.Pod]) {
+					s := n.Type.String() + " " + n.Object.Name + "@" + n.Object.ResourceVersion
+					if n.Type == NotifyUpdate {
+						s = "update " + n.Object.Name + "@" + n.OldObject.ResourceVersion + "->" + n.Object.ResourceVersion
+					}
+					mu.Lock()
+					defer mu.Unlock()
+					got = append(got, s+" "+n.Source.String())
+				})
+				l := newListener[*corev1.Pod](h, 0, 0, time.Now(), slogDiscard(), nil)
+				for _, x := range tt.in {
+					n := parseNote(x.note)
+					n.Source = x.src
+					n.IsInInitialList = x.src == SourceInitialList && n.Type == NotifyAdd
+					l.add(n.Object.Name, &n, time.Now())
+				}
+				var wg sync.WaitGroup
+				wg.Go(func() { l.run(context.Background()) })
+				synctest.Wait()
+				l.stop()
+				wg.Wait()
+				if s := strings.Join(got, ", "); s != tt.want {
+					t.Errorf("delivered %q, want %q", s, tt.want)
+				}
+			})
+		})
+	}
+}
+
 // TestListener_StalledHandlerIsBoundedByKeys pushes 1M updates over 1k keys
 // at a handler that is stuck, and checks that its backlog holds one entry
 // per key and a heap of the same order, then that once it resumes it sees

@@ -64,7 +64,9 @@ func (s Source) String() string {
 // A handler that fell behind receives merged notifications (see
 // SharedIndexInformer): an update then goes from the oldest old state to the
 // newest new one, and Source is that of the newest change merged in, except
-// that an add stays an add and keeps IsInInitialList.
+// that an add stays an add and keeps its Source and IsInInitialList, and
+// that a resync merged into a pending change keeps the change's Source: a
+// notification says SourceResync only when all it carries is resyncs.
 type Notification[T Object] struct {
 	Type NotificationType
 	// Object is the new state; for a delete, the final state, or, when

@@ -131,8 +131,10 @@ func runHistory(t *testing.T, seed uint64) historyStats {
 			synctest.Wait()
 		}
 	}
-	// Quiet: long enough for any backoff to end and any resync to run.
-	time.Sleep(5 * time.Minute)
+	// Quiet: long enough for any backoff to end and any resync to run. Up
+	// to six injected failures may still be pending, each retried after up
+	// to a minute (the 30 s cap, stretched by jitter).
+	time.Sleep(10 * time.Minute)
 	synctest.Wait()
 
 	if !c.HasSynced() {

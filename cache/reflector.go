@@ -67,8 +67,9 @@ type ReflectorOptions struct {
 // A watch that ends normally is resumed from the last resourceVersion seen,
 // with no relist. A resourceVersion that is too old (410 Expired) makes it
 // relist. Any other failure is reported to the WatchErrorHandler and retried
-// after an exponential backoff with jitter: a failed list is retried as a
-// list, a failed watch as a watch from the last resourceVersion seen.
+// after an exponential backoff with jitter, or after the delay the server
+// asked for (Retry-After), if longer: a failed list is retried as a list, a
+// failed watch as a watch from the last resourceVersion seen.
 type Reflector[T Object] struct {
 	name  string
 	lw    ListerWatcher[T]
@@ -190,10 +191,45 @@ func (r *Reflector[T]) Run(ctx context.Context) {
 		if err != nil {
 			r.onErr(ctx, err)
 		}
-		if !sleepCtx(ctx, r.back.next()) {
+		if !sleepCtx(ctx, r.retryDelay(err)) {
 			return
 		}
 	}
+}
+
+// retryDelay records a failure and returns how long to wait before the next
+// attempt: the backoff, or longer when err is a server asking the client to
+// slow down (429 TooManyRequests, or any Status with a Retry-After), since
+// retrying sooner only adds to the load that made it refuse. The server's
+// delay is capped by the backoff's maximum so that a bogus Retry-After
+// cannot park the reflector for hours.
+func (r *Reflector[T]) retryDelay(err error) time.Duration {
+	d := r.back.next()
+	if asked := suggestedDelay(err); asked > 0 {
+		d = max(d, min(asked, r.back.cfg.Max))
+	}
+	return d
+}
+
+// suggestedDelay is how long err asks the client to wait, 0 if it does not:
+// the Status's retryAfterSeconds (apierrors.SuggestsClientDelay, which sees
+// through wrapping and accepts any APIStatus, listwatch's client.StatusError
+// included), or the Retry-After of an error that reports one itself.
+func suggestedDelay(err error) time.Duration {
+	if err == nil {
+		return 0
+	}
+	var d time.Duration
+	if s, ok := apierrors.SuggestsClientDelay(err); ok && s > 0 {
+		d = time.Duration(s) * time.Second
+	}
+	var ra interface{ RetryAfter() (time.Duration, bool) }
+	if errors.As(err, &ra) {
+		if v, ok := ra.RetryAfter(); ok {
+			d = max(d, v)
+		}
+	}
+	return d
 }
 
 // ListAndWatch lists (or streams the initial state), replaces the store's
@@ -395,7 +431,7 @@ func (r *Reflector[T]) watchLoop(ctx context.Context, w Watcher[T]) error {
 // when ctx ended the wait.
 func (r *Reflector[T]) failAndWait(ctx context.Context, err error) error {
 	r.onErr(ctx, err)
-	if !sleepCtx(ctx, r.back.next()) {
+	if !sleepCtx(ctx, r.retryDelay(err)) {
 		return ctx.Err()
 	}
 	return nil

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -18,6 +20,7 @@ import (
 
 	"github.com/listwatch/listwatch/cache"
 	"github.com/listwatch/listwatch/cache/cachetest"
+	"github.com/listwatch/listwatch/client"
 )
 
 type podSource = cachetest.Source[*corev1.Pod]
@@ -476,6 +479,16 @@ func TestReflector_BackoffIsExponentialWithJitterCappedAndResets(t *testing.T) {
 				t.Errorf("retry %d after %v, want within [%v, %v]", i+1, gap, want, 2*want)
 			}
 		}
+		// Without jitter every gap would be its base exactly.
+		exact := 0
+		for i, gap := range gaps {
+			if gap == min(base<<i, 30*time.Second) {
+				exact++
+			}
+		}
+		if exact == len(gaps) {
+			t.Errorf("every retry came exactly at its base delay: no jitter (gaps %v)", gaps)
+		}
 		if n := len(g.errs.all()); n != len(gaps)+1 {
 			t.Errorf("handler told %d times for %d failures", n, len(gaps)+1)
 		}
@@ -503,6 +516,53 @@ func TestReflector_BackoffIsExponentialWithJitterCappedAndResets(t *testing.T) {
 	})
 }
 
+// TestReflector_BackoffJitterSpreadsReflectors fails several reflectors at
+// the same instant, as a server outage does, and checks that their retries
+// do not come in lockstep: for each attempt the reflectors wait different
+// times, and the stretch each draws is spread over the jitter range.
+func TestReflector_BackoffJitterSpreadsReflectors(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const reflectors, attempts = 6, 6
+		src := cachetest.New[*corev1.Pod]()
+		lws := make([]*failTimes, reflectors)
+		for i := range lws {
+			lws[i] = &failTimes{podSource: src, fail: true}
+			startRig(t, src, lws[i], cache.ReflectorOptions{})
+		}
+		time.Sleep(3 * time.Minute)
+		synctest.Wait()
+		base := 800 * time.Millisecond
+		var lower, upper int // stretches below and above half the base
+		for a := range attempts {
+			want := min(base<<a, 30*time.Second)
+			seen := map[time.Duration]int{}
+			for r, lw := range lws {
+				gaps := lw.gaps()
+				if len(gaps) < attempts {
+					t.Fatalf("reflector %d retried only %d times", r, len(gaps))
+				}
+				gap := gaps[a]
+				if gap < want || gap > 2*want {
+					t.Errorf("reflector %d retry %d after %v, want within [%v, %v]", r, a+1, gap, want, 2*want)
+				}
+				seen[gap]++
+				if gap-want < want/2 {
+					lower++
+				} else {
+					upper++
+				}
+			}
+			if len(seen) < reflectors {
+				t.Errorf("retry %d: %d reflectors waited only %d distinct delays %v: retries in lockstep", a+1, reflectors, len(seen), seen)
+			}
+		}
+		// With uniform jitter, 36 stretches all in one half has odds 2^-35.
+		if lower == 0 || upper == 0 {
+			t.Errorf("jitter stretches: %d below half the base, %d above; want both", lower, upper)
+		}
+	})
+}
+
 func TestReflector_WatchFailureBacksOffAndRewatchesWithoutRelist(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		src := cachetest.New[*corev1.Pod]()
@@ -511,7 +571,7 @@ func TestReflector_WatchFailureBacksOffAndRewatchesWithoutRelist(t *testing.T) {
 		src.FailNext(cachetest.OpWatch, 2, apierrors.NewServiceUnavailable("down"))
 		src.BreakWatches(errors.New("connection reset"))
 		mustCreate(t, src, "ns", "b")
-		time.Sleep(10 * time.Second)
+		time.Sleep(15 * time.Second) // three backoffs: at most 1.6 + 3.2 + 6.4 s
 		synctest.Wait()
 		if n := src.ListCalls(); n != 1 {
 			t.Errorf("list calls = %d, want 1", n)
@@ -739,5 +799,286 @@ func TestReflector_WrongKindIsRejected(t *testing.T) {
 		if n := len(store.ListKeys()); n != 1 {
 			t.Errorf("wrong-kind object reached the store")
 		}
+		// The watch is retried from the last good resourceVersion, with no
+		// relist, and goes on from there.
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		watches := src.Requests(cachetest.OpWatch)
+		if len(watches) != 2 || watches[1].ResourceVersion != "1" {
+			t.Errorf("watches = %+v, want a retry from resourceVersion 1", watches)
+		}
+		if n := src.ListCalls(); n != 1 {
+			t.Errorf("list calls = %d, want 1", n)
+		}
+		w2 := newObj()
+		w2.SetGroupVersionKind(gvk)
+		w2.SetNamespace("ns")
+		w2.SetName("w2")
+		if _, err := src.Create(w2); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		keys := store.ListKeys()
+		slices.Sort(keys)
+		if !slices.Equal(keys, []string{"ns/w1", "ns/w2"}) {
+			t.Errorf("store after retry = %v, want ns/w1, ns/w2", keys)
+		}
+		if got := errs.all(); len(got) != 1 {
+			t.Errorf("handler errors = %v, want only the wrong kind", got)
+		}
 	})
+}
+
+// namelessList adds an object without a name to every list while on, as a
+// broken server or a buggy conversion could.
+type namelessList struct {
+	*podSource
+	mu sync.Mutex
+	on bool
+}
+
+func (n *namelessList) set(on bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.on = on
+}
+
+func (n *namelessList) List(ctx context.Context, opts metav1.ListOptions) (*cache.List[*corev1.Pod], error) {
+	l, err := n.podSource.List(ctx, opts)
+	n.mu.Lock()
+	on := n.on
+	n.mu.Unlock()
+	if err != nil || !on {
+		return l, err
+	}
+	out := *l
+	out.Items = append(slices.Clone(l.Items), newPod("ns", ""))
+	return &out, nil
+}
+
+// TestReflector_ListWithNamelessObjectIsRejectedAndRetried relists into a
+// list holding an object without a name: the failure is reported as such,
+// the store keeps its previous content rather than a partial one, and the
+// list is retried until the server answers well.
+func TestReflector_ListWithNamelessObjectIsRejectedAndRetried(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		src := cachetest.New[*corev1.Pod]()
+		mustCreate(t, src, "ns", "a")
+		mustCreate(t, src, "ns", "b")
+		lw := &namelessList{podSource: src}
+		g := startRig(t, src, lw, cache.ReflectorOptions{})
+		if got := g.storeKeys(); !slices.Equal(got, []string{"ns/a", "ns/b"}) {
+			t.Fatalf("store = %v", got)
+		}
+
+		lw.set(true)
+		if _, err := src.Delete("ns", "a"); err != nil {
+			t.Fatal(err)
+		}
+		mustCreate(t, src, "ns", "c")
+		synctest.Wait()
+		expireWatch(src)
+		synctest.Wait()
+		errs := g.errs.all()
+		if len(errs) != 1 || !errors.Is(errs[0], cache.ErrNoName) {
+			t.Fatalf("handler errors = %v, want one saying an object has no name", errs)
+		}
+		t.Logf("reported: %v", errs[0])
+		// The watch had applied the delete and the create; the bad list
+		// changed nothing.
+		if got := g.storeKeys(); !slices.Equal(got, []string{"ns/b", "ns/c"}) {
+			t.Errorf("store after the bad list = %v, want ns/b, ns/c", got)
+		}
+		lists := src.ListCalls()
+
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		if n := src.ListCalls(); n != lists+1 {
+			t.Errorf("list calls after the backoff = %d, want a retry", n-lists)
+		}
+		if got := g.storeKeys(); !slices.Equal(got, []string{"ns/b", "ns/c"}) {
+			t.Errorf("store after a second bad list = %v, want ns/b, ns/c", got)
+		}
+
+		lw.set(false)
+		if _, err := src.Delete("ns", "b"); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if got := g.storeKeys(); !slices.Equal(got, []string{"ns/c"}) {
+			t.Errorf("store once the list is good = %v, want ns/c", got)
+		}
+		if got := g.r.LastSyncResourceVersion(); got != strconv.FormatInt(src.Revision(), 10) {
+			t.Errorf("LastSyncResourceVersion = %q, want %d", got, src.Revision())
+		}
+		mustCreate(t, src, "ns", "d")
+		synctest.Wait()
+		if got := g.storeKeys(); !slices.Equal(got, []string{"ns/c", "ns/d"}) {
+			t.Errorf("store after a later write = %v, want ns/c, ns/d", got)
+		}
+	})
+}
+
+// callTimes records when each List and Watch call came.
+type callTimes struct {
+	*podSource
+	mu             sync.Mutex
+	lists, watches []time.Time
+}
+
+func (c *callTimes) List(ctx context.Context, opts metav1.ListOptions) (*cache.List[*corev1.Pod], error) {
+	c.mu.Lock()
+	c.lists = append(c.lists, time.Now())
+	c.mu.Unlock()
+	return c.podSource.List(ctx, opts)
+}
+
+func (c *callTimes) Watch(ctx context.Context, opts metav1.ListOptions) (cache.Watcher[*corev1.Pod], error) {
+	c.mu.Lock()
+	c.watches = append(c.watches, time.Now())
+	c.mu.Unlock()
+	return c.podSource.Watch(ctx, opts)
+}
+
+func (c *callTimes) times() (lists, watches []time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.lists), slices.Clone(c.watches)
+}
+
+// clientStatus429 is the error listwatch's REST client returns for a 429
+// response with "Retry-After: s".
+func clientStatus429(s int32) error {
+	return &client.StatusError{
+		ErrStatus: metav1.Status{
+			Status:  metav1.StatusFailure,
+			Code:    http.StatusTooManyRequests,
+			Reason:  metav1.StatusReasonTooManyRequests,
+			Message: "the server has received too many requests",
+			Details: &metav1.StatusDetails{RetryAfterSeconds: s},
+		},
+		Verb: "GET",
+		URL:  "/api/v1/pods",
+	}
+}
+
+// TestReflector_ServerAskedDelayIsHonoured makes a list, a watch call or a
+// watch stream fail with an error asking the client to wait (429 with
+// Retry-After, or a ServerTimeout), and checks that the next attempt waits
+// at least that long, capped by the backoff's maximum, that the handler is
+// still told, and that nothing is relisted that need not be.
+func TestReflector_ServerAskedDelayIsHonoured(t *testing.T) {
+	var _ apierrors.APIStatus = (*client.StatusError)(nil)
+	backoffMin, backoffMax := 800*time.Millisecond, 1600*time.Millisecond
+	tests := []struct {
+		name     string
+		err      error
+		min, max time.Duration // bounds of the wait before the next attempt
+	}{
+		{"apierrors 429 Retry-After 7", apierrors.NewTooManyRequests("slow down", 7), 7 * time.Second, 7 * time.Second},
+		{"client.StatusError 429 Retry-After 7", clientStatus429(7), 7 * time.Second, 7 * time.Second},
+		{"wrapped 429 Retry-After 7", fmt.Errorf("proxy: %w", apierrors.NewTooManyRequests("slow down", 7)), 7 * time.Second, 7 * time.Second},
+		{"ServerTimeout retry after 5", apierrors.NewServerTimeout(schema.GroupResource{Resource: "pods"}, "list", 5), 5 * time.Second, 5 * time.Second},
+		{"Retry-After beyond the backoff cap", apierrors.NewTooManyRequests("slow down", 3600), 30 * time.Second, 30 * time.Second},
+		{"429 without Retry-After backs off as usual", apierrors.NewTooManyRequests("slow down", 0), backoffMin, backoffMax},
+	}
+	for _, op := range []string{"list", "watch call", "watch stream"} {
+		for _, tc := range tests {
+			t.Run(op+"/"+tc.name, func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					src := cachetest.New[*corev1.Pod]()
+					mustCreate(t, src, "ns", "a")
+					lw := &callTimes{podSource: src}
+					if op == "list" {
+						src.FailNext(cachetest.OpList, 1, tc.err)
+					}
+					g := startRig(t, src, lw, cache.ReflectorOptions{})
+					var failedAt time.Time
+					var next func() (time.Time, bool)
+					switch op {
+					case "list":
+						lists, _ := lw.times()
+						failedAt = lists[0]
+						next = func() (time.Time, bool) {
+							lists, _ := lw.times()
+							if len(lists) < 2 {
+								return time.Time{}, false
+							}
+							return lists[1], true
+						}
+					case "watch call":
+						// A watch that ran a while and ended normally is
+						// resumed at once; that resumption is refused.
+						time.Sleep(2 * time.Second)
+						src.FailNext(cachetest.OpWatch, 1, tc.err)
+						src.DropWatches()
+						synctest.Wait()
+						_, watches := lw.times()
+						if len(watches) != 2 {
+							t.Fatalf("watch calls = %d, want the resumed one", len(watches))
+						}
+						failedAt = watches[1]
+						next = func() (time.Time, bool) {
+							_, watches := lw.times()
+							if len(watches) < 3 {
+								return time.Time{}, false
+							}
+							return watches[2], true
+						}
+					case "watch stream":
+						time.Sleep(2 * time.Second)
+						var as apierrors.APIStatus
+						if !errors.As(tc.err, &as) {
+							t.Fatal("test error carries no Status")
+						}
+						st := as.Status()
+						failedAt = time.Now()
+						src.InjectEvent(cache.Event[*corev1.Pod]{Type: cache.EventError, Status: &st})
+						next = func() (time.Time, bool) {
+							_, watches := lw.times()
+							if len(watches) < 2 {
+								return time.Time{}, false
+							}
+							return watches[1], true
+						}
+					}
+					synctest.Wait()
+					time.Sleep(40 * time.Second)
+					synctest.Wait()
+					at, ok := next()
+					if !ok {
+						t.Fatal("no retry within 40 s")
+					}
+					if gap := at.Sub(failedAt); gap < tc.min || gap > max(tc.max, backoffMax) {
+						t.Errorf("retried after %v, want within [%v, %v]", gap, tc.min, max(tc.max, backoffMax))
+					}
+					errs := g.errs.all()
+					if len(errs) == 0 || !apierrors.IsTooManyRequests(errs[len(errs)-1]) && !apierrors.IsServerTimeout(errs[len(errs)-1]) {
+						t.Errorf("handler errors = %v, want the refusal last", errs)
+					}
+					// A refusal asks to come back later, not to start over.
+					lists := src.Requests(cachetest.OpList)
+					wantLists := 1
+					if op == "list" {
+						wantLists = 2
+					}
+					if len(lists) != wantLists {
+						t.Errorf("list calls = %d, want %d", len(lists), wantLists)
+					}
+					for i, l := range lists {
+						if l.ResourceVersion != "0" {
+							t.Errorf("list %d at resourceVersion %q, want 0: the store had no state to keep", i, l.ResourceVersion)
+						}
+					}
+					if ws := src.Requests(cachetest.OpWatch); ws[len(ws)-1].ResourceVersion != "1" {
+						t.Errorf("last watch from resourceVersion %q, want 1", ws[len(ws)-1].ResourceVersion)
+					}
+					if got := g.storeKeys(); !slices.Equal(got, []string{"ns/a"}) {
+						t.Errorf("store = %v", got)
+					}
+				})
+			})
+		}
+	}
 }

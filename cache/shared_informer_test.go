@@ -17,6 +17,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/listwatch/listwatch/cache"
@@ -263,6 +264,47 @@ func (s *sourceLog) take() []string {
 	out := s.notes
 	s.notes = nil
 	return out
+}
+
+// gatedLog is a sourceLog whose every call first waits for gate to close.
+type gatedLog struct {
+	sourceLog
+	gate chan struct{}
+}
+
+func (g *gatedLog) OnNotification(n cache.Notification[*corev1.Pod]) {
+	<-g.gate
+	g.sourceLog.OnNotification(n)
+}
+
+// TestSharedInformer_ResyncMergedIntoPendingUpdateKeepsSource stalls a
+// handler while an object changes and then a resync comes: the merged
+// notification it gets must still say it is a change from the watch.
+func TestSharedInformer_ResyncMergedIntoPendingUpdateKeepsSource(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		src := cachetest.New[*corev1.Pod]()
+		mustCreate(t, src, "ns", "a")
+		inf := newShared(src, cache.SharedInformerOptions[*corev1.Pod]{})
+		h := &gatedLog{gate: make(chan struct{})}
+		reg, err := inf.AddEventHandlerWithResyncPeriod(h, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runShared(t, inf)
+		defer close(h.gate)
+		update(t, src, "ns", "a", "2")
+		time.Sleep(61 * time.Second)
+		synctest.Wait()
+		if n, _ := reg.Backlog(); n != 2 {
+			t.Fatalf("backlog = %d, want the initial add in flight and one merged update", n)
+		}
+		h.gate <- struct{}{} // the initial add
+		h.gate <- struct{}{} // the merged update
+		synctest.Wait()
+		if got, want := h.take(), []string{"add ns/a@1 initial-list", "update ns/a@2 watch"}; !slices.Equal(got, want) {
+			t.Errorf("stalled handler saw %v, want %v", got, want)
+		}
+	})
 }
 
 func TestSharedInformer_ResyncPeriods(t *testing.T) {
@@ -605,4 +647,203 @@ func TestSharedInformer_LateRegistrationSyncsAfterReplay(t *testing.T) {
 			t.Errorf("replayed adds' isInInitialList = %v", initial)
 		}
 	})
+}
+
+// keyTracker records the newest resourceVersion a handler saw of each of
+// the pods "ns/p<i>", and counts the keys that reached their final one.
+type keyTracker struct {
+	gate      chan struct{} // when not nil, every call waits for it to close
+	entered   chan struct{} // closed when the first call starts
+	enterOnce sync.Once
+
+	mu        sync.Mutex
+	cond      sync.Cond
+	rv, final []int64
+	reached   int // keys whose newest seen state is the final one
+	calls     int
+	backwards int // states seen older than one seen before
+	deletes   int
+}
+
+func newKeyTracker(final []int64, gated bool) *keyTracker {
+	h := &keyTracker{entered: make(chan struct{}), rv: make([]int64, len(final)), final: final}
+	h.cond.L = &h.mu
+	if gated {
+		h.gate = make(chan struct{})
+	}
+	return h
+}
+
+func (h *keyTracker) OnAdd(p *corev1.Pod, _ bool) { h.record(p) }
+func (h *keyTracker) OnUpdate(_, p *corev1.Pod)   { h.record(p) }
+func (h *keyTracker) OnDelete(*corev1.Pod, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.deletes++
+}
+
+func (h *keyTracker) record(p *corev1.Pod) {
+	h.enterOnce.Do(func() { close(h.entered) })
+	if h.gate != nil {
+		<-h.gate
+	}
+	i, _ := strconv.Atoi(strings.TrimPrefix(p.Name, "p"))
+	rv, _ := strconv.ParseInt(p.ResourceVersion, 10, 64)
+	h.mu.Lock()
+	h.calls++
+	if rv < h.rv[i] {
+		h.backwards++
+	}
+	if rv == h.final[i] && h.rv[i] != rv {
+		h.reached++
+	}
+	h.rv[i] = rv
+	h.mu.Unlock()
+	h.cond.Broadcast()
+}
+
+// waitUntil blocks until ok, evaluated under h.mu, holds.
+func (h *keyTracker) waitUntil(ok func() bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for !ok() {
+		h.cond.Wait()
+	}
+}
+
+func heapInuse() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapInuse
+}
+
+// TestSharedInformer_StalledHandlerDoesNotHoldBackOthers streams a million
+// updates (fewer under -race) over a thousand keys through an informer with
+// two handlers, one of them stuck in its first call, and checks that the
+// indexer and the other handler keep up, that the stuck one's backlog stays
+// one entry per key, and that once it resumes it ends at the latest state
+// of every key. It logs how much heap the stuck handler costs.
+//
+// It runs in real time, outside a bubble, since a million events through
+// synctest.Wait would measure the bubble, not the informer. The updates are
+// injected into the watch rather than written to the Source, whose history
+// keeps every write: that way the heap figure is the informer's alone.
+func TestSharedInformer_StalledHandlerDoesNotHoldBackOthers(t *testing.T) {
+	const keys = 1000
+	updates := stalledInformerUpdates
+	if testing.Short() {
+		updates = min(updates, 100_000)
+	}
+	src := cachetest.New[*corev1.Pod]()
+	names := make([]string, keys)
+	for i := range keys {
+		names[i] = "p" + strconv.Itoa(i)
+		mustCreate(t, src, "ns", names[i])
+	}
+	// Update u goes to key u%keys at resourceVersion base+u+1.
+	base := src.Revision()
+	rvOf := func(u int) int64 { return base + int64(u) + 1 }
+	final := make([]int64, keys)
+	for k := range keys {
+		final[k] = rvOf(updates - keys + k)
+	}
+	fast, stalled := newKeyTracker(final, false), newKeyTracker(final, true)
+	var releaseOnce sync.Once
+	release := func() { releaseOnce.Do(func() { close(stalled.gate) }) }
+	defer release() // before the informer stops: it waits for its handlers
+
+	// The watch must not be renewed mid-test: the injected resourceVersions
+	// are beyond the Source's, which would refuse to watch from them.
+	inf := newShared(src, cache.SharedInformerOptions[*corev1.Pod]{Reflector: cache.ReflectorOptions{MinWatchTimeout: time.Hour}})
+	mustAdd(t, inf, fast)
+	stalledReg := mustAdd(t, inf, stalled)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		inf.Run(ctx)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	<-stalled.entered
+	fast.waitUntil(func() bool { return fast.calls == keys })
+	for src.Watchers() == 0 {
+		runtime.Gosched()
+	}
+
+	before := heapInuse()
+	start := time.Now()
+	maxBacklog, maxKeys := 0, 0
+	for u := 0; u < updates; u++ {
+		k := u % keys
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: names[k], ResourceVersion: strconv.FormatInt(rvOf(u), 10)}}
+		src.InjectEvent(cache.Event[*corev1.Pod]{Type: cache.EventModified, Object: p})
+		if k != keys-1 {
+			continue
+		}
+		// Keep at most two rounds of updates ahead of the fast handler, so
+		// that what queues up in the watch and the DeltaFIFO stays small and
+		// the stalled handler's backlog is what grows, if anything does.
+		if u >= 2*keys {
+			want := rvOf(u - 2*keys)
+			fast.waitUntil(func() bool { return fast.rv[keys-1] >= want })
+		}
+		n, _ := stalledReg.Backlog()
+		maxBacklog = max(maxBacklog, n)
+		maxKeys = max(maxKeys, stalledReg.PendingKeys())
+	}
+	fast.waitUntil(func() bool { return fast.reached == keys })
+	elapsed := time.Since(start)
+
+	// (a) The indexer and the other handler are at the end while the
+	// stalled handler has not returned from its first call.
+	for k := range keys {
+		p, ok, _ := inf.GetIndexer().GetByKey("ns/" + names[k])
+		if !ok || p.ResourceVersion != strconv.FormatInt(final[k], 10) {
+			t.Fatalf("indexer holds %v for ns/%s, want resourceVersion %d", p, names[k], final[k])
+		}
+	}
+	stalled.mu.Lock()
+	if stalled.calls != 0 {
+		t.Fatalf("stalled handler returned %d times before it was released", stalled.calls)
+	}
+	stalled.mu.Unlock()
+
+	// (b) Its backlog is one entry per key, plus the batch it holds.
+	const inFlight = 64
+	n, _ := stalledReg.Backlog()
+	maxBacklog = max(maxBacklog, n)
+	if maxBacklog > keys+inFlight {
+		t.Errorf("stalled handler's backlog reached %d notifications over %d keys, want at most %d", maxBacklog, keys, keys+inFlight)
+	}
+	if maxKeys > keys {
+		t.Errorf("stalled handler's backlog reached %d keys, want at most %d", maxKeys, keys)
+	}
+	stalledHeap := heapInuse()
+
+	// (c) Released, it ends at the latest state of every key, seeing each
+	// key about once.
+	release()
+	stalled.waitUntil(func() bool { return stalled.reached == keys })
+	drainedHeap := heapInuse()
+	stalled.mu.Lock()
+	calls, backwards, deletes := stalled.calls, stalled.backwards, stalled.deletes
+	stalled.mu.Unlock()
+	if calls > keys+inFlight {
+		t.Errorf("stalled handler was called %d times after release, want at most %d", calls, keys+inFlight)
+	}
+	if backwards != 0 || deletes != 0 {
+		t.Errorf("stalled handler saw %d states older than one it had seen and %d deletes, want none", backwards, deletes)
+	}
+	fast.mu.Lock()
+	if fast.backwards != 0 || fast.deletes != 0 {
+		t.Errorf("fast handler saw %d states out of order and %d deletes, want none", fast.backwards, fast.deletes)
+	}
+	fast.mu.Unlock()
+
+	mib := func(from, to uint64) float64 { return (float64(to) - float64(from)) / (1 << 20) }
+	t.Logf("%d updates over %d keys in %v; stalled handler's backlog peaked at %d notifications (%d keys)",
+		updates, keys, elapsed.Round(time.Millisecond), maxBacklog, maxKeys)
+	t.Logf("HeapInuse growth after GC: %.2f MiB with the handler stalled, %.2f MiB once it drained (%.0f B per key held by the stalled backlog)",
+		mib(before, stalledHeap), mib(before, drainedHeap), (float64(stalledHeap)-float64(drainedHeap))/keys)
 }

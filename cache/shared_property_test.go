@@ -216,7 +216,10 @@ func runSharedHistory(t *testing.T, seed uint64) sharedStats {
 	for _, h := range handlers {
 		h.resume()
 	}
-	time.Sleep(5 * time.Minute)
+	// Long enough for any backoff to end: up to six injected failures may
+	// still be pending, each retried after up to a minute (the 30 s cap,
+	// stretched by jitter).
+	time.Sleep(10 * time.Minute)
 	synctest.Wait()
 
 	if !inf.HasSynced() {

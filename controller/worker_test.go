@@ -3,8 +3,10 @@ package controller
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -203,4 +205,134 @@ func TestRunnerDrainsOnShutdown(t *testing.T) {
 			})
 		})
 	}
+}
+
+// logRecord is one record a captureHandler saw, with the attributes of the
+// logger it came through.
+type logRecord struct {
+	level slog.Level
+	msg   string
+	attrs map[string]any
+}
+
+// captureHandler is a slog.Handler that keeps every record.
+type captureHandler struct {
+	mu    *sync.Mutex
+	recs  *[]logRecord
+	attrs []slog.Attr
+}
+
+func newCaptureHandler() *captureHandler {
+	return &captureHandler{mu: new(sync.Mutex), recs: new([]logRecord)}
+}
+
+func (h *captureHandler) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h *captureHandler) Handle(_ context.Context, r slog.Record) error {
+	rec := logRecord{level: r.Level, msg: r.Message, attrs: map[string]any{}}
+	for _, a := range h.attrs {
+		rec.attrs[a.Key] = a.Value.Resolve().Any()
+	}
+	r.Attrs(func(a slog.Attr) bool {
+		rec.attrs[a.Key] = a.Value.Resolve().Any()
+		return true
+	})
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	*h.recs = append(*h.recs, rec)
+	return nil
+}
+
+func (h *captureHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	h2 := *h
+	h2.attrs = append(append([]slog.Attr(nil), h.attrs...), attrs...)
+	return &h2
+}
+
+// WithGroup is not used by Runner; groups are flattened away.
+func (h *captureHandler) WithGroup(string) slog.Handler { return h }
+
+func (h *captureHandler) records() []logRecord {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]logRecord(nil), *h.recs...)
+}
+
+// TestRunnerLogsSyncErrors: a failed sync is logged at error level with the
+// controller's name, the item's key and the error Sync returned, and a
+// panicking one with the key and the panic value; a successful sync logs
+// nothing at error level.
+func TestRunnerLogsSyncErrors(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		errConflict := errors.New("conflict writing status")
+		syncFn := func(_ context.Context, key string) error {
+			switch key {
+			case "ns/failing":
+				return fmt.Errorf("update %s: %w", key, errConflict)
+			case "ns/panicky":
+				panic("boom")
+			}
+			return nil
+		}
+		h := newCaptureHandler()
+		// A limiter that never retries within the test: one failure each.
+		q := workqueue.NewRateLimitingQueue[string](
+			workqueue.NewItemExponentialFailureRateLimiter[string](time.Hour, time.Hour), workqueue.Config{})
+		r := &Runner[string]{Name: "rc", Queue: q, Sync: syncFn, Logger: slog.New(h)}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error)
+		go func() { done <- r.Run(ctx, 2) }()
+		for _, k := range []string{"ns/ok", "ns/failing", "ns/panicky"} {
+			q.Add(k)
+		}
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("Run = %v", err)
+		}
+
+		var errs []logRecord
+		for _, rec := range h.records() {
+			if rec.level >= slog.LevelError {
+				errs = append(errs, rec)
+			}
+		}
+		byItem := map[any]logRecord{}
+		for _, rec := range errs {
+			if rec.attrs["controller"] != "rc" {
+				t.Errorf("error record %q has controller %v, want rc", rec.msg, rec.attrs["controller"])
+			}
+			byItem[rec.attrs["item"]] = rec
+		}
+		if len(errs) != 2 || len(byItem) != 2 {
+			t.Fatalf("error records %+v, want one for ns/failing and one for ns/panicky", errs)
+		}
+		failed, ok := byItem["ns/failing"]
+		if !ok {
+			t.Fatalf("no error record with item ns/failing: %+v", errs)
+		}
+		if err, _ := failed.attrs["err"].(error); !errors.Is(err, errConflict) {
+			t.Errorf("ns/failing logged with err %v, want the error Sync returned", failed.attrs["err"])
+		}
+		if !strings.Contains(failed.msg, "sync failed") {
+			t.Errorf("ns/failing logged as %q", failed.msg)
+		}
+		panicked, ok := byItem["ns/panicky"]
+		if !ok {
+			t.Fatalf("no error record with item ns/panicky: %+v", errs)
+		}
+		if panicked.attrs["panic"] != "boom" {
+			t.Errorf("ns/panicky logged with panic %v, want boom", panicked.attrs["panic"])
+		}
+		if stack, _ := panicked.attrs["stack"].(string); !strings.Contains(stack, "goroutine") {
+			t.Errorf("ns/panicky logged without a stack: %q", stack)
+		}
+		// Both were retried with backoff rather than dropped.
+		for _, k := range []string{"ns/failing", "ns/panicky"} {
+			if n := q.NumRequeues(k); n != 1 {
+				t.Errorf("%s: NumRequeues = %d, want 1", k, n)
+			}
+		}
+	})
 }

@@ -1,6 +1,7 @@
 package workqueue
 
 import (
+	"context"
 	"runtime"
 	"sync"
 	"testing"
@@ -236,4 +237,79 @@ func TestAddAfterDueTogether(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestDelayingQueueShutDownWithDrain: a drain processes the items already
+// queued and waits for the ones in flight, but drops the items still
+// waiting for their delay, including one that falls due while the drain is
+// under way, and refuses new AddAfters.
+func TestDelayingQueueShutDownWithDrain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := NewDelayingQueue[string](Config{})
+		q.Add("busy")
+		busy := getNow(t, &q.Queue)
+		q.AddAfter("busy", time.Hour) // waiting while in flight: dropped
+		q.AddAfter("soon", 500*time.Millisecond)
+		q.AddAfter("later", time.Hour)
+		q.Add("a")
+		q.Add("b")
+		if n := q.Waiting(); n != 3 {
+			t.Fatalf("Waiting = %d, want 3", n)
+		}
+
+		drainErr := make(chan error, 1)
+		go func() { drainErr <- q.ShutDownWithDrain(context.Background()) }()
+		synctest.Wait()
+		if n := q.Waiting(); n != 0 {
+			t.Errorf("Waiting = %d once the drain began, want 0", n)
+		}
+		if q.AddAfter("new", time.Second) || q.AddAfter("new", 0) {
+			t.Error("AddAfter during drain accepted")
+		}
+
+		// One worker, a second per item: "soon" falls due mid-drain.
+		var mu sync.Mutex
+		var processed []string
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			for {
+				x, ok := q.Get()
+				if !ok {
+					return
+				}
+				time.Sleep(time.Second)
+				mu.Lock()
+				processed = append(processed, x)
+				mu.Unlock()
+				q.Done(x)
+			}
+		})
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		select {
+		case err := <-drainErr:
+			t.Fatalf("drain returned %v while an item was in flight", err)
+		default:
+		}
+		q.Done(busy)
+		if err := <-drainErr; err != nil {
+			t.Fatalf("ShutDownWithDrain = %v", err)
+		}
+		wg.Wait()
+
+		// Past every delay: nothing waiting comes back.
+		time.Sleep(2 * time.Hour)
+		synctest.Wait()
+		if x, ok := q.Get(); ok {
+			t.Fatalf("Get after drain = %q, true", x)
+		}
+		if n := q.Len(); n != 0 {
+			t.Errorf("Len after drain = %d, want 0", n)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(processed) != 2 || processed[0] != "a" || processed[1] != "b" {
+			t.Fatalf("processed %v, want [a b]: queued items only", processed)
+		}
+	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -273,6 +274,14 @@ func TestShutDownWithDrainEmptyQueue(t *testing.T) {
 // workers process; an atomic in-flight flag per key catches any item handed
 // to two workers at once, and a per-key generation checks that the last
 // processing of every key started after its last Add.
+//
+// Deduplication could satisfy both checks trivially, by collapsing the Adds
+// into a few items processed one at a time. So the test also counts what
+// happened and fails unless the load was real: many items processed, by
+// more than one worker, with several held at once, and Adds of held items
+// (the case the first check is about). The workers' re-adds make the last
+// certain; the producer's Adds that found their key held are only logged,
+// as how many there are depends on the scheduler.
 func TestNoItemHeldByTwoWorkers(t *testing.T) {
 	const keys, workers = 1000, 8
 	adds := stressAdds
@@ -282,6 +291,9 @@ func TestNoItemHeldByTwoWorkers(t *testing.T) {
 	var inFlight [keys]atomic.Bool
 	var added, seen [keys]atomic.Int64
 	var violations atomic.Int64
+	var perWorker [workers]int64 // each written by its worker only
+	var held, maxHeld atomic.Int64
+	var addsWhileHeld, requeues int64
 	q := NewQueue[int](Config{})
 	var wg sync.WaitGroup
 	for w := range workers {
@@ -292,28 +304,49 @@ func TestNoItemHeldByTwoWorkers(t *testing.T) {
 				if !ok {
 					return
 				}
+				perWorker[w]++
+				if n := held.Add(1); n > maxHeld.Load() {
+					// Racy maximum, but it only ever errs low.
+					maxHeld.Store(n)
+				}
 				if !inFlight[k].CompareAndSwap(false, true) {
 					violations.Add(1)
 				}
 				seen[k].Store(added[k].Load())
+				// Hold the item across a scheduling point, so that other
+				// workers take other items meanwhile and the producer's
+				// Adds find this one held, even with one processor.
+				runtime.Gosched()
 				if rng.IntN(64) == 0 {
 					// Re-add while processing. The generation moves first,
 					// as the producer's does, and back if the drain refused
 					// the Add (only this worker can add k by then).
 					added[k].Add(1)
-					if !q.Add(k) {
+					if q.Add(k) {
+						atomic.AddInt64(&requeues, 1)
+					} else {
 						added[k].Add(-1)
 					}
 				}
+				held.Add(-1)
 				inFlight[k].Store(false)
 				q.Done(k)
 			}
 		})
 	}
 	rng := rand.New(rand.NewPCG(1, 1))
-	for range adds {
+	for i := range adds {
+		if i%128 == 0 {
+			// Let the workers in: with one processor the producer would
+			// otherwise run until preempted, and its Adds would mostly
+			// collapse onto keys already waiting.
+			runtime.Gosched()
+		}
 		k := rng.IntN(keys)
 		added[k].Add(1)
+		if inFlight[k].Load() {
+			addsWhileHeld++
+		}
 		q.Add(k)
 	}
 	if err := q.ShutDownWithDrain(context.Background()); err != nil {
@@ -327,6 +360,35 @@ func TestNoItemHeldByTwoWorkers(t *testing.T) {
 		if a, s := added[k].Load(), seen[k].Load(); a != s {
 			t.Fatalf("key %d: last processing saw generation %d of %d: an Add was lost", k, s, a)
 		}
+	}
+
+	var processed int64
+	busy := 0
+	for _, n := range perWorker {
+		processed += n
+		if n > 0 {
+			busy++
+		}
+	}
+	t.Logf("%d Adds: %d items processed (%.1f%%), per worker %v; at most %d held at once; "+
+		"%d producer Adds found their key held, %d re-added by workers",
+		adds, processed, 100*float64(processed)/float64(adds), perWorker, maxHeld.Load(),
+		addsWhileHeld, requeues)
+	// The bounds are far below what any run shows (see the log line): they
+	// catch a test that stopped exercising anything, not a slow machine.
+	// Every key processed about once, at the drain, is what a producer
+	// running alone would leave; a real run processes several times that.
+	if want := int64(max(2*keys, adds/100)); processed < want {
+		t.Errorf("%d items processed, want at least %d (twice the keys, 1%% of the Adds)", processed, want)
+	}
+	if busy < 2 {
+		t.Errorf("%d of %d workers processed items, want at least 2", busy, workers)
+	}
+	if n := maxHeld.Load(); n < 2 {
+		t.Errorf("at most %d item held at once, want at least 2", n)
+	}
+	if requeues == 0 {
+		t.Error("no item was re-added while held")
 	}
 }
 
