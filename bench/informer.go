@@ -46,10 +46,9 @@ func init() {
 	})
 	// With 10 handlers. listwatch's NewIndexerInformer takes one handler, so
 	// for both libraries a single handler fans out to 10 handler funcs, with
-	// the same structure in both. The shared-informer comparison, with 10
-	// handlers registered on each library's SharedIndexInformer (and so
-	// client-go's per-listener goroutines and buffers), will come with
-	// listwatch's SharedIndexInformer.
+	// the same structure in both. shared-events-10h (shared.go) registers 10
+	// handlers on each library's SharedIndexInformer instead, with
+	// client-go's per-listener goroutines and buffers.
 	register("informer-events-10h", func(cfg config) ([]Row, error) {
 		return benchInformerEvents("informer-events-10h", cfg, 10)
 	})

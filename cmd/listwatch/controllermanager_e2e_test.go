@@ -7,8 +7,11 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -117,9 +120,56 @@ type apiCounter struct {
 	createTries atomic.Int64
 	failed      atomic.Int64
 	partitioned atomic.Bool
+
+	// Pod creations and the ReplicationManager's pod deletions sent and
+	// not yet answered, and the most there were at once since
+	// resetPeaks. podlifecycle's deletions, which confirm a graceful one
+	// with a grace period of 0, are not among them.
+	creating, deleting inFlight
+	podDeletes         atomic.Int64 // the ReplicationManager's pod DELETEs the server accepted
 }
 
-var podCollection = regexp.MustCompile(`^/api/v1/namespaces/[^/]+/pods$`)
+// inFlight counts requests under way and remembers the most at once.
+type inFlight struct{ now, peak atomic.Int64 }
+
+func (f *inFlight) start() {
+	n := f.now.Add(1)
+	for p := f.peak.Load(); n > p && !f.peak.CompareAndSwap(p, n); p = f.peak.Load() {
+	}
+}
+
+func (f *inFlight) done()      { f.now.Add(-1) }
+func (f *inFlight) max() int64 { return f.peak.Load() }
+
+// resetPeaks starts new maxima from the requests under way now.
+func (a *apiCounter) resetPeaks() {
+	a.creating.peak.Store(a.creating.now.Load())
+	a.deleting.peak.Store(a.deleting.now.Load())
+}
+
+var (
+	podCollection = regexp.MustCompile(`^/api/v1/namespaces/[^/]+/pods$`)
+	podItem       = regexp.MustCompile(`^/api/v1/namespaces/[^/]+/pods/[^/]+$`)
+)
+
+// isReplicaDelete tells a pod deletion by the ReplicationManager (default
+// grace period) from podlifecycle's confirmation of a graceful one (grace
+// period 0, UID precondition) by the DeleteOptions it carries.
+func isReplicaDelete(req *http.Request) bool {
+	if req.Method != http.MethodDelete || !podItem.MatchString(req.URL.Path) {
+		return false
+	}
+	if req.GetBody == nil {
+		return true
+	}
+	body, err := req.GetBody()
+	if err != nil {
+		return true
+	}
+	defer body.Close()
+	b, _ := io.ReadAll(body)
+	return !strings.Contains(string(b), `"gracePeriodSeconds":0`)
+}
 
 func (a *apiCounter) wrap(rt http.RoundTripper) http.RoundTripper {
 	return rtFunc(func(req *http.Request) (*http.Response, error) {
@@ -127,11 +177,20 @@ func (a *apiCounter) wrap(rt http.RoundTripper) http.RoundTripper {
 			return nil, errors.New("test: partitioned from the API server")
 		}
 		isCreate := req.Method == http.MethodPost && podCollection.MatchString(req.URL.Path)
+		isDelete := isReplicaDelete(req)
 		if isCreate && a.failEvery > 0 && a.createTries.Add(1)%a.failEvery == 0 {
 			a.failed.Add(1)
 			body := `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"injected pod create failure","reason":"InternalError","code":500}`
 			return &http.Response{StatusCode: 500, Status: "500 Internal Server Error", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 				Header: http.Header{"Content-Type": {"application/json"}}, Body: io.NopCloser(strings.NewReader(body)), Request: req}, nil
+		}
+		switch {
+		case isCreate:
+			a.creating.start()
+			defer a.creating.done()
+		case isDelete:
+			a.deleting.start()
+			defer a.deleting.done()
 		}
 		resp, err := rt.RoundTrip(req)
 		if err != nil {
@@ -142,6 +201,9 @@ func (a *apiCounter) wrap(rt http.RoundTripper) http.RoundTripper {
 		}
 		if isCreate && resp.StatusCode == http.StatusCreated {
 			a.podCreates.Add(1)
+		}
+		if isDelete && resp.StatusCode < 300 {
+			a.podDeletes.Add(1)
 		}
 		return resp, nil
 	})
@@ -213,6 +275,65 @@ func (c *e2eCluster) startManager(t *testing.T, o managerOpts) *e2eManager {
 	}
 	t.Cleanup(em.stop)
 	return em
+}
+
+// managerProcess is `listwatch controller-manager` run as a process of its
+// own: the test binary, re-executed (see TestMain).
+type managerProcess struct {
+	cmd    *exec.Cmd
+	exited chan struct{}
+	err    error // of cmd.Wait, once exited is closed
+}
+
+// startManagerProcess starts a controller-manager process with leader
+// election on lease (with the e2e durations), burst as burstReplicas and
+// no pod lifecycle delay. Its log is shown when the test fails.
+func (c *e2eCluster) startManagerProcess(t *testing.T, lease string, burst int) *managerProcess {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "controller-manager",
+		"--kubeconfig", c.kubeconfig,
+		"--leader-elect-resource-name", lease,
+		"--leader-elect-lease-duration", e2eLeaseDuration.String(),
+		"--leader-elect-renew-deadline", e2eRenewDeadline.String(),
+		"--leader-elect-retry-period", e2eRetryPeriod.String(),
+		"--burst-replicas", strconv.Itoa(burst),
+		"--pod-start-delay", "0s",
+		"--kube-api-qps", "-1",
+		"--bind-address", "",
+		"--log-level", "warn")
+	cmd.Env = append(os.Environ(), execMainEnv+"=1")
+	var log lockedBuffer
+	cmd.Stdout, cmd.Stderr = &log, &log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &managerProcess{cmd: cmd, exited: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		close(p.exited)
+	}()
+	t.Cleanup(func() {
+		p.kill()
+		<-p.exited
+		if t.Failed() {
+			t.Logf("controller-manager process (%v):\n%s", p.err, log.String())
+		}
+	})
+	return p
+}
+
+// kill sends SIGKILL: the process ends with no cleanup of any kind.
+func (p *managerProcess) kill() { _ = p.cmd.Process.Kill() }
+
+// wait waits up to timeout for the process to end and returns how it
+// ended.
+func (p *managerProcess) wait(timeout time.Duration) error {
+	select {
+	case <-p.exited:
+		return p.err
+	case <-time.After(timeout):
+		return fmt.Errorf("still running after %v", timeout)
+	}
 }
 
 // waitFor polls cond every 50ms until it holds or timeout passes.
@@ -326,17 +447,32 @@ func (c *e2eCluster) scale(t *testing.T, ns, name string, replicas int32) {
 	}
 }
 
-// podSampler watches the pods of a namespace and records the most that
-// were active (not terminating) at once.
+// podSampler watches the pods of a namespace from before anything is
+// created in it: it counts every pod that ever appeared (the server's
+// record of the creations, whoever made them, killed processes included)
+// and records the most pods there were at once, active (not terminating)
+// and present (terminating included).
 type podSampler struct {
-	mu     sync.Mutex
-	active map[types.UID]bool
-	max    int
+	mu         sync.Mutex
+	active     map[types.UID]bool
+	present    map[types.UID]bool
+	seen       map[types.UID]bool
+	maxActive  int
+	maxPresent int
+	ended      error // why the watch ended before stop, if it did
+	// onSeen, when set, is called (outside mu) with the number of pods
+	// seen so far each time a new one appears.
+	onSeen func(n int)
 	cancel context.CancelFunc
 	done   chan struct{}
 }
 
 func (c *e2eCluster) samplePods(t *testing.T, ns string) *podSampler {
+	t.Helper()
+	return c.samplePodsWith(t, ns, nil)
+}
+
+func (c *e2eCluster) samplePodsWith(t *testing.T, ns string, onSeen func(n int)) *podSampler {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	w, err := c.pods.Namespace(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: "0"})
@@ -344,41 +480,86 @@ func (c *e2eCluster) samplePods(t *testing.T, ns string) *podSampler {
 		cancel()
 		t.Fatal(err)
 	}
-	s := &podSampler{active: map[types.UID]bool{}, cancel: cancel, done: make(chan struct{})}
+	s := &podSampler{active: map[types.UID]bool{}, present: map[types.UID]bool{}, seen: map[types.UID]bool{},
+		onSeen: onSeen, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(s.done)
 		defer w.Stop()
 		for {
 			ev, err := w.Next()
 			if err != nil {
+				if ctx.Err() == nil {
+					s.mu.Lock()
+					s.ended = err
+					s.mu.Unlock()
+				}
 				return
 			}
 			p := ev.Object
 			s.mu.Lock()
+			isNew := !s.seen[p.UID]
+			s.seen[p.UID] = true
+			n := len(s.seen)
 			switch {
-			case ev.Type == cache.EventDeleted || p.DeletionTimestamp != nil:
+			case ev.Type == cache.EventDeleted:
 				delete(s.active, p.UID)
+				delete(s.present, p.UID)
+			case p.DeletionTimestamp != nil:
+				delete(s.active, p.UID)
+				s.present[p.UID] = true
 			case ev.Type == cache.EventAdded || ev.Type == cache.EventModified:
 				s.active[p.UID] = true
+				s.present[p.UID] = true
 			}
-			s.max = max(s.max, len(s.active))
+			s.maxActive = max(s.maxActive, len(s.active))
+			s.maxPresent = max(s.maxPresent, len(s.present))
 			s.mu.Unlock()
+			if isNew && s.onSeen != nil {
+				s.onSeen(n)
+			}
 		}
 	}()
 	return s
 }
 
-// reset starts a new maximum from the current count.
+// reset starts new maxima from the current counts.
 func (s *podSampler) reset() {
 	s.mu.Lock()
-	s.max = len(s.active)
+	s.maxActive, s.maxPresent = len(s.active), len(s.present)
 	s.mu.Unlock()
 }
 
+// peak returns the most active pods since the last reset.
 func (s *podSampler) peak() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.max
+	return s.maxActive
+}
+
+// peakPresent returns the most pods, terminating ones included, since
+// the last reset.
+func (s *podSampler) peakPresent() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.maxPresent
+}
+
+// created returns how many distinct pods the namespace ever had.
+func (s *podSampler) created() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.seen)
+}
+
+// check fails t when the watch ended early, which would make every
+// figure of the sampler a lower bound only.
+func (s *podSampler) check(t *testing.T) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ended != nil {
+		t.Errorf("the pod watch ended early: %v", s.ended)
+	}
 }
 
 func (s *podSampler) stop() {
@@ -453,32 +634,59 @@ func TestControllerManagerE2E(t *testing.T) {
 		})
 
 		t.Run("scale 5 to 50 to 0 stays within desired plus burst", func(t *testing.T) {
+			// What is in flight is measured at both ends: the manager's
+			// pod creations and deletions sent and not yet answered, at
+			// its transport, and the pods the server holds, through a
+			// watch. With burstReplicas 10, a sync creates or deletes 10
+			// pods at most, so 10 requests at most are under way; without
+			// the cap, the 45 creations would go in slow-start batches up
+			// to 16 wide and the 50 deletions all at once.
 			ns := "e2e-scale"
 			c.createNamespace(t, ns)
 			s := c.samplePods(t, ns)
 			defer s.stop()
 			c.createRC(t, ns, "web", 5)
 			c.waitConverged(t, ns, "web", 5, 20*time.Second)
-			if p := s.peak(); p > 5+burst {
+			if p := s.peakPresent(); p > 5 {
 				t.Errorf("peak %d pods while scaling to 5", p)
 			}
-			for _, step := range []int32{50, 0} {
+			current := 5
+			for _, step := range []int{50, 0} {
 				s.reset()
-				before := len(c.listPods(t, ns))
-				c.scale(t, ns, "web", step)
-				c.waitConverged(t, ns, "web", int(step), 30*time.Second)
-				// Growing, nothing beyond the new count; shrinking, nothing
-				// beyond what there was.
-				if limit := max(before, int(step)) + burst; s.peak() > limit {
-					t.Errorf("scaling %d→%d: peak %d active pods, limit %d", before, step, s.peak(), limit)
+				m.api.resetPeaks()
+				creates, deletes := m.api.podCreates.Load(), m.api.podDeletes.Load()
+				c.scale(t, ns, "web", int32(step))
+				c.waitConverged(t, ns, "web", step, 30*time.Second)
+				creates, deletes = m.api.podCreates.Load()-creates, m.api.podDeletes.Load()-deletes
+				inCreates, inDeletes := m.api.creating.max(), m.api.deleting.max()
+				t.Logf("%d→%d: %d creates (at most %d at once), %d deletes (at most %d at once), peak %d active and %d present pods",
+					current, step, creates, inCreates, deletes, inDeletes, s.peak(), s.peakPresent())
+				if inCreates > burst || inDeletes > burst {
+					t.Errorf("%d→%d: %d creates and %d deletes under way at once, burst %d", current, step, inCreates, inDeletes, burst)
 				}
-				if step > 0 && s.peak() > int(step) {
-					t.Errorf("scaling to %d overshot: %d active pods", step, s.peak())
+				if step > current {
+					// Growing: never beyond the desired count, not even
+					// counting pods on their way out, and exactly the
+					// missing pods created.
+					if p := s.peakPresent(); p > step {
+						t.Errorf("%d→%d overshot: %d pods at once", current, step, p)
+					}
+					if creates != int64(step-current) || deletes != 0 || inDeletes != 0 {
+						t.Errorf("%d→%d: %d creates, %d deletes; want %d and 0", current, step, creates, deletes, step-current)
+					}
+				} else {
+					// Shrinking: nothing created, so never more than
+					// there were, and exactly the surplus deleted.
+					if p := s.peakPresent(); p > current {
+						t.Errorf("%d→%d: %d pods at once", current, step, p)
+					}
+					if creates != 0 || inCreates != 0 || deletes != int64(current-step) {
+						t.Errorf("%d→%d: %d creates, %d deletes; want 0 and %d", current, step, creates, deletes, current-step)
+					}
 				}
+				current = step
 			}
-			if n := m.api.podCreates.Load(); n < 50 {
-				t.Errorf("pod creates %d, want at least the 50 of this test", n)
-			}
+			s.check(t)
 		})
 
 		t.Run("deleting the rc collects its pods; orphaning keeps them", func(t *testing.T) {
@@ -563,42 +771,92 @@ func TestControllerManagerE2E(t *testing.T) {
 		}
 	})
 
-	t.Run("restart mid-scale creates no duplicates", func(t *testing.T) {
-		ns := "e2e-restart"
+	t.Run("controller-manager killed mid-scale and restarted converges with no duplicate pods", func(t *testing.T) {
+		// The first manager is `listwatch controller-manager` in a process
+		// of its own, SIGKILLed as soon as the server holds killAt of the
+		// pods: no drain, no Lease release, requests cut wherever they
+		// were. The pods are counted at the server, by a watch from
+		// before the RC, so the dead process's creations count too.
+		const (
+			ns       = "e2e-restart"
+			lease    = "e2e-restart"
+			replicas = 40
+			killAt   = 5
+		)
 		c.createNamespace(t, ns)
-		api := &apiCounter{}
-		first := c.startManager(t, managerOpts{identity: "first", lease: "e2e-restart", burst: burst, api: api})
-		waitFor(t, 10*time.Second, "the first manager to be ready", func() (bool, string) { return first.m.Ready(), "" })
-		c.createRC(t, ns, "web", 40)
-		waitFor(t, 10*time.Second, "some creates", func() (bool, string) {
-			n := api.podCreates.Load()
-			return n >= 5, fmt.Sprint(n)
-		})
-		first.stop()
-		atStop := api.podCreates.Load()
-		// A graceful stop hands the Lease back at once.
+		first := c.startManagerProcess(t, lease, burst)
 		leases := client.NewResource[*coordinationv1.Lease](c.client, informers.LeasesResource, controllermanager.DefaultLeaseNamespace)
-		lease, err := leases.Get(ctx, "e2e-restart", metav1.GetOptions{})
-		if err != nil {
+		var holder string
+		waitFor(t, 20*time.Second, "the first manager to take the lease", func() (bool, string) {
+			l, err := leases.Get(ctx, lease, metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			if h := l.Spec.HolderIdentity; h != nil {
+				holder = *h
+			}
+			return holder != "", "no holder"
+		})
+		var killedAt atomic.Int64 // unix nanoseconds
+		s := c.samplePodsWith(t, ns, func(n int) {
+			if n == killAt {
+				first.kill()
+				killedAt.Store(time.Now().UnixNano())
+			}
+		})
+		defer s.stop()
+		c.createRC(t, ns, "web", replicas)
+		if err := first.wait(30 * time.Second); err == nil || !strings.Contains(err.Error(), "killed") {
+			t.Fatalf("the first manager ended with %v, want killed", err)
+		}
+		killed := time.Unix(0, killedAt.Load())
+		// Nobody released the Lease: the next manager has to wait for it
+		// to expire.
+		if l, err := leases.Get(ctx, lease, metav1.GetOptions{}); err != nil {
 			t.Fatal(err)
+		} else if h := l.Spec.HolderIdentity; h == nil || *h != holder {
+			t.Errorf("lease holder after the kill: %v, want %q still", h, holder)
 		}
-		if h := lease.Spec.HolderIdentity; h == nil || *h != "" {
-			t.Errorf("lease holder after a graceful stop: %v, want released", h)
-		}
-		t.Logf("the first manager stopped after %d of 40 creates", atStop)
-		second := c.startManager(t, managerOpts{identity: "second", lease: "e2e-restart", burst: burst, api: api})
+
+		second := c.startManager(t, managerOpts{identity: "second", lease: lease, burst: burst})
 		defer second.stop()
-		pods := c.waitConverged(t, ns, "web", 40, 30*time.Second)
+		waitFor(t, 2*e2eLeaseDuration+5*time.Second, "the second manager to take over", func() (bool, string) {
+			return second.m.IsLeader(), ""
+		})
+		took := time.Since(killed)
+		// What the first manager left, requests it had under way
+		// included: they were answered long before the Lease expired.
+		left := len(c.listPods(t, ns))
+		t.Logf("the first manager was killed with %d pods on the server; %d when the second took over, %v after the kill (lease duration %v)",
+			killAt, left, took, e2eLeaseDuration)
+		if left >= replicas {
+			t.Fatalf("the first manager left %d pods: not killed mid-scale", left)
+		}
+
+		pods := c.waitConverged(t, ns, "web", replicas, 30*time.Second)
 		names := map[string]bool{}
 		for _, p := range pods {
 			names[p.Name] = true
 		}
-		if len(names) != 40 {
-			t.Errorf("%d distinct pods, want 40", len(names))
+		if len(names) != replicas {
+			t.Errorf("%d distinct pods, want %d", len(names), replicas)
 		}
-		if n := api.podCreates.Load(); n != 40 {
-			t.Errorf("pod creates %d across the restart (%d before it), want exactly 40", n, atStop)
+		if n := len(c.listPods(t, ns)); n != replicas {
+			t.Errorf("%d pods in the namespace, want %d", n, replicas)
 		}
+		// Every pod the server ever held in the namespace is one of the
+		// replicas: no creation was repeated across the kill, and none
+		// was made beyond the desired count.
+		if n := s.created(); n != replicas {
+			t.Errorf("%d pods created across the kill, want %d", n, replicas)
+		}
+		if n := second.api.podCreates.Load(); n != int64(replicas-left) {
+			t.Errorf("the second manager created %d pods, want the %d missing", n, replicas-left)
+		}
+		if p := s.peakPresent(); p > replicas {
+			t.Errorf("%d pods at once, want at most %d", p, replicas)
+		}
+		s.check(t)
 	})
 
 	t.Run("leader election: only the leader writes, the other takes over", func(t *testing.T) {

@@ -4,13 +4,29 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"testing"
 
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// execMainEnv, set in its environment, makes the test binary the listwatch
+// binary: TestMain dispatches its arguments as main would, so a test can
+// run a command in a process of its own (and kill it) without a build.
+const execMainEnv = "LISTWATCH_TEST_EXEC_MAIN"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(execMainEnv) != "" {
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+		code := dispatch(ctx, os.Args[1:], os.Stderr)
+		stop()
+		os.Exit(code)
+	}
+	goleak.VerifyTestMain(m)
+}
 
 func TestDispatch(t *testing.T) {
 	errBoom := errors.New("boom")
