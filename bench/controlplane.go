@@ -265,14 +265,16 @@ func runFloorSide(n int) (time.Duration, map[string]int64, error) {
 				},
 				Spec: podSpec(),
 			}
-			got, err := retryTooMany(ctx, func() (*corev1.Pod, error) { return pods.Create(ctx, p, metav1.CreateOptions{}) })
+			// A 429 from the in-flight cap is retried by the client after
+			// the server's Retry-After, for the floor as for the controllers.
+			got, err := pods.Create(ctx, p, metav1.CreateOptions{})
 			for apierrors.IsAlreadyExists(err) {
 				// The server draws a generated name again when the one it
 				// drew is taken, up to 8 times as kube-apiserver does, so
 				// this takes 8 collisions in a row (5 random characters
 				// collide a few times in 10,000, so practically never);
 				// the ReplicationManager would try again at its next sync.
-				got, err = retryTooMany(ctx, func() (*corev1.Pod, error) { return pods.Create(ctx, p, metav1.CreateOptions{}) })
+				got, err = pods.Create(ctx, p, metav1.CreateOptions{})
 			}
 			if err != nil {
 				return err
@@ -303,10 +305,7 @@ func markRunning(ctx context.Context, pods *client.Resource[*corev1.Pod], p *cor
 		ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name, UID: p.UID},
 		Target:     corev1.ObjectReference{Kind: "Node", Name: node},
 	}
-	_, err := retryTooMany(ctx, func() (struct{}, error) {
-		return struct{}{}, pods.CreateSubresource(ctx, p.Name, "binding", b, metav1.CreateOptions{})
-	})
-	if err != nil {
+	if err := pods.CreateSubresource(ctx, p.Name, "binding", b, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("bind %s: %w", p.Name, err)
 	}
 	next := p.DeepCopy()
@@ -329,27 +328,10 @@ func markRunning(ctx context.Context, pods *client.Resource[*corev1.Pod], p *cor
 			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}},
 		})
 	}
-	if _, err := retryTooMany(ctx, func() (*corev1.Pod, error) { return pods.UpdateStatus(ctx, next, metav1.UpdateOptions{}) }); err != nil {
+	if _, err := pods.UpdateStatus(ctx, next, metav1.UpdateOptions{}); err != nil {
 		return fmt.Errorf("start %s: %w", p.Name, err)
 	}
 	return nil
-}
-
-// retryTooMany retries fn while the server's in-flight cap refuses it,
-// after the first delay of the controllers' rate limiter rather than the
-// server's Retry-After: the floor waits no longer than a controller would.
-func retryTooMany[T any](ctx context.Context, fn func() (T, error)) (T, error) {
-	for {
-		v, err := fn()
-		if !apierrors.IsTooManyRequests(err) {
-			return v, err
-		}
-		select {
-		case <-ctx.Done():
-			return v, err
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
 }
 
 func podSpec() corev1.PodSpec {

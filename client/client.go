@@ -14,6 +14,9 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
+	"strings"
+	"time"
 
 	"golang.org/x/time/rate"
 	"k8s.io/client-go/rest"
@@ -30,6 +33,11 @@ type Client struct {
 	namespace  string
 	// keepManaged keeps managedFields in the objects of ListerWatcher.
 	keepManaged bool
+	// maxRetries bounds the retries of a request the server asked to
+	// retry later; sleep waits between them (a field so that tests can
+	// see the waits without taking them).
+	maxRetries int
+	sleep      func(ctx context.Context, d time.Duration) error
 }
 
 // New returns a client for the server cfg names.
@@ -50,7 +58,14 @@ func New(cfg *Config) (*Client, error) {
 		return nil, fmt.Errorf("client: transport: %w", err)
 	}
 	c := &Client{base: base, hc: hc, userAgent: cfg.UserAgent, preferJSON: cfg.PreferJSON,
-		maxEvent: cfg.MaxEventBytes, namespace: cfg.Namespace, keepManaged: cfg.KeepManagedFields}
+		maxEvent: cfg.MaxEventBytes, namespace: cfg.Namespace, keepManaged: cfg.KeepManagedFields,
+		maxRetries: cfg.MaxRetries, sleep: sleepCtx}
+	switch {
+	case c.maxRetries == 0:
+		c.maxRetries = DefaultMaxRetries
+	case c.maxRetries < 0:
+		c.maxRetries = 0
+	}
 	if c.userAgent == "" {
 		c.userAgent = DefaultUserAgent()
 	}
@@ -101,11 +116,35 @@ func (c *Client) url(req *request) string {
 
 // send performs req, after waiting for the rate limiter, and returns the
 // response of a successful call, whose body the caller must close. An
-// unsuccessful one is returned as a *StatusError.
+// unsuccessful one is returned as a *StatusError. A refusal that asks to be
+// retried later (429, or a 5xx with Retry-After: the server did not act on
+// the request) is retried after the delay it asks for, up to maxRetries
+// times, as client-go does: a burst that overruns the server's in-flight
+// cap then slows down instead of failing writes that nothing was wrong
+// with.
 func (c *Client) send(ctx context.Context, req *request) (*http.Response, error) {
+	for attempt := 0; ; attempt++ {
+		resp, retryIn, err := c.sendOnce(ctx, req)
+		if err == nil || retryIn < 0 || attempt >= c.maxRetries {
+			return resp, err
+		}
+		if c.sleep(ctx, min(retryIn, maxRetryWait)) != nil {
+			// The caller gave up: what the server said is the answer.
+			return nil, err
+		}
+	}
+}
+
+// maxRetryWait caps a server's Retry-After, so that a bogus one cannot park
+// a request for hours.
+const maxRetryWait = time.Minute
+
+// sendOnce performs req once. For a refusal that may be retried it also
+// returns how long the server asked to wait, and -1 otherwise.
+func (c *Client) sendOnce(ctx context.Context, req *request) (*http.Response, time.Duration, error) {
 	if c.limiter != nil {
 		if err := c.limiter.Wait(ctx); err != nil {
-			return nil, fmt.Errorf("%s %s: rate limiter: %w", req.verb, req.path, err)
+			return nil, -1, fmt.Errorf("%s %s: rate limiter: %w", req.verb, req.path, err)
 		}
 	}
 	u := c.url(req)
@@ -115,7 +154,7 @@ func (c *Client) send(ctx context.Context, req *request) (*http.Response, error)
 	}
 	hr, err := http.NewRequestWithContext(ctx, req.verb, u, body)
 	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", req.verb, u, err)
+		return nil, -1, fmt.Errorf("%s %s: %w", req.verb, u, err)
 	}
 	hr.Header.Set("User-Agent", c.userAgent)
 	if req.accept != "" {
@@ -126,12 +165,45 @@ func (c *Client) send(ctx context.Context, req *request) (*http.Response, error)
 	}
 	resp, err := c.hc.Do(hr)
 	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", req.verb, u, err)
+		return nil, -1, fmt.Errorf("%s %s: %w", req.verb, u, err)
 	}
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
-		return resp, nil
+		return resp, -1, nil
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-	return nil, newStatusError(req.verb, u, resp.StatusCode, resp.Header, b)
+	return nil, retryDelay(resp), newStatusError(req.verb, u, resp.StatusCode, resp.Header, b)
+}
+
+// retryDelay is how long a refused request should wait before it is sent
+// again, or -1 when it should not be: only a 429 or a 5xx that carries a
+// Retry-After in seconds says that the server did not act on it.
+func retryDelay(resp *http.Response) time.Duration {
+	if resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode < 500 {
+		return -1
+	}
+	v := strings.TrimSpace(resp.Header.Get("Retry-After"))
+	if v == "" {
+		return -1
+	}
+	s, err := strconv.Atoi(v)
+	if err != nil || s < 0 {
+		return -1
+	}
+	return time.Duration(s) * time.Second
+}
+
+// sleepCtx waits d, or until ctx is done, returning its error then.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

@@ -48,7 +48,15 @@ type Config struct {
 	// MaxEventBytes caps the size of one watch event or protobuf list
 	// body; DefaultMaxEventBytes when 0.
 	MaxEventBytes int
+	// MaxRetries bounds how often a request the server refused with a
+	// Retry-After (429 Too Many Requests, or a 5xx) is sent again after
+	// the delay asked for; DefaultMaxRetries when 0, never when negative.
+	MaxRetries int
 }
+
+// DefaultMaxRetries is client-go's default number of retries of a request
+// the server asked to retry later.
+const DefaultMaxRetries = 10
 
 // DefaultMaxEventBytes bounds a single watch event: an object in etcd is at
 // most a few MiB, so anything far larger is a broken stream, and is refused

@@ -313,7 +313,9 @@ func TestStatusErrors(t *testing.T) {
 				w.WriteHeader(tc.code)
 				w.Write(body)
 			}))
-			c := newTestClient(t, srv.URL, nil)
+			// Refusals are seen as the server sent them, not retried
+			// (TestRetryAfter covers that).
+			c := newTestClient(t, srv.URL, func(c *Config) { c.MaxRetries = -1 })
 			_, err := NewResource[*corev1.Pod](c, podsGVR, "default").Get(t.Context(), "x", metav1.GetOptions{})
 			if err == nil || !tc.is(err) {
 				t.Fatalf("got %v (reason %q), want it recognized", err, apierrors.ReasonForError(err))
