@@ -24,6 +24,7 @@ import (
 	"net/http"
 	"runtime"
 	"runtime/metrics"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -237,7 +238,9 @@ func startListwatchClient(url string, proto bool, onUpdate func(*corev1.Pod)) (*
 }
 
 func startClientGoClient(url string, proto bool, onUpdate func(*corev1.Pod)) (*clientUnderTest, error) {
-	cfg := &rest.Config{Host: url}
+	// client-go's typed clients default to protobuf for built-in types
+	// when ContentType is not set: the json rows set it.
+	cfg := &rest.Config{Host: url, ContentConfig: rest.ContentConfig{ContentType: "application/json"}}
 	if proto {
 		cfg.ContentType = protoMediaType
 	}
@@ -291,108 +294,147 @@ func benchClientSync(name, enc string, n int) ([]Row, error) {
 		if err != nil {
 			return nil, err
 		}
-		base := gcHeap()
-		var peak atomic.Uint64
-		done := make(chan struct{})
-		var sampler sync.WaitGroup
-		sampler.Go(func() {
-			t := time.NewTicker(2 * time.Millisecond)
-			defer t.Stop()
-			for {
-				if h := heapBytes(); h > peak.Load() {
-					peak.Store(h)
-				}
-				select {
-				case <-done:
-					return
-				case <-t.C:
-				}
-			}
-		})
-		start := time.Now()
-		cut, err := startClient(impl, srv.url(), rec.proto, nil)
+		r, err := measureSync(name, impl, srv.url(), rec.proto, n)
+		srv.close()
 		if err != nil {
-			close(done)
-			sampler.Wait()
-			srv.close()
 			return nil, err
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-		ok := cut.synced(ctx)
-		cancel()
-		elapsed := time.Since(start)
-		close(done)
-		sampler.Wait()
-		after := gcHeap()
-		runtime.KeepAlive(cut.keep)
-		cut.stop()
-		srv.close()
-		if !ok {
-			return nil, fmt.Errorf("%s did not sync", impl)
-		}
-		perPod := float64(after-min(base, after)) / float64(n)
-		peakRatio := float64(peak.Load()-min(base, peak.Load())) / float64(max(after-min(base, after), 1))
-		rows = append(rows,
-			Row{name, impl, "sync time", elapsed.Seconds(), "s"},
-			Row{name, impl, "heap per cached pod", perPod, "B"},
-			Row{name, impl, "peak heap / heap after", peakRatio, "x"})
+		rows = append(rows, r...)
 	}
 	return rows, nil
+}
+
+// measureSync times an informer of impl from its start until it has
+// synced the n pods url serves, and reports the heap it holds then per pod
+// and its peak heap on the way.
+func measureSync(name, impl, url string, proto bool, n int) ([]Row, error) {
+	base := gcHeap()
+	var peak atomic.Uint64
+	done := make(chan struct{})
+	var sampler sync.WaitGroup
+	sampler.Go(func() {
+		t := time.NewTicker(2 * time.Millisecond)
+		defer t.Stop()
+		for {
+			if h := heapBytes(); h > peak.Load() {
+				peak.Store(h)
+			}
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+		}
+	})
+	start := time.Now()
+	cut, err := startClient(impl, url, proto, nil)
+	if err != nil {
+		close(done)
+		sampler.Wait()
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	ok := cut.synced(ctx)
+	cancel()
+	elapsed := time.Since(start)
+	close(done)
+	sampler.Wait()
+	after := gcHeap()
+	runtime.KeepAlive(cut.keep)
+	cut.stop()
+	if !ok {
+		return nil, fmt.Errorf("%s did not sync", impl)
+	}
+	perPod := float64(after-min(base, after)) / float64(n)
+	peakRatio := float64(peak.Load()-min(base, peak.Load())) / float64(max(after-min(base, after), 1))
+	return []Row{
+		{name, impl, "sync time", elapsed.Seconds(), "s"},
+		{name, impl, "heap per cached pod", perPod, "B"},
+		{name, impl, "peak heap / heap after", peakRatio, "x"},
+	}, nil
+}
+
+// finalRevs is, for updates of list's pods in turn (update i of pod
+// i%len(list)), the "rev" label of each pod's last update, tag then i.
+func finalRevs(list *corev1.PodList, updates int, tag string) map[string]string {
+	final := map[string]string{}
+	for i := range updates {
+		final[list.Items[i%len(list.Items)].Name] = tag + strconv.Itoa(i)
+	}
+	return final
 }
 
 func benchClientEvents(name, enc string, updates int) ([]Row, error) {
 	list, _ := buildPods(1000, 7)
 	rec := record(list, updates, enc == "protobuf")
-	// Informers may merge the updates of one object that queue up (so do
-	// listwatch's listeners): the run ends when every pod's last update
-	// has been seen.
-	final := map[string]string{}
-	for i := range updates {
-		final[list.Items[i%len(list.Items)].Name] = fmt.Sprint(1_000_000 + i + 1)
-	}
+	final := finalRevs(list, updates, "")
 	var rows []Row
 	for _, impl := range []string{implListwatch, implClientGo} {
 		srv, err := startReplay(rec)
 		if err != nil {
 			return nil, err
 		}
-		var seen atomic.Int64
-		all := make(chan struct{})
-		cut, err := startClient(impl, srv.url(), rec.proto, func(p *corev1.Pod) {
-			// Handlers run one at a time per informer: final is only read.
-			if final[p.Name] == p.ResourceVersion && seen.Add(1) == int64(len(final)) {
-				close(all)
-			}
+		elapsed, mallocs, err := measureEvents(impl, srv.url(), rec.proto, final, nil, func() error {
+			close(srv.gate)
+			return nil
 		})
-		if err != nil {
-			srv.close()
-			return nil, err
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-		ok := cut.synced(ctx)
-		var ms runtime.MemStats
-		runtime.ReadMemStats(&ms)
-		mallocs := ms.Mallocs
-		start := time.Now()
-		close(srv.gate)
-		select {
-		case <-all:
-		case <-ctx.Done():
-			ok = false
-		}
-		elapsed := time.Since(start)
-		runtime.ReadMemStats(&ms)
-		cancel()
-		cut.stop()
 		srv.close()
-		if !ok {
-			return nil, fmt.Errorf("%s: saw the last update of %d pods of %d", impl, seen.Load(), len(final))
+		if err != nil {
+			return nil, err
 		}
 		rows = append(rows,
 			Row{name, impl, "watch events into informer (1 handler)", float64(updates) / elapsed.Seconds(), "events/s"},
-			Row{name, impl, "allocs per event", float64(ms.Mallocs-mallocs) / float64(updates), "allocs"})
+			Row{name, impl, "allocs per event", float64(mallocs) / float64(updates), "allocs"})
 	}
 	return rows, nil
+}
+
+// measureEvents starts an informer of impl with one update handler on url,
+// waits for it to sync, calls prepare (when not nil), then times from
+// open, which starts the updates flowing, until the handler has seen
+// every pod's final update: the pod's "rev" label as final says. Informers
+// may merge the updates of one object that queue up (so do listwatch's
+// listeners), so the last update of each pod is what ends the run. It
+// returns the time and the mallocs of the process meanwhile.
+func measureEvents(impl, url string, proto bool, final map[string]string, prepare, open func() error) (time.Duration, uint64, error) {
+	var seen atomic.Int64
+	all := make(chan struct{})
+	cut, err := startClient(impl, url, proto, func(p *corev1.Pod) {
+		// Handlers run one at a time per informer: final is only read.
+		if final[p.Name] == p.Labels["rev"] && seen.Add(1) == int64(len(final)) {
+			close(all)
+		}
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	defer cut.stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	if !cut.synced(ctx) {
+		return 0, 0, fmt.Errorf("%s did not sync", impl)
+	}
+	if prepare != nil {
+		if err := prepare(); err != nil {
+			return 0, 0, err
+		}
+	}
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	mallocs := ms.Mallocs
+	start := time.Now()
+	if err := open(); err != nil {
+		return 0, 0, err
+	}
+	select {
+	case <-all:
+	case <-ctx.Done():
+		return 0, 0, fmt.Errorf("%s: saw the last update of %d pods of %d", impl, seen.Load(), len(final))
+	}
+	elapsed := time.Since(start)
+	runtime.ReadMemStats(&ms)
+	return elapsed, ms.Mallocs - mallocs, nil
 }
 
 func benchClientDecode(name, enc string, n int) ([]Row, error) {
