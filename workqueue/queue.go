@@ -54,7 +54,11 @@ const getSpinYields = 4
 // of inserting one (and, at its Done, deleting it), and can take the fast
 // path. At most idleMin + (number of busy entries) are kept, least recently
 // used first out, which bounds memory to a constant plus the live set.
-const idleMin = 4096
+// The constant is large enough for a live set of ten thousand keys or so
+// to stay whole: smaller, the idle end of such a set is evicted over and
+// over, and each next Add of an evicted key pays a delete and an insert in
+// the map and goes the slow way, through the workers' lock.
+const idleMin = 16384
 
 // entry is the whole state of one known item, in one place. The FIFO holds
 // entries rather than items, so Get touches no map.
@@ -138,6 +142,14 @@ type Queue[T comparable] struct {
 	// producer whose Adds are deduplicated.
 	inboxLen atomic.Int64
 	_        [64]byte
+
+	// addSeq counts the Adds that found their item waiting already and
+	// left its entry untouched: see Add. Only producers write it; a Get
+	// reads it once per item handed out, which is what makes those Adds
+	// happen before the Get. On a line of its own, so that those reads
+	// take neither indexMu's line nor inboxLen's.
+	addSeq atomic.Uint64
+	_      [64]byte
 
 	// mu guards the rest, up to waiters.
 	mu    sync.Mutex
@@ -257,7 +269,9 @@ func (q *Queue[T]) Add(item T) bool {
 		return false
 	}
 	handOver := false
-	if e := q.entries[item]; e == nil {
+	if e := q.entries[item]; e != nil && q.dedupWaiting(e) {
+		// Waiting already: nothing to hand over.
+	} else if e == nil {
 		if len(q.inbox) >= inboxNewMax+len(q.entries) {
 			// A new item is handed over once per Add, not once per
 			// item: past this bound, add it under mu, which also
@@ -358,6 +372,26 @@ func (q *Queue[T]) addBatch(items []T) {
 	q.lock()
 	q.wakeNeededLocked()
 	q.mu.Unlock()
+}
+
+// dedupWaiting reports whether e's item is waiting and not being
+// processed, in which case the Add that found it so has nothing to do.
+//
+// Most Adds to a busy queue find their item waiting. Telling so with
+// loads rather than with markDirty's compare-and-swap leaves the entry's
+// cache line shared: the swap would take it for writing, away from the
+// worker that touched it last, on every such Add. The Get that later
+// hands the item out must still synchronize with this Add, as it would
+// through a lock, and nothing this Add wrote tells it to: addSeq does.
+// Counted after the first look and before the second, it is read by that
+// Get after its swap of the state, so that the swap coming after the
+// second look (which saw the item waiting) makes the Get see the count.
+func (q *Queue[T]) dedupWaiting(e *entry[T]) bool {
+	if e.state.Load() != stateDirty {
+		return false
+	}
+	q.addSeq.Add(1)
+	return e.state.Load() == stateDirty
 }
 
 // markDirty records that e's item was added and reports whether the caller
@@ -626,8 +660,10 @@ func (q *Queue[T]) Get() (item T, ok bool) {
 	e := q.items.pop()
 	q.queued.Add(-1)
 	q.processing++
-	// A swap, not a store: see markDirty.
+	// A swap, not a store: see markDirty. Then the load of addSeq: see
+	// dedupWaiting.
 	e.state.Swap(stateProcessing)
+	q.addSeq.Load()
 	if q.metrics != nil {
 		q.metrics.get(e.item)
 	}
