@@ -151,6 +151,16 @@ var protoScratch = sync.Pool{New: func() any { return new([]byte) }}
 
 // decodeProtoRaw decodes an object's message, of the type tm.
 func (c *codec[T]) decodeProtoRaw(raw []byte, tm typeMeta) (T, error) {
+	obj, err := c.decodeProtoUninterned(raw, tm)
+	if err == nil && c.share && !c.shareDecodedOnly {
+		internObject(obj, true)
+	}
+	return obj, err
+}
+
+// decodeProtoUninterned is decodeProtoRaw but for the sharing of strings
+// and maps with other objects (internObject), which is left to the caller.
+func (c *codec[T]) decodeProtoUninterned(raw []byte, tm typeMeta) (T, error) {
 	var zero T
 	if !c.proto {
 		return zero, fmt.Errorf("client: %s cannot be read from protobuf", c.elem)
@@ -196,9 +206,6 @@ func (c *codec[T]) decodeProtoRaw(raw []byte, tm typeMeta) (T, error) {
 	}
 	if c.dropManaged {
 		obj.SetManagedFields(nil)
-	}
-	if c.share && !c.shareDecodedOnly {
-		internObject(obj, true)
 	}
 	return obj, nil
 }

@@ -65,8 +65,24 @@ var shared = &interner{
 func internObject[T cache.Object](obj T, ownMaps bool) {
 	in := shared
 	in.mu.Lock()
-	in.ownMaps = ownMaps
 	defer in.mu.Unlock()
+	in.object(any(obj).(cache.Object), ownMaps)
+}
+
+// internObjects is internObject for each of objs, under one lock: the
+// decoders of a list's items, which run at once, would otherwise contend
+// for it on every item.
+func internObjects[T cache.Object](objs []T, ownMaps bool) {
+	in := shared
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	for _, obj := range objs {
+		in.object(obj, ownMaps)
+	}
+}
+
+func (in *interner) object(obj cache.Object, ownMaps bool) {
+	in.ownMaps = ownMaps
 	if len(in.strs) > maxInternEntries {
 		clear(in.strs)
 	}
@@ -314,44 +330,105 @@ const (
 )
 
 var resourceMemo = struct {
-	mu sync.Mutex
+	mu sync.RWMutex
 	m  map[string]corev1.ResourceRequirements
 }{m: map[string]corev1.ResourceRequirements{}}
 
 // unmarshalPodPart decodes b, a run of fields of a pod's message, into p.
 func unmarshalPodPart(p *corev1.Pod, b []byte) error {
 	return splitRuns(b, p.Unmarshal, func(f protoField) (bool, error) {
-		if f.num != fieldPodSpec || f.wire != 2 {
+		if f.wire != 2 {
 			return false, nil
 		}
-		return true, unmarshalPodSpec(&p.Spec, f.bytes)
+		switch f.num {
+		case fieldPodSpec:
+			return true, unmarshalPodSpec(&p.Spec, f.bytes)
+		case fieldPodStatus:
+			return true, unmarshalPodStatus(&p.Status, f.bytes)
+		}
+		return false, nil
 	})
 }
 
-func unmarshalPodSpec(s *corev1.PodSpec, b []byte) error {
-	// Size the container slices first: growing them by appending would
-	// throw away a copy of every container but the last.
-	var n, ninit int
+// countFields counts the length-delimited fields of message b numbered
+// nums[i], into counts[i].
+func countFields(b []byte, nums []int, counts []int) error {
 	for r := b; len(r) > 0; {
 		f, rest, err := nextField(r)
 		if err != nil {
 			return err
 		}
 		r = rest
-		switch {
-		case f.wire != 2:
-		case f.num == fieldSpecContainers:
-			n++
-		case f.num == fieldSpecInitContainers:
-			ninit++
+		if f.wire != 2 {
+			continue
+		}
+		for i, n := range nums {
+			if f.num == n {
+				counts[i]++
+				break
+			}
 		}
 	}
+	return nil
+}
+
+// grow makes room in *s for n more elements, so that the generated
+// decoder's appends fill it in place: growing it append by append would
+// throw away a copy of every element but the last, and leave up to twice
+// the room needed.
+func grow[E any](s *[]E, n int) {
 	if n > 0 {
-		s.Containers = slices.Grow(s.Containers, n)
+		*s = slices.Grow(*s, n)
 	}
-	if ninit > 0 {
-		s.InitContainers = slices.Grow(s.InitContainers, ninit)
+}
+
+// The protobuf field numbers of the repeated messages of a pod's status, a
+// spec and a container.
+const (
+	fieldPodStatus                   = 3
+	fieldStatusConditions            = 2
+	fieldStatusContainerStatuses     = 8
+	fieldStatusInitContainerStatuses = 10
+	fieldStatusPodIPs                = 12
+	fieldStatusEphemeralContainerSt  = 13
+	fieldStatusHostIPs               = 16
+	fieldSpecVolumes                 = 1
+	fieldSpecTolerations             = 22
+	fieldContainerPorts              = 6
+	fieldContainerEnv                = 7
+	fieldContainerVolumeMounts       = 9
+)
+
+var statusRepeated = []int{fieldStatusConditions, fieldStatusContainerStatuses, fieldStatusInitContainerStatuses,
+	fieldStatusPodIPs, fieldStatusEphemeralContainerSt, fieldStatusHostIPs}
+
+func unmarshalPodStatus(s *corev1.PodStatus, b []byte) error {
+	var c [6]int
+	if err := countFields(b, statusRepeated, c[:]); err != nil {
+		return err
 	}
+	grow(&s.Conditions, c[0])
+	grow(&s.ContainerStatuses, c[1])
+	grow(&s.InitContainerStatuses, c[2])
+	grow(&s.PodIPs, c[3])
+	grow(&s.EphemeralContainerStatuses, c[4])
+	grow(&s.HostIPs, c[5])
+	return s.Unmarshal(b)
+}
+
+var specRepeated = []int{fieldSpecContainers, fieldSpecInitContainers, fieldSpecVolumes, fieldSpecTolerations}
+
+func unmarshalPodSpec(s *corev1.PodSpec, b []byte) error {
+	// Size the slices first: growing them by appending would throw away a
+	// copy of every container but the last.
+	var c [4]int
+	if err := countFields(b, specRepeated, c[:]); err != nil {
+		return err
+	}
+	grow(&s.Containers, c[0])
+	grow(&s.InitContainers, c[1])
+	grow(&s.Volumes, c[2])
+	grow(&s.Tolerations, c[3])
 	return splitRuns(b, s.Unmarshal, func(f protoField) (bool, error) {
 		if f.wire != 2 || (f.num != fieldSpecContainers && f.num != fieldSpecInitContainers) {
 			return false, nil
@@ -366,15 +443,27 @@ func unmarshalPodSpec(s *corev1.PodSpec, b []byte) error {
 	})
 }
 
+var containerRepeated = []int{fieldContainerPorts, fieldContainerEnv, fieldContainerVolumeMounts}
+
 func unmarshalContainer(c *corev1.Container, b []byte) error {
+	var n [3]int
+	if err := countFields(b, containerRepeated, n[:]); err != nil {
+		return err
+	}
+	grow(&c.Ports, n[0])
+	grow(&c.Env, n[1])
+	grow(&c.VolumeMounts, n[2])
 	return splitRuns(b, c.Unmarshal, func(f protoField) (bool, error) {
 		if f.num != fieldContainerResources || f.wire != 2 {
 			return false, nil
 		}
 		rm := &resourceMemo
-		rm.mu.Lock()
-		defer rm.mu.Unlock()
-		if rr, ok := rm.m[string(f.bytes)]; ok {
+		// Read-locked: the decoders of a list's items look up at once,
+		// and almost always find.
+		rm.mu.RLock()
+		rr, ok := rm.m[string(f.bytes)]
+		rm.mu.RUnlock()
+		if ok {
 			// Resources is set once per container; a second occurrence
 			// (never sent) would merge, which a shared value cannot.
 			if c.Resources.Limits != nil || c.Resources.Requests != nil || c.Resources.Claims != nil {
@@ -383,14 +472,19 @@ func unmarshalContainer(c *corev1.Container, b []byte) error {
 			c.Resources = rr
 			return true, nil
 		}
-		var rr corev1.ResourceRequirements
 		if err := rr.Unmarshal(f.bytes); err != nil {
 			return true, err
 		}
-		if len(rm.m) >= maxResourceMemo {
-			clear(rm.m)
+		rm.mu.Lock()
+		if first, ok := rm.m[string(f.bytes)]; ok {
+			rr = first // decoded meanwhile by another
+		} else {
+			if len(rm.m) >= maxResourceMemo {
+				clear(rm.m)
+			}
+			rm.m[string(f.bytes)] = rr
 		}
-		rm.m[string(f.bytes)] = rr
+		rm.mu.Unlock()
 		c.Resources = rr
 		return true, nil
 	})

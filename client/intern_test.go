@@ -1,6 +1,7 @@
 package client
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -142,4 +143,90 @@ func TestSharedDecodingDistinctMaps(t *testing.T) {
 	if !sameString(k0, k1) || !sameString(pods[0].Labels["app"], pods[1].Labels["app"]) {
 		t.Error("label keys and values not shared")
 	}
+}
+
+// The pod decoder for caches sizes the repeated fields of a status, spec
+// and container before decoding them, to their exact length, and still
+// merges a message repeated in the encoding (spec or status sent in two
+// parts) as the generated decoder does.
+func TestSharedProtoPresized(t *testing.T) {
+	in := makePod(1, 7)
+	in.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "A", Value: "1"}, {Name: "B", Value: "2"}, {Name: "C", Value: "3"}}
+	in.Status.ContainerStatuses = append(in.Status.ContainerStatuses, corev1.ContainerStatus{Name: "side", Image: "side:1"})
+	in.Status.HostIPs = []corev1.HostIP{{IP: "10.0.0.1"}, {IP: "fd00::1"}}
+	raw, err := in.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A second status and spec, each with one more element, appended:
+	// protobuf merges them into the first.
+	extraStatus := corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: "Extra", Status: corev1.ConditionTrue}}}
+	extraSpec := corev1.PodSpec{Tolerations: []corev1.Toleration{{Key: "extra", Operator: corev1.TolerationOpExists}}}
+	sb, err := extraStatus.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pb, err := extraSpec.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw = protowireAppendBytes(raw, fieldPodStatus, sb)
+	raw = protowireAppendBytes(raw, fieldPodSpec, pb)
+	var want corev1.Pod
+	if err := want.Unmarshal(raw); err != nil {
+		t.Fatal(err)
+	}
+	if len(want.Status.Conditions) != len(in.Status.Conditions)+1 || len(want.Spec.Tolerations) != len(in.Spec.Tolerations)+1 {
+		t.Fatal("the fixture does not merge")
+	}
+	c, err := newCodec[*corev1.Pod](corev1.SchemeGroupVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.dropManaged, c.share = true, true
+	got, err := c.decodeProto(wrapEnvelope(raw, "v1", "Pod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want.ManagedFields = nil
+	want.APIVersion, want.Kind = "v1", "Pod"
+	if !apiequality.Semantic.DeepEqual(got, &want) {
+		t.Fatalf("shared decoding differs from plain decoding:\n%+v\n%+v", got, &want)
+	}
+	// One message each: sized exactly.
+	got, err = c.decodeProto(wrapEnvelope(mustMarshal(t, in), "v1", "Pod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &got.Status
+	ctr := &got.Spec.Containers[0]
+	for name, lc := range map[string][2]int{
+		"conditions":        {len(s.Conditions), cap(s.Conditions)},
+		"containerStatuses": {len(s.ContainerStatuses), cap(s.ContainerStatuses)},
+		"hostIPs":           {len(s.HostIPs), cap(s.HostIPs)},
+		"volumes":           {len(got.Spec.Volumes), cap(got.Spec.Volumes)},
+		"tolerations":       {len(got.Spec.Tolerations), cap(got.Spec.Tolerations)},
+		"env":               {len(ctr.Env), cap(ctr.Env)},
+		"volumeMounts":      {len(ctr.VolumeMounts), cap(ctr.VolumeMounts)},
+	} {
+		if lc[0] == 0 || lc[0] != lc[1] {
+			t.Errorf("%s: length %d, capacity %d", name, lc[0], lc[1])
+		}
+	}
+}
+
+func mustMarshal(t *testing.T, p *corev1.Pod) []byte {
+	t.Helper()
+	b, err := p.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// protowireAppendBytes appends field num, length-delimited, holding b.
+func protowireAppendBytes(dst []byte, num int, b []byte) []byte {
+	dst = binary.AppendUvarint(dst, uint64(num)<<3|2)
+	dst = binary.AppendUvarint(dst, uint64(len(b)))
+	return append(dst, b...)
 }

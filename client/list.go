@@ -6,7 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
+	"slices"
 	"strings"
+	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -320,9 +323,14 @@ func decodeProtoList[T cache.Object](c *codec[T], r io.Reader, maxItem int) (*ca
 	return list, nil
 }
 
-// protoListBody reads a list message: metadata = 1, items = 2.
+// protoListBody reads a list message: metadata = 1, items = 2. The items
+// are decoded as they are read, by up to GOMAXPROCS goroutines (see
+// itemDecoder), into the list in their order.
 func (c *codec[T]) protoListBody(s *protoStream) (*cache.List[T], error) {
 	var list cache.List[T]
+	d := newItemDecoder(c)
+	defer d.stop()
+	n := 0 // items read
 	for s.left > 0 {
 		num, wire, length, err := s.key()
 		if err != nil {
@@ -340,20 +348,207 @@ func (c *codec[T]) protoListBody(s *protoStream) (*cache.List[T], error) {
 			}
 			fillList(&list, &meta)
 		case num == 2 && wire == 2:
-			b, err := s.read(length)
-			if err != nil {
-				return nil, fmt.Errorf("list item %d: %w", len(list.Items), err)
+			if length > int64(s.max) {
+				return nil, fmt.Errorf("list item %d: field of %d bytes: %w", n, length, ErrEventTooLarge)
 			}
-			obj, err := c.decodeProtoRaw(b, typeMeta{APIVersion: c.apiVersion, Kind: c.kind})
-			if err != nil {
-				return nil, fmt.Errorf("list item %d: %w", len(list.Items), err)
+			if err := d.add(s, int(length)); err != nil {
+				return nil, fmt.Errorf("list item %d: %w", n, err)
 			}
-			list.Items = append(list.Items, obj)
+			n++
 		default:
 			if err := s.skip(wire, length); err != nil {
 				return nil, fmt.Errorf("list: %w", err)
 			}
 		}
 	}
+	items, err := d.finish()
+	if err != nil {
+		return nil, err
+	}
+	list.Items = items
 	return &list, nil
+}
+
+// Decoding a list's items takes far longer than reading them, so a long
+// list is decoded on every core while it is read: the reader cuts the
+// items into batches, each read into a buffer of its own, which decoders
+// turn into objects and hand back for reuse. A few batches are in flight
+// at a time, so the bytes held are a few batches' worth, whatever the
+// list's length, and the buffers are reused rather than made garbage.
+
+const (
+	// itemBatch is the most items, and itemBatchBytes about the most
+	// bytes, in a batch.
+	itemBatch      = 64
+	itemBatchBytes = 256 << 10
+)
+
+// itemBatchOf holds the bytes of consecutive items and, once decoded, their
+// objects.
+type itemBatchOf[T cache.Object] struct {
+	first int    // the index of the first item in the list
+	buf   []byte // the items' bytes, one after the other
+	ends  []int  // where each item's bytes end in buf
+	objs  []T    // the decoded items
+	err   error  // the first failure
+	next  *itemBatchOf[T]
+}
+
+type itemDecoder[T cache.Object] struct {
+	c       *codec[T]
+	workers int
+	work    chan *itemBatchOf[T] // batches to decode
+	free    chan *itemBatchOf[T] // decoded batches whose buffers are free
+	wg      sync.WaitGroup
+	started int
+	cur     *itemBatchOf[T] // the batch being read
+	batches []*itemBatchOf[T]
+	n       int // items read
+	stopped bool
+}
+
+func newItemDecoder[T cache.Object](c *codec[T]) *itemDecoder[T] {
+	w := runtime.GOMAXPROCS(0)
+	d := &itemDecoder[T]{c: c, workers: w}
+	if w > 1 {
+		d.work = make(chan *itemBatchOf[T], w)
+		// Each worker's batch, those queued, and the one being read.
+		d.free = make(chan *itemBatchOf[T], 2*w+1)
+	}
+	return d
+}
+
+// add reads an item of length bytes from s.
+func (d *itemDecoder[T]) add(s *protoStream, length int) error {
+	if d.work == nil {
+		// One core: decode in line, from s's buffer.
+		b, err := s.read(int64(length))
+		if err != nil {
+			return err
+		}
+		obj, err := d.c.decodeProtoRaw(b, typeMeta{APIVersion: d.c.apiVersion, Kind: d.c.kind})
+		if err != nil {
+			return err
+		}
+		if d.cur == nil {
+			d.cur = &itemBatchOf[T]{}
+			d.batches = append(d.batches, d.cur)
+		}
+		d.cur.objs = append(d.cur.objs, obj)
+		d.n++
+		return nil
+	}
+	if d.cur == nil {
+		d.cur = d.batch()
+		d.cur.first = d.n
+	}
+	b := d.cur
+	start := len(b.buf)
+	b.buf = slices.Grow(b.buf, length)[:start+length]
+	if _, err := io.ReadFull(s.r, b.buf[start:]); err != nil {
+		return errOr(err, io.ErrUnexpectedEOF)
+	}
+	s.left -= int64(length)
+	b.ends = append(b.ends, len(b.buf))
+	d.n++
+	if len(b.ends) == itemBatch || len(b.buf) >= itemBatchBytes {
+		d.send()
+	}
+	return nil
+}
+
+// batch returns an empty batch: a new one while fewer than the free
+// channel holds were made, else a decoded one, its objects taken out.
+func (d *itemDecoder[T]) batch() *itemBatchOf[T] {
+	var b *itemBatchOf[T]
+	if d.started < cap(d.free) {
+		d.started++
+		if d.started <= d.workers {
+			d.wg.Add(1)
+			go d.decodeLoop()
+		}
+		b = &itemBatchOf[T]{}
+	} else {
+		b = <-d.free
+		// Its objects move to a batch of their own, in the list's order.
+		done := &itemBatchOf[T]{objs: b.objs, err: b.err, first: b.first}
+		*b.next = *done
+		b.objs, b.err = nil, nil
+	}
+	b.buf, b.ends = b.buf[:0], b.ends[:0]
+	// A placeholder for this batch's objects, filled when it is reused
+	// or at the end.
+	b.next = &itemBatchOf[T]{}
+	d.batches = append(d.batches, b.next)
+	return b
+}
+
+func (d *itemDecoder[T]) send() {
+	d.work <- d.cur
+	d.cur = nil
+}
+
+func (d *itemDecoder[T]) decodeLoop() {
+	defer d.wg.Done()
+	for b := range d.work {
+		b.objs = make([]T, 0, len(b.ends))
+		start := 0
+		for i, end := range b.ends {
+			if b.err != nil {
+				break
+			}
+			obj, err := d.c.decodeProtoUninterned(b.buf[start:end], typeMeta{APIVersion: d.c.apiVersion, Kind: d.c.kind})
+			if err != nil {
+				b.err = fmt.Errorf("list item %d: %w", b.first+i, err)
+				break
+			}
+			b.objs = append(b.objs, obj)
+			start = end
+		}
+		if b.err == nil && d.c.share && !d.c.shareDecodedOnly {
+			internObjects(b.objs, true)
+		}
+		d.free <- b
+	}
+}
+
+// stop ends the decoders; finish calls it, and so must anyone who gives
+// up reading first.
+func (d *itemDecoder[T]) stop() {
+	if d.work == nil || d.stopped {
+		return
+	}
+	d.stopped = true
+	close(d.work)
+	d.wg.Wait()
+}
+
+// finish decodes what is left and returns every item in order, or the
+// first failure.
+func (d *itemDecoder[T]) finish() ([]T, error) {
+	if d.work != nil {
+		if d.cur != nil && len(d.cur.ends) > 0 {
+			d.send()
+		}
+		d.stop()
+		// Every batch made is now in free, decoded.
+		for range len(d.free) {
+			b := <-d.free
+			*b.next = itemBatchOf[T]{objs: b.objs, err: b.err, first: b.first}
+		}
+	}
+	items := make([]T, 0, d.n)
+	for _, b := range d.batches {
+		if b.err != nil {
+			return nil, b.err
+		}
+		items = append(items, b.objs...)
+	}
+	if len(items) != d.n {
+		return nil, fmt.Errorf("list: %d items decoded of %d", len(items), d.n)
+	}
+	if d.n == 0 {
+		return nil, nil
+	}
+	return items, nil
 }

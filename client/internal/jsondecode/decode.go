@@ -95,8 +95,15 @@ const (
 
 // Unmarshal decodes the single JSON value data into v, a non-nil pointer.
 func (d *Decoder) Unmarshal(data []byte, v any) error {
-	if d.intern == nil || len(d.intern) >= maxIntern {
+	switch {
+	case d.intern == nil:
 		d.intern = make(map[string]string, 256)
+	case len(d.intern) >= maxIntern:
+		// Emptied, not remade: a new table would grow again, entry by
+		// entry, to this size, making a sync of many objects with their
+		// unique names and uids throw away a table every maxIntern of
+		// them, which costs more garbage than it saves.
+		clear(d.intern)
 	}
 	s := state{data: data, intern: d.intern, skipManaged: d.SkipManagedFields, memo: d.memoTable()}
 	return s.decodeTop(v)

@@ -1,6 +1,7 @@
 package jsondecode
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -249,5 +250,24 @@ func TestDecoderShares(t *testing.T) {
 	}
 	if mapPtr(e.Labels) == mapPtr(f.Labels) {
 		t.Error("maps shared without Share")
+	}
+}
+
+// A Decoder whose table of interned strings fills up empties it and goes
+// on decoding every string right.
+func TestDecoderInternTableRefills(t *testing.T) {
+	var d Decoder
+	for i := range 3*maxIntern + 5 {
+		var got struct{ S, T string }
+		in := fmt.Sprintf(`{"S":"s-%d","T":"same"}`, i)
+		if err := d.Unmarshal([]byte(in), &got); err != nil {
+			t.Fatal(err)
+		}
+		if want := fmt.Sprintf("s-%d", i); got.S != want || got.T != "same" {
+			t.Fatalf("decoded %q, %q; want %q, %q", got.S, got.T, want, "same")
+		}
+		if len(d.intern) > maxIntern+2 {
+			t.Fatalf("table of %d strings, more than %d", len(d.intern), maxIntern)
+		}
 	}
 }
