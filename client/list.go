@@ -383,6 +383,18 @@ const (
 	itemBatchBytes = 256 << 10
 )
 
+// batchBufs keeps the read buffers of batches from one list to the next
+// (decoded objects never point into them): a paged list decodes page after
+// page, and buffers made afresh for each page would add garbage of the
+// order of the pages themselves, which raises the heap's peak during a
+// sync well above what the cache holds after it.
+var batchBufs sync.Pool // of *batchBuf
+
+type batchBuf struct {
+	buf  []byte
+	ends []int
+}
+
 // itemBatchOf holds the bytes of consecutive items and, once decoded, their
 // objects.
 type itemBatchOf[T cache.Object] struct {
@@ -468,6 +480,9 @@ func (d *itemDecoder[T]) batch() *itemBatchOf[T] {
 			go d.decodeLoop()
 		}
 		b = &itemBatchOf[T]{}
+		if p, ok := batchBufs.Get().(*batchBuf); ok {
+			b.buf, b.ends = p.buf, p.ends
+		}
 	} else {
 		b = <-d.free
 		// Its objects move to a batch of their own, in the list's order.
@@ -535,6 +550,7 @@ func (d *itemDecoder[T]) finish() ([]T, error) {
 		for range len(d.free) {
 			b := <-d.free
 			*b.next = itemBatchOf[T]{objs: b.objs, err: b.err, first: b.first}
+			batchBufs.Put(&batchBuf{buf: b.buf[:0], ends: b.ends[:0]})
 		}
 	}
 	items := make([]T, 0, d.n)

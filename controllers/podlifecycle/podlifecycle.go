@@ -102,6 +102,13 @@ type Controller struct {
 	// pods bound in quick succession would all see the same least-loaded
 	// node.
 	assumed map[types.UID]string
+	// bound and load are the nodes of the pods seen bound and how many
+	// each has, kept by the same handler that drops assumptions, so that
+	// assume counts each pod exactly once: the informer's node index is
+	// updated before the handlers hear of a binding, and counting it
+	// with the assumptions would count a binding twice meanwhile.
+	bound   map[types.UID]string
+	load    map[string]int
 	started bool
 }
 
@@ -121,6 +128,8 @@ func New(pods *cache.SharedIndexInformer[*corev1.Pod], client PodClient, opts Op
 		log:      opts.Logger.With("controller", "podlifecycle"),
 		boundAt:  map[types.UID]time.Time{},
 		assumed:  map[types.UID]string{},
+		bound:    map[types.UID]string{},
+		load:     map[string]int{},
 	}
 	for _, n := range opts.Nodes {
 		c.nodes[n] = true
@@ -141,6 +150,10 @@ func New(pods *cache.SharedIndexInformer[*corev1.Pod], client PodClient, opts Op
 			c.mu.Lock()
 			delete(c.boundAt, p.UID)
 			delete(c.assumed, p.UID)
+			if n, ok := c.bound[p.UID]; ok {
+				c.load[n]--
+				delete(c.bound, p.UID)
+			}
 			c.mu.Unlock()
 		},
 	})
@@ -150,12 +163,16 @@ func New(pods *cache.SharedIndexInformer[*corev1.Pod], client PodClient, opts Op
 	return c, nil
 }
 
-// observe drops the assumption for a pod the informer shows bound, and
-// queues the pod.
+// observe counts a pod the informer shows bound on its node in place of
+// its assumption, and queues the pod.
 func (c *Controller) observe(p *corev1.Pod) {
-	if p.Spec.NodeName != "" {
+	if n := p.Spec.NodeName; n != "" {
 		c.mu.Lock()
 		delete(c.assumed, p.UID)
+		if _, ok := c.bound[p.UID]; !ok {
+			c.bound[p.UID] = n
+			c.load[n]++
+		}
 		c.mu.Unlock()
 	}
 	c.enqueue(p)
@@ -235,15 +252,16 @@ func (c *Controller) assume(uid types.UID) string {
 	if n, ok := c.assumed[uid]; ok {
 		return n
 	}
+	if n, ok := c.bound[uid]; ok {
+		return n
+	}
 	inFlight := map[string]int{}
 	for _, n := range c.assumed {
 		inFlight[n]++
 	}
-	idx := c.informer.GetIndexer()
 	best, bestN := "", -1
 	for _, n := range c.opts.Nodes {
-		keys, _ := idx.IndexKeys(nodeIndex, n)
-		if load := len(keys) + inFlight[n]; bestN < 0 || load < bestN {
+		if load := c.load[n] + inFlight[n]; bestN < 0 || load < bestN {
 			best, bestN = n, load
 		}
 	}
