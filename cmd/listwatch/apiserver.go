@@ -125,8 +125,11 @@ type runningServer struct {
 	background     sync.WaitGroup
 	shuttingDown   atomic.Bool
 	bootstrapped   atomic.Bool
-	shutdownOnce   sync.Once
-	shutdownErr    error
+	// handling counts the requests being handled, which shutdown waits
+	// for, as opposed to connections, which it need not.
+	handling     atomic.Int64
+	shutdownOnce sync.Once
+	shutdownErr  error
 }
 
 // shutdownTimeout bounds how long a graceful shutdown waits for requests in
@@ -265,8 +268,13 @@ func startServer(ctx context.Context, cfg serverConfig, log *slog.Logger) (_ *ru
 		host = "127.0.0.1"
 	}
 	s.URL = "https://" + net.JoinHostPort(host, strconv.Itoa(ln.Addr().(*net.TCPAddr).Port))
+	counted := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.handling.Add(1)
+		defer s.handling.Add(-1)
+		handler.ServeHTTP(w, r)
+	})
 	s.http = &http.Server{
-		Handler:           handler,
+		Handler:           counted,
 		TLSConfig:         serving.TLSConfig(),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       90 * time.Second,
@@ -338,7 +346,7 @@ func (s *runningServer) shutdown() error {
 		ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 		defer cancel()
 		var errs []error
-		if err := s.http.Shutdown(ctx); err != nil {
+		if err := s.shutdownHTTP(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("http shutdown: %w", err))
 			s.http.Close()
 		}
@@ -355,6 +363,37 @@ func (s *runningServer) shutdown() error {
 		s.log.Info("stopped")
 	})
 	return s.shutdownErr
+}
+
+// shutdownHTTP shuts the HTTP server down gracefully, waiting for the
+// requests being handled, not for connections that carry none: an HTTP/2
+// connection that was being set up as the shutdown began never hears of it
+// (net/http tells only the connections it already serves), and would hold
+// the shutdown for its whole timeout while its client keeps it open. Once
+// no request has been handled for a moment, what is left is closed.
+func (s *runningServer) shutdownHTTP(ctx context.Context) error {
+	done := make(chan error, 1)
+	go func() { done <- s.http.Shutdown(ctx) }()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	idle := 0
+	for {
+		select {
+		case err := <-done:
+			return err
+		case <-tick.C:
+		}
+		if s.handling.Load() > 0 {
+			idle = 0
+			continue
+		}
+		// Two ticks in a row without a request: a graceful HTTP/2
+		// shutdown (GOAWAY, then the client's close) had its chance.
+		if idle++; idle >= 2 {
+			s.http.Close()
+			return <-done
+		}
+	}
 }
 
 // bootstrapNamespaces are created at start, as kube-apiserver does.
