@@ -61,6 +61,11 @@ func TestWatch(t *testing.T) {
 		if str(bm.Object, "metadata.resourceVersion") == "" {
 			t.Errorf("bookmark without resourceVersion: %v", bm.Object)
 		}
+		// The end bookmark carries k8s.io/initial-events-end: "true" (next
+		// only tells it from periodic bookmarks by the key's presence).
+		if ann, _ := nested(bm.Object, "metadata.annotations").(map[string]any); ann["k8s.io/initial-events-end"] != "true" {
+			t.Errorf(`bookmark annotations %v, want k8s.io/initial-events-end: "true"`, bm.Object["metadata"])
+		}
 
 		// Periodic bookmarks when asked for (the interval is 100ms here).
 		bw := c.watch(pods + "?watch=true&allowWatchBookmarks=true&resourceVersion=" + str(p0, "metadata.resourceVersion"))

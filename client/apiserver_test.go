@@ -146,9 +146,10 @@ type cutProxy struct {
 	tr       *http.Transport
 
 	mu        sync.Mutex
-	lists     int      // GETs of a collection that are not watches
-	watchRVs  []string // the resourceVersion of each watch
-	cutAfter  int      // events to let through before the next cut; < 0: none
+	lists     int          // GETs of a collection that are not watches
+	watchRVs  []string     // the resourceVersion of each watch
+	watchQs   []url.Values // the query of each watch
+	cutAfter  int          // events to let through before the next cut; < 0: none
 	down      bool
 	expired   int // watches answered with 410 Expired
 	streams   map[int]context.CancelFunc
@@ -187,13 +188,14 @@ func (p *cutProxy) setDown(down bool) {
 type proxyCounts struct {
 	lists    int
 	watchRVs []string
+	watchQs  []url.Values
 	expired  int
 }
 
 func (p *cutProxy) counts() proxyCounts {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return proxyCounts{lists: p.lists, watchRVs: slices.Clone(p.watchRVs), expired: p.expired}
+	return proxyCounts{lists: p.lists, watchRVs: slices.Clone(p.watchRVs), watchQs: slices.Clone(p.watchQs), expired: p.expired}
 }
 
 func (p *cutProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -208,6 +210,7 @@ func (p *cutProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case watch:
 		p.watchRVs = append(p.watchRVs, r.URL.Query().Get("resourceVersion"))
+		p.watchQs = append(p.watchQs, r.URL.Query())
 	case isCollection:
 		p.lists++
 	}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -78,7 +79,9 @@ func setup(t *testing.T, opts informers.Options) (*informers.SharedInformerFacto
 	src := &testSource{sources: map[schema.GroupVersionResource]cache.ListerWatcher[cache.Object]{
 		informers.PodsResource: cache.Erase[*corev1.Pod](pods),
 	}}
-	opts.Reflector.Logger = quiet
+	if opts.Reflector.Logger == nil {
+		opts.Reflector.Logger = quiet
+	}
 	f := informers.NewSharedInformerFactory(src, opts)
 	t.Cleanup(f.Shutdown)
 	return f, pods, src
@@ -86,7 +89,8 @@ func setup(t *testing.T, opts informers.Options) (*informers.SharedInformerFacto
 
 func TestFactory_SharesOneInformerPerResource(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f, pods, src := setup(t, informers.Options{})
+		logs := &recordingHandler{}
+		f, pods, src := setup(t, informers.Options{Reflector: cache.ReflectorOptions{Logger: slog.New(logs)}})
 		pods.Create(newPod("a", "p1", nil))
 		c1, c2 := f.Pods(), f.Pods()
 		if c1.Informer() != c2.Informer() {
@@ -136,6 +140,14 @@ func TestFactory_SharesOneInformerPerResource(t *testing.T) {
 		defer src.mu.Unlock()
 		if len(src.asked) != 1 {
 			t.Errorf("source asked %v, want once", src.asked)
+		}
+		// The second Start ran nothing twice: one list, one watch, and no
+		// informer's Run was entered again (it would have warned).
+		if n, w := pods.ListCalls(), pods.WatchCalls(); n != 1 || w != 1 {
+			t.Errorf("%d lists and %d watches, want one each", n, w)
+		}
+		if msgs := logs.messages(); slices.ContainsFunc(msgs, func(m string) bool { return strings.Contains(m, "Run called twice") }) {
+			t.Errorf("an informer was run twice: %q", msgs)
 		}
 		// The default transform strips managedFields.
 		got, err := c1.Lister().Namespace("a").Get("p1")
