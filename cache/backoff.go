@@ -1,7 +1,6 @@
 package cache
 
 import (
-	"context"
 	"math/rand/v2"
 	"time"
 )
@@ -65,17 +64,4 @@ func (b *backoffState) next() time.Duration {
 		d += time.Duration(rand.Float64() * b.cfg.Jitter * float64(b.cur))
 	}
 	return d
-}
-
-// sleepCtx waits d or until ctx is done, and reports whether it waited the
-// whole d.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }

@@ -13,6 +13,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/listwatch/listwatch/internal/ctxtime"
 )
 
 // ReflectorStore is what a Reflector writes into: a DeltaFIFO, or any Store.
@@ -191,7 +193,7 @@ func (r *Reflector[T]) Run(ctx context.Context) {
 		if err != nil {
 			r.onErr(ctx, err)
 		}
-		if !sleepCtx(ctx, r.retryDelay(err)) {
+		if !ctxtime.Sleep(ctx, r.retryDelay(err)) {
 			return
 		}
 	}
@@ -212,24 +214,14 @@ func (r *Reflector[T]) retryDelay(err error) time.Duration {
 }
 
 // suggestedDelay is how long err asks the client to wait, 0 if it does not:
-// the Status's retryAfterSeconds (apierrors.SuggestsClientDelay, which sees
-// through wrapping and accepts any APIStatus, listwatch's client.StatusError
-// included), or the Retry-After of an error that reports one itself.
+// the Status's retryAfterSeconds, which apierrors.SuggestsClientDelay reads
+// through wrapping from any APIStatus (listwatch's client.StatusError
+// carries a Retry-After header there too).
 func suggestedDelay(err error) time.Duration {
-	if err == nil {
-		return 0
-	}
-	var d time.Duration
 	if s, ok := apierrors.SuggestsClientDelay(err); ok && s > 0 {
-		d = time.Duration(s) * time.Second
+		return time.Duration(s) * time.Second
 	}
-	var ra interface{ RetryAfter() (time.Duration, bool) }
-	if errors.As(err, &ra) {
-		if v, ok := ra.RetryAfter(); ok {
-			d = max(d, v)
-		}
-	}
-	return d
+	return 0
 }
 
 // ListAndWatch lists (or streams the initial state), replaces the store's
@@ -431,7 +423,7 @@ func (r *Reflector[T]) watchLoop(ctx context.Context, w Watcher[T]) error {
 // when ctx ended the wait.
 func (r *Reflector[T]) failAndWait(ctx context.Context, err error) error {
 	r.onErr(ctx, err)
-	if !sleepCtx(ctx, r.retryDelay(err)) {
+	if !ctxtime.Sleep(ctx, r.retryDelay(err)) {
 		return ctx.Err()
 	}
 	return nil

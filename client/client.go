@@ -14,12 +14,12 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"strconv"
-	"strings"
 	"time"
 
 	"golang.org/x/time/rate"
 	"k8s.io/client-go/rest"
+
+	"github.com/listwatch/listwatch/internal/ctxtime"
 )
 
 // Client talks to one API server. It is safe for concurrent use.
@@ -37,7 +37,7 @@ type Client struct {
 	// retry later; sleep waits between them (a field so that tests can
 	// see the waits without taking them).
 	maxRetries int
-	sleep      func(ctx context.Context, d time.Duration) error
+	sleep      func(ctx context.Context, d time.Duration) bool
 }
 
 // New returns a client for the server cfg names.
@@ -59,7 +59,7 @@ func New(cfg *Config) (*Client, error) {
 	}
 	c := &Client{base: base, hc: hc, userAgent: cfg.UserAgent, preferJSON: cfg.PreferJSON,
 		maxEvent: cfg.MaxEventBytes, namespace: cfg.Namespace, keepManaged: cfg.KeepManagedFields,
-		maxRetries: cfg.MaxRetries, sleep: sleepCtx}
+		maxRetries: cfg.MaxRetries, sleep: ctxtime.Sleep}
 	switch {
 	case c.maxRetries == 0:
 		c.maxRetries = DefaultMaxRetries
@@ -128,7 +128,7 @@ func (c *Client) send(ctx context.Context, req *request) (*http.Response, error)
 		if err == nil || retryIn < 0 || attempt >= c.maxRetries {
 			return resp, err
 		}
-		if c.sleep(ctx, min(retryIn, maxRetryWait)) != nil {
+		if !c.sleep(ctx, min(retryIn, maxRetryWait)) {
 			// The caller gave up: what the server said is the answer.
 			return nil, err
 		}
@@ -182,28 +182,9 @@ func retryDelay(resp *http.Response) time.Duration {
 	if resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode < 500 {
 		return -1
 	}
-	v := strings.TrimSpace(resp.Header.Get("Retry-After"))
-	if v == "" {
-		return -1
-	}
-	s, err := strconv.Atoi(v)
-	if err != nil || s < 0 {
+	s, ok := retryAfterSeconds(resp.Header)
+	if !ok {
 		return -1
 	}
 	return time.Duration(s) * time.Second
-}
-
-// sleepCtx waits d, or until ctx is done, returning its error then.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

@@ -58,6 +58,20 @@ func (e *StatusError) RetryAfter() (time.Duration, bool) {
 	return 0, false
 }
 
+// retryAfterSeconds reads a Retry-After header given in seconds (the form
+// API servers send; an HTTP date is not read).
+func retryAfterSeconds(h http.Header) (int, bool) {
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return 0, false
+	}
+	s, err := strconv.Atoi(v)
+	if err != nil || s < 0 {
+		return 0, false
+	}
+	return s, true
+}
+
 // maxErrorBody bounds how much of an error body is read and quoted.
 const maxErrorBody = 64 << 10
 
@@ -81,15 +95,13 @@ func newStatusError(verb, url string, code int, header http.Header, body []byte)
 			Message: messageForBody(code, body),
 		}
 	}
-	if v := header.Get("Retry-After"); v != "" {
-		if s, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && s > 0 {
-			e.retryAfter = time.Duration(s) * time.Second
-			if e.ErrStatus.Details == nil {
-				e.ErrStatus.Details = &metav1.StatusDetails{}
-			}
-			if e.ErrStatus.Details.RetryAfterSeconds == 0 {
-				e.ErrStatus.Details.RetryAfterSeconds = int32(min(s, 1<<30))
-			}
+	if s, ok := retryAfterSeconds(header); ok && s > 0 {
+		e.retryAfter = time.Duration(s) * time.Second
+		if e.ErrStatus.Details == nil {
+			e.ErrStatus.Details = &metav1.StatusDetails{}
+		}
+		if e.ErrStatus.Details.RetryAfterSeconds == 0 {
+			e.ErrStatus.Details.RetryAfterSeconds = int32(min(s, 1<<30))
 		}
 	}
 	return e

@@ -13,6 +13,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/listwatch/listwatch/internal/ctxtime"
 )
 
 // refusingServer answers the first refusals requests with code and, when
@@ -91,9 +93,9 @@ func TestRetryAfter(t *testing.T) {
 			hs := startServer(t, srv)
 			c := newTestClient(t, hs.URL, func(c *Config) { c.MaxRetries = tc.maxRetries })
 			var waits []time.Duration
-			c.sleep = func(ctx context.Context, d time.Duration) error {
+			c.sleep = func(ctx context.Context, d time.Duration) bool {
 				waits = append(waits, d)
-				return ctx.Err()
+				return ctx.Err() == nil
 			}
 			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-1", Namespace: "default"}}
 			got, err := NewResource[*corev1.Pod](c, podsGVR, "default").Create(t.Context(), pod, metav1.CreateOptions{})
@@ -128,9 +130,9 @@ func TestRetryAfterCancelled(t *testing.T) {
 	hs := startServer(t, srv)
 	c := newTestClient(t, hs.URL, nil)
 	ctx, cancel := context.WithCancel(t.Context())
-	c.sleep = func(ctx context.Context, d time.Duration) error {
+	c.sleep = func(ctx context.Context, d time.Duration) bool {
 		cancel()
-		return sleepCtx(ctx, d)
+		return ctxtime.Sleep(ctx, d)
 	}
 	_, err := NewResource[*corev1.Pod](c, podsGVR, "default").Get(ctx, "x", metav1.GetOptions{})
 	if !apierrors.IsTooManyRequests(err) {

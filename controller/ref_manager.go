@@ -41,9 +41,6 @@ type PodControllerRefManager struct {
 // another owner are in none.
 func (m *PodControllerRefManager) Classify(pods []*corev1.Pod) (owned, orphans, release []*corev1.Pod) {
 	uid := m.Controller.GetUID()
-	// Most pods are usually the owner's own: one allocation, not a dozen
-	// regrowths.
-	owned = make([]*corev1.Pod, 0, len(pods))
 	for _, pod := range pods {
 		matches := m.Selector != nil && m.Selector.Matches(labels.Set(pod.Labels))
 		ref := metav1.GetControllerOfNoCopy(pod)
@@ -70,14 +67,6 @@ func (m *PodControllerRefManager) Classify(pods []*corev1.Pod) (owned, orphans, 
 // returned joined, along with the pods claimed so far.
 func (m *PodControllerRefManager) ClaimPods(ctx context.Context, pods []*corev1.Pod) ([]*corev1.Pod, error) {
 	owned, orphans, release := m.Classify(pods)
-	return m.Claim(ctx, owned, orphans, release)
-}
-
-// Claim is ClaimPods for pods already split by Classify (or by a caller's
-// own pass with the same rules, which may count what it needs on the
-// way). The pods returned are owned, in order, followed by the orphans
-// adopted; owned's backing array may be reused.
-func (m *PodControllerRefManager) Claim(ctx context.Context, owned, orphans, release []*corev1.Pod) ([]*corev1.Pod, error) {
 	var errs []error
 	deleting := m.Controller.GetDeletionTimestamp() != nil
 	if !deleting {

@@ -21,6 +21,8 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/listwatch/listwatch/internal/ctxtime"
 )
 
 // JitterFactor scales RetryPeriod for the waits between attempts of a
@@ -203,7 +205,7 @@ func (le *LeaderElector) acquire(ctx context.Context) (time.Time, bool) {
 			return start, true
 		}
 		jittered := time.Duration(float64(le.cfg.RetryPeriod) * (1 + (JitterFactor-1)*rand.Float64()))
-		if !sleep(ctx, jittered) {
+		if !ctxtime.Sleep(ctx, jittered) {
 			return time.Time{}, false
 		}
 	}
@@ -216,7 +218,7 @@ func (le *LeaderElector) acquire(ctx context.Context) (time.Time, bool) {
 // replica's takeover time, which is LeaseDuration after it saw that success.
 func (le *LeaderElector) renew(ctx context.Context, last time.Time) error {
 	for {
-		if !sleep(ctx, le.cfg.RetryPeriod) {
+		if !ctxtime.Sleep(ctx, le.cfg.RetryPeriod) {
 			return nil
 		}
 		deadline, cancel := context.WithDeadline(ctx, last.Add(le.cfg.RenewDeadline))
@@ -227,7 +229,7 @@ func (le *LeaderElector) renew(ctx context.Context, last time.Time) error {
 				last, renewed = start, true
 				break
 			}
-			if !sleep(deadline, le.cfg.RetryPeriod) {
+			if !ctxtime.Sleep(deadline, le.cfg.RetryPeriod) {
 				break
 			}
 		}
@@ -387,16 +389,4 @@ func renewTimeOf(l *coordinationv1.Lease) time.Time {
 		return time.Time{}
 	}
 	return l.Spec.RenewTime.Time
-}
-
-// sleep waits d or until ctx ends; it reports whether the full d passed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }

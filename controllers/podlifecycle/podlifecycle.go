@@ -81,9 +81,6 @@ func (o *Options) defaults() {
 	}
 }
 
-// nodeIndex files pods by spec.nodeName, for counting pods per node.
-const nodeIndex = "spec.nodeName"
-
 // Controller simulates the scheduler and kubelets.
 type Controller struct {
 	informer *cache.SharedIndexInformer[*corev1.Pod]
@@ -112,8 +109,9 @@ type Controller struct {
 	started bool
 }
 
-// New returns a Controller over the shared pod informer. Call it before the
-// informer starts, so that the node index exists from the first object.
+// New returns a Controller over the shared pod informer, which may be
+// running already: its handler is replayed what is cached, bindings
+// included.
 func New(pods *cache.SharedIndexInformer[*corev1.Pod], client PodClient, opts Options) (*Controller, error) {
 	opts.defaults()
 	if opts.FailFraction < 0 || opts.FailFraction > 1 {
@@ -133,15 +131,6 @@ func New(pods *cache.SharedIndexInformer[*corev1.Pod], client PodClient, opts Op
 	}
 	for _, n := range opts.Nodes {
 		c.nodes[n] = true
-	}
-	// Another controller may have added the same index: reuse it.
-	if _, ok := pods.GetIndexer().GetIndexers()[nodeIndex]; !ok {
-		err := pods.AddIndexers(cache.Indexers[*corev1.Pod]{nodeIndex: func(p *corev1.Pod) ([]string, error) {
-			return []string{p.Spec.NodeName}, nil
-		}})
-		if err != nil {
-			return nil, fmt.Errorf("podlifecycle: %w", err)
-		}
 	}
 	_, err := pods.AddEventHandler(cache.ResourceEventHandlerFuncs[*corev1.Pod]{
 		AddFunc:    func(p *corev1.Pod, _ bool) { c.observe(p) },

@@ -166,27 +166,19 @@ func (m *Manager) enqueueMatching(pod *corev1.Pod) {
 // the template's labels, as the API server defaults it; with neither, the
 // RC selects nothing rather than everything.
 func selectorFor(rc *corev1.ReplicationController) labels.Selector {
-	sel, _ := selectorAndSet(rc)
-	return sel
-}
-
-// selectorAndSet returns selectorFor(rc) and, when that selector matches
-// anything at all, the labels it requires, which match the same pods
-// more cheaply (labelPairs); nil when it matches nothing.
-func selectorAndSet(rc *corev1.ReplicationController) (labels.Selector, map[string]string) {
 	set := rc.Spec.Selector
 	if len(set) == 0 && rc.Spec.Template != nil {
 		set = rc.Spec.Template.Labels
 	}
 	if len(set) == 0 {
-		return labels.Nothing(), nil
+		return labels.Nothing()
 	}
 	sel, err := labels.ValidatedSelectorFromSet(set)
 	if err != nil {
 		// An invalid selector must not fall back to matching everything.
-		return labels.Nothing(), nil
+		return labels.Nothing()
 	}
-	return sel, set
+	return sel
 }
 
 func sameRef(a, b *metav1.OwnerReference) bool {

@@ -9,6 +9,7 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 )
 
 // Reasons of the ReplicaFailure condition.
@@ -22,70 +23,29 @@ const (
 // what it returned: the ReplicaFailure condition is set by a failure and
 // cleared only by a success, not by a sync that waited on expectations.
 func calculateStatus(rc *corev1.ReplicationController, pods []*corev1.Pod, managed bool, manageErr error, now time.Time) corev1.ReplicationControllerStatus {
-	var c labelCounts
-	tmpl := templatePairs(rc)
-	for _, p := range pods {
-		c.count(p, tmpl)
-	}
-	status, _ := statusFromCounts(rc, pods, c, managed, manageErr, now)
-	return status
-}
-
-// labelCounts are the counts of a status that do not depend on the time,
-// gathered while the pods are classified (the same pass over memory; a
-// second walk over 10,000 pods costs as much as the first).
-type labelCounts struct {
-	fully, ready int32
-}
-
-func (c *labelCounts) count(p *corev1.Pod, template labelPairs) {
-	if template.matchedBy(p.Labels) {
-		c.fully++
-	}
-	if cond := readyCondition(p); cond != nil && cond.Status == corev1.ConditionTrue {
-		c.ready++
-	}
-}
-
-// templatePairs is the template's labels as an equality selector; no
-// template, or one without labels, matches every pod, as
-// labels.SelectorFromSet of an empty set does.
-func templatePairs(rc *corev1.ReplicationController) labelPairs {
-	if rc.Spec.Template == nil {
-		return labelPairs{}
-	}
-	return pairsOf(rc.Spec.Template.Labels)
-}
-
-// soonest is the shortest of the durations offered to it, if any.
-type soonest struct {
-	d     time.Duration
-	found bool
-}
-
-func (s *soonest) offer(d time.Duration) {
-	if !s.found || d < s.d {
-		s.d, s.found = d, true
-	}
-}
-
-func (s soonest) get() (time.Duration, bool) { return s.d, s.found }
-
-// statusFromCounts is calculateStatus given the counts of pods, which it
-// returns with how long until the next ready pod becomes available. Only
-// with minReadySeconds does it read the pods again: availability then
-// depends on now, taken after manageReplicas, which may take a while.
-func statusFromCounts(rc *corev1.ReplicationController, pods []*corev1.Pod, c labelCounts, managed bool, manageErr error, now time.Time) (corev1.ReplicationControllerStatus, soonest) {
 	status := *rc.Status.DeepCopy()
-	available, next := c.ready, soonest{}
-	if rc.Spec.MinReadySeconds > 0 {
-		available, next = countAvailable(pods, rc.Spec.MinReadySeconds, now)
+	var templateLabels labels.Selector = labels.Everything()
+	if rc.Spec.Template != nil {
+		templateLabels = labels.SelectorFromValidatedSet(rc.Spec.Template.Labels)
+	}
+	var fully, ready, available int32
+	for _, p := range pods {
+		if templateLabels.Matches(labels.Set(p.Labels)) {
+			fully++
+		}
+		if c := readyCondition(p); c != nil && c.Status == corev1.ConditionTrue {
+			ready++
+			if availableIn(c, rc.Spec.MinReadySeconds, now) <= 0 {
+				available++
+			}
+		}
 	}
 	status.Replicas = int32(len(pods))
-	status.FullyLabeledReplicas = c.fully
-	status.ReadyReplicas = c.ready
+	status.FullyLabeledReplicas = fully
+	status.ReadyReplicas = ready
 	status.AvailableReplicas = available
 	status.ObservedGeneration = rc.Generation
+
 	if managed {
 		i := failureCondition(status.Conditions)
 		switch {
@@ -110,26 +70,7 @@ func statusFromCounts(rc *corev1.ReplicationController, pods []*corev1.Pod, c la
 		// here, or the two would compare as a change.
 		status.Conditions = nil
 	}
-	return status, next
-}
-
-// countAvailable counts the pods ready for minReadySeconds at now, and
-// how long until the next ready one becomes available.
-func countAvailable(pods []*corev1.Pod, minReadySeconds int32, now time.Time) (int32, soonest) {
-	var available int32
-	var next soonest
-	for _, p := range pods {
-		cond := readyCondition(p)
-		if cond == nil || cond.Status != corev1.ConditionTrue {
-			continue
-		}
-		if d := availableIn(cond, minReadySeconds, now); d <= 0 {
-			available++
-		} else {
-			next.offer(d)
-		}
-	}
-	return available, next
+	return status
 }
 
 // failureCondition returns the index of the ReplicaFailure condition, or
@@ -165,8 +106,18 @@ func availableIn(c *corev1.PodCondition, minReadySeconds int32, now time.Time) t
 // nextAvailable returns how long until the first ready but not yet
 // available pod becomes available, if there is one.
 func nextAvailable(pods []*corev1.Pod, minReadySeconds int32, now time.Time) (time.Duration, bool) {
-	_, next := countAvailable(pods, minReadySeconds, now)
-	return next.get()
+	var next time.Duration
+	found := false
+	for _, p := range pods {
+		c := readyCondition(p)
+		if c == nil || c.Status != corev1.ConditionTrue {
+			continue
+		}
+		if d := availableIn(c, minReadySeconds, now); d > 0 && (!found || d < next) {
+			next, found = d, true
+		}
+	}
+	return next, found
 }
 
 // updateStatus writes status to rc unless rc has it already. A conflict

@@ -46,7 +46,7 @@ func (m *Manager) syncReplicationController(ctx context.Context, key string) err
 	if err != nil {
 		return fmt.Errorf("listing pods for RC %s: %w", key, err)
 	}
-	pods, counts, err := m.claimPods(ctx, rc, candidates)
+	pods, err := m.claimPods(ctx, rc, candidates)
 	if err != nil {
 		// Pods left half adopted or unreleased are retried with backoff
 		// before anything is created for them.
@@ -60,11 +60,11 @@ func (m *Manager) syncReplicationController(ctx context.Context, key string) err
 	}
 
 	now := time.Now()
-	status, next := statusFromCounts(rc, pods, counts, managed, manageErr, now)
+	status := calculateStatus(rc, pods, managed, manageErr, now)
 	if err := m.updateStatus(ctx, rc, status); err != nil {
 		return errors.Join(manageErr, err)
 	}
-	if d, ok := next.get(); ok {
+	if d, ok := nextAvailable(pods, rc.Spec.MinReadySeconds, now); ok {
 		// No event marks the moment a ready pod becomes available.
 		m.queue.AddAfter(key, d)
 	}
@@ -72,14 +72,12 @@ func (m *Manager) syncReplicationController(ctx context.Context, key string) err
 }
 
 // claimPods returns the active pods the RC controls after adopting the
-// matching orphans and releasing the owned pods it no longer selects,
-// with their counts for the status.
-func (m *Manager) claimPods(ctx context.Context, rc *corev1.ReplicationController, pods []*corev1.Pod) ([]*corev1.Pod, labelCounts, error) {
-	sel, set := selectorAndSet(rc)
+// matching orphans and releasing the owned pods it no longer selects.
+func (m *Manager) claimPods(ctx context.Context, rc *corev1.ReplicationController, pods []*corev1.Pod) ([]*corev1.Pod, error) {
 	cm := &controller.PodControllerRefManager{
 		Control:    m.podControl,
 		Controller: rc,
-		Selector:   sel,
+		Selector:   selectorFor(rc),
 		Kind:       controllerKind,
 		// The cached RC may be stale: one deleted meanwhile (or deleted
 		// and recreated) must not adopt anything.
@@ -97,71 +95,7 @@ func (m *Manager) claimPods(ctx context.Context, rc *corev1.ReplicationControlle
 			return fresh, nil
 		},
 	}
-	tmpl := templatePairs(rc)
-	owned, orphans, release, counts := classify(rc, pods, set, tmpl)
-	claimed, err := cm.Claim(ctx, owned, orphans, release)
-	for _, p := range claimed[len(owned):] {
-		// Adopted: counted now.
-		counts.count(p, tmpl)
-	}
-	return claimed, counts, err
-}
-
-// classify splits pods as controller.PodControllerRefManager.Classify
-// does for the RC, whose selector requires the labels selector (nil: it
-// matches nothing), and counts the owned ones' labels and readiness on
-// the way: one walk over the pods instead of two.
-func classify(rc *corev1.ReplicationController, pods []*corev1.Pod, selector map[string]string, template labelPairs) (owned, orphans, release []*corev1.Pod, counts labelCounts) {
-	var sel labelPairs
-	if selector != nil {
-		sel = pairsOf(selector)
-	}
-	owned = make([]*corev1.Pod, 0, len(pods))
-	for _, p := range pods {
-		matches := sel != nil && sel.matchedBy(p.Labels)
-		ref := metav1.GetControllerOfNoCopy(p)
-		switch {
-		case ref != nil && ref.UID == rc.UID:
-			if matches {
-				owned = append(owned, p)
-				counts.count(p, template)
-			} else {
-				release = append(release, p)
-			}
-		case ref != nil:
-			// Another controller's pod: never touched.
-		case matches && p.DeletionTimestamp == nil && p.Namespace == rc.Namespace:
-			orphans = append(orphans, p)
-		}
-	}
-	return owned, orphans, release, counts
-}
-
-// labelPairs is an equality selector as a slice, not a map: it is matched
-// against every pod of an RC on each sync, and ranging over a map (random
-// start, iterator set-up) costs more than the lookups themselves.
-type labelPairs []labelPair
-
-type labelPair struct{ key, value string }
-
-// pairsOf returns set as labelPairs; never nil, so that an empty set
-// still matches everything.
-func pairsOf(set map[string]string) labelPairs {
-	out := make(labelPairs, 0, len(set))
-	for k, v := range set {
-		out = append(out, labelPair{k, v})
-	}
-	return out
-}
-
-// matchedBy reports whether have carries every pair.
-func (w labelPairs) matchedBy(have map[string]string) bool {
-	for _, p := range w {
-		if got, ok := have[p.key]; !ok || got != p.value {
-			return false
-		}
-	}
-	return true
+	return cm.ClaimPods(ctx, pods)
 }
 
 // errTemplateNotSelected is reported for an RC whose template makes pods
