@@ -12,7 +12,7 @@ package main
 // client's; in its own process only the CPU is shared, as on a machine
 // that runs both. The child seeds its storage with the realistic pods of
 // pods.go, stored as the API server stores them (JSON under
-// /registry/core/pods/<namespace>/<name>), and serves them with an API
+// apiserver.StorageKey), and serves them with an API
 // server it starts over that storage, afresh for each events run; after
 // each of its own steps it collects its garbage, so that its collector
 // does not run on a core of the measure that follows.
@@ -298,7 +298,7 @@ type childServer struct {
 	watching atomic.Int64
 }
 
-func podKey(p *corev1.Pod) string { return "/registry/core/pods/" + p.Namespace + "/" + p.Name }
+func podKey(p *corev1.Pod) string { return apiserver.StorageKey("", "pods", p.Namespace, p.Name) }
 
 func newChildServer(n int, seed uint64, keep bool) (*childServer, error) {
 	ctx := context.Background()
@@ -315,7 +315,7 @@ func newChildServer(n int, seed uint64, keep bool) (*childServer, error) {
 				ObjectMeta: metav1.ObjectMeta{Name: p.Namespace, UID: uid(rng), CreationTimestamp: p.CreationTimestamp},
 				Status:     corev1.NamespaceStatus{Phase: corev1.NamespaceActive},
 			}
-			if _, err := s.put("/registry/core/namespaces/"+p.Namespace, &ns, 0); err != nil {
+			if _, err := s.put(apiserver.StorageKey("", "namespaces", "", p.Namespace), &ns, 0); err != nil {
 				return nil, err
 			}
 		}

@@ -2,7 +2,6 @@ package cache_test
 
 import (
 	"slices"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -39,31 +38,9 @@ func TestMutationDetector_EnvironmentAndPeriodicCheck(t *testing.T) {
 			}
 			synctest.Test(t, func(t *testing.T) {
 				src := cachetest.New[*corev1.Pod]()
-				mustCreate(t, src, "ns", "a")
-				mustCreate(t, src, "ns", "b")
-				var mu sync.Mutex
-				var reported []string
-				inf := newShared(src, cache.SharedInformerOptions[*corev1.Pod]{
-					// MutationDetection is left false: only the environment
-					// may switch the detector on. The period is the default.
-					OnMutation: func(m cache.MutationError) {
-						mu.Lock()
-						defer mu.Unlock()
-						reported = append(reported, m.Key)
-					},
-					Transform: func(p *corev1.Pod) (*corev1.Pod, error) { return p.DeepCopy(), nil },
-				})
-				mutated := make(chan struct{})
-				mustAdd(t, inf, cache.ResourceEventHandlerFuncs[*corev1.Pod]{
-					AddFunc: func(p *corev1.Pod, _ bool) {
-						if p.Name == "a" {
-							p.Labels = map[string]string{"oops": "mutated"} // the bug under test
-							close(mutated)
-						}
-					},
-				})
-				runShared(t, inf)
-				<-mutated
+				// MutationDetection is left false: only the environment
+				// may switch the detector on. The period is the default.
+				inf, reported := runMutatingInformer(t, src, cache.SharedInformerOptions[*corev1.Pod]{})
 				// The in-place write races with the detector's reads by
 				// nature (that is the bug detected); order it before the
 				// periodic check for the race detector: a later cache
@@ -71,27 +48,20 @@ func TestMutationDetector_EnvironmentAndPeriodicCheck(t *testing.T) {
 				// after the write, before the check.
 				mustCreate(t, src, "ns", "c")
 				synctest.Wait()
-				mu.Lock()
-				if len(reported) != 0 {
-					t.Errorf("reported %v before the first periodic check", reported)
+				if got := reported(); len(got) != 0 {
+					t.Errorf("reported %v before the first periodic check", got)
 				}
-				mu.Unlock()
 				time.Sleep(10 * time.Second)
 				synctest.Wait()
-				mu.Lock()
-				got := slices.Clone(reported)
-				mu.Unlock()
-				if !slices.Equal(got, tc.wantKeys) {
+				if got := reported(); !slices.Equal(got, tc.wantKeys) {
 					t.Errorf("periodic check reported %v, want %v", got, tc.wantKeys)
 				}
 				// A mutation is reported once; later periods stay quiet.
 				time.Sleep(30 * time.Second)
 				synctest.Wait()
-				mu.Lock()
-				if !slices.Equal(reported, tc.wantKeys) {
-					t.Errorf("after more periods reported %v, want %v", reported, tc.wantKeys)
+				if got := reported(); !slices.Equal(got, tc.wantKeys) {
+					t.Errorf("after more periods reported %v, want %v", got, tc.wantKeys)
 				}
-				mu.Unlock()
 				if found := inf.CheckMutations(t.Context()); found != nil && !tc.wantOn {
 					t.Errorf("detector off, yet CheckMutations = %v", found)
 				}

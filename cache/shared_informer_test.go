@@ -515,39 +515,52 @@ func TestSharedInformer_SyncStatusTellsWhyNotSynced(t *testing.T) {
 	})
 }
 
+// runMutatingInformer runs an informer with opts over pods ns/a and ns/b,
+// created in src, whose handler mutates ns/a in place (the bug a mutation
+// detector is for). It returns once the mutation happened, with what
+// OnMutation reported so far. Objects from src are copied by a transform
+// so that the mutation corrupts only the informer's cache.
+func runMutatingInformer(t *testing.T, src *podSource, opts cache.SharedInformerOptions[*corev1.Pod]) (*podInformer, func() []string) {
+	t.Helper()
+	mustCreate(t, src, "ns", "a")
+	mustCreate(t, src, "ns", "b")
+	var mu sync.Mutex
+	var reported []string
+	opts.OnMutation = func(m cache.MutationError) {
+		mu.Lock()
+		defer mu.Unlock()
+		reported = append(reported, m.Key)
+	}
+	opts.Transform = func(p *corev1.Pod) (*corev1.Pod, error) { return p.DeepCopy(), nil }
+	inf := newShared(src, opts)
+	mutated := make(chan struct{})
+	mustAdd(t, inf, cache.ResourceEventHandlerFuncs[*corev1.Pod]{
+		AddFunc: func(p *corev1.Pod, _ bool) {
+			if p.Name == "a" {
+				p.Labels = map[string]string{"oops": "mutated"} // the bug under test
+				close(mutated)
+			}
+		},
+	})
+	runShared(t, inf)
+	<-mutated
+	return inf, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(reported)
+	}
+}
+
 func TestSharedInformer_MutationDetectorReportsInPlaceChanges(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		src := cachetest.New[*corev1.Pod]()
-		mustCreate(t, src, "ns", "a")
-		mustCreate(t, src, "ns", "b")
-		var mu sync.Mutex
-		var reported []string
-		inf := newShared(src, cache.SharedInformerOptions[*corev1.Pod]{
+		inf, reported := runMutatingInformer(t, src, cache.SharedInformerOptions[*corev1.Pod]{
 			MutationDetection: true,
 			// The periodic check would race with the mutation below, which
 			// the race detector rightly flags; the test checks by hand
 			// after the mutation happened.
 			MutationCheckPeriod: time.Hour,
-			OnMutation: func(m cache.MutationError) {
-				mu.Lock()
-				defer mu.Unlock()
-				reported = append(reported, m.Key)
-			},
-			// Objects from the Source are shared with it: copy them so the
-			// test's mutation corrupts only the informer's cache.
-			Transform: func(p *corev1.Pod) (*corev1.Pod, error) { return p.DeepCopy(), nil },
 		})
-		mutated := make(chan struct{})
-		mustAdd(t, inf, cache.ResourceEventHandlerFuncs[*corev1.Pod]{
-			AddFunc: func(p *corev1.Pod, _ bool) {
-				if p.Name == "a" {
-					p.Labels = map[string]string{"oops": "mutated"} // the bug under test
-					close(mutated)
-				}
-			},
-		})
-		runShared(t, inf)
-		<-mutated
 		found := inf.CheckMutations(t.Context())
 		if len(found) != 1 || found[0].Key != "ns/a" {
 			t.Errorf("CheckMutations = %v, want ns/a", found)
@@ -555,10 +568,8 @@ func TestSharedInformer_MutationDetectorReportsInPlaceChanges(t *testing.T) {
 		if again := inf.CheckMutations(t.Context()); len(again) != 0 {
 			t.Errorf("a mutation was reported twice: %v", again)
 		}
-		mu.Lock()
-		defer mu.Unlock()
-		if !slices.Equal(reported, []string{"ns/a"}) {
-			t.Errorf("mutations reported: %v, want [ns/a]", reported)
+		if got := reported(); !slices.Equal(got, []string{"ns/a"}) {
+			t.Errorf("mutations reported: %v, want [ns/a]", got)
 		}
 	})
 }

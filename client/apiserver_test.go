@@ -415,8 +415,16 @@ var quietLog = slog.New(slog.DiscardHandler)
 // informer with tr's handler, and waits for the sync.
 func startPodInformer(t *testing.T, c *Client, pageSize int64, tr *tracker) *cache.SharedIndexInformer[*corev1.Pod] {
 	t.Helper()
-	f := informers.NewSharedInformerFactory(c, informers.Options{Reflector: cache.ReflectorOptions{PageSize: pageSize, Logger: quietLog,
-		Backoff: cache.Backoff{Initial: time.Millisecond, Max: 20 * time.Millisecond}}})
+	return startPodInformerWith(t, c, cache.ReflectorOptions{PageSize: pageSize}, tr)
+}
+
+// startPodInformerWith is startPodInformer with the reflector options ro,
+// quiet and with short backoffs.
+func startPodInformerWith(t *testing.T, c *Client, ro cache.ReflectorOptions, tr *tracker) *cache.SharedIndexInformer[*corev1.Pod] {
+	t.Helper()
+	ro.Logger = quietLog
+	ro.Backoff = cache.Backoff{Initial: time.Millisecond, Max: 20 * time.Millisecond}
+	f := informers.NewSharedInformerFactory(c, informers.Options{Reflector: ro})
 	t.Cleanup(f.Shutdown)
 	pods := f.Pods()
 	t.Cleanup(pods.Release)

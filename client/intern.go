@@ -66,7 +66,7 @@ func internObject[T cache.Object](obj T, ownMaps bool) {
 	in := shared
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	in.object(any(obj).(cache.Object), ownMaps)
+	in.object(obj, ownMaps)
 }
 
 // internObjects is internObject for each of objs, under one lock: the
@@ -385,22 +385,22 @@ func grow[E any](s *[]E, n int) {
 // The protobuf field numbers of the repeated messages of a pod's status, a
 // spec and a container.
 const (
-	fieldPodStatus                   = 3
-	fieldStatusConditions            = 2
-	fieldStatusContainerStatuses     = 8
-	fieldStatusInitContainerStatuses = 10
-	fieldStatusPodIPs                = 12
-	fieldStatusEphemeralContainerSt  = 13
-	fieldStatusHostIPs               = 16
-	fieldSpecVolumes                 = 1
-	fieldSpecTolerations             = 22
-	fieldContainerPorts              = 6
-	fieldContainerEnv                = 7
-	fieldContainerVolumeMounts       = 9
+	fieldPodStatus                        = 3
+	fieldStatusConditions                 = 2
+	fieldStatusContainerStatuses          = 8
+	fieldStatusInitContainerStatuses      = 10
+	fieldStatusPodIPs                     = 12
+	fieldStatusEphemeralContainerStatuses = 13
+	fieldStatusHostIPs                    = 16
+	fieldSpecVolumes                      = 1
+	fieldSpecTolerations                  = 22
+	fieldContainerPorts                   = 6
+	fieldContainerEnv                     = 7
+	fieldContainerVolumeMounts            = 9
 )
 
 var statusRepeated = []int{fieldStatusConditions, fieldStatusContainerStatuses, fieldStatusInitContainerStatuses,
-	fieldStatusPodIPs, fieldStatusEphemeralContainerSt, fieldStatusHostIPs}
+	fieldStatusPodIPs, fieldStatusEphemeralContainerStatuses, fieldStatusHostIPs}
 
 func unmarshalPodStatus(s *corev1.PodStatus, b []byte) error {
 	var c [6]int

@@ -486,8 +486,7 @@ func (d *itemDecoder[T]) batch() *itemBatchOf[T] {
 	} else {
 		b = <-d.free
 		// Its objects move to a batch of their own, in the list's order.
-		done := &itemBatchOf[T]{objs: b.objs, err: b.err, first: b.first}
-		*b.next = *done
+		*b.next = itemBatchOf[T]{objs: b.objs, err: b.err, first: b.first}
 		b.objs, b.err = nil, nil
 	}
 	b.buf, b.ends = b.buf[:0], b.ends[:0]

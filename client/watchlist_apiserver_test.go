@@ -10,7 +10,6 @@ import (
 
 	"github.com/listwatch/listwatch/apiserver"
 	"github.com/listwatch/listwatch/cache"
-	"github.com/listwatch/listwatch/informers"
 )
 
 // An informer made by the factory with UseWatchList syncs from a streaming
@@ -36,23 +35,8 @@ func TestAPIServerInformerStreamingList(t *testing.T) {
 				}
 				listsBefore := api.proxy.counts().lists // startRealAPI lists nothing, but be exact
 
-				f := informers.NewSharedInformerFactory(api.client(t, true, preferJSON), informers.Options{Reflector: cache.ReflectorOptions{
-					UseWatchList: true, PageSize: 5, Logger: quietLog,
-					Backoff: cache.Backoff{Initial: time.Millisecond, Max: 20 * time.Millisecond}}})
-				t.Cleanup(f.Shutdown)
-				pods := f.Pods()
-				t.Cleanup(pods.Release)
 				tr := &tracker{pods: map[string]string{}}
-				if _, err := pods.Informer().AddEventHandler(tr.handler()); err != nil {
-					t.Fatal(err)
-				}
-				f.Start(t.Context())
-				for gvr, ok := range f.WaitForCacheSync(t.Context()) {
-					if !ok {
-						t.Fatalf("%s did not sync", gvr)
-					}
-				}
-				inf := pods.Informer()
+				inf := startPodInformerWith(t, api.client(t, true, preferJSON), cache.ReflectorOptions{UseWatchList: true, PageSize: 5}, tr)
 
 				// A streaming list from resourceVersion "" is consistent: once
 				// synced, the store is the server's state, no later.

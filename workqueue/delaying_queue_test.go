@@ -268,22 +268,9 @@ func TestDelayingQueueShutDownWithDrain(t *testing.T) {
 		}
 
 		// One worker, a second per item: "soon" falls due mid-drain.
-		var mu sync.Mutex
-		var processed []string
+		var rec recorder
 		var wg sync.WaitGroup
-		wg.Go(func() {
-			for {
-				x, ok := q.Get()
-				if !ok {
-					return
-				}
-				time.Sleep(time.Second)
-				mu.Lock()
-				processed = append(processed, x)
-				mu.Unlock()
-				q.Done(x)
-			}
-		})
+		wg.Go(func() { slowWorker(q, time.Second, &rec) })
 		time.Sleep(5 * time.Second)
 		synctest.Wait()
 		select {
@@ -306,9 +293,7 @@ func TestDelayingQueueShutDownWithDrain(t *testing.T) {
 		if n := q.Len(); n != 0 {
 			t.Errorf("Len after drain = %d, want 0", n)
 		}
-		mu.Lock()
-		defer mu.Unlock()
-		if len(processed) != 2 || processed[0] != "a" || processed[1] != "b" {
+		if processed := rec.got(); len(processed) != 2 || processed[0] != "a" || processed[1] != "b" {
 			t.Fatalf("processed %v, want [a b]: queued items only", processed)
 		}
 	})

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -182,8 +183,7 @@ func TestShutDownWithDrain(t *testing.T) {
 		q.Add("a")
 		q.Add("b")
 
-		var processed []string
-		var mu sync.Mutex
+		var rec recorder
 		var wg sync.WaitGroup
 		var drainErr error
 		drainDone := make(chan struct{})
@@ -197,19 +197,7 @@ func TestShutDownWithDrain(t *testing.T) {
 		}
 		// Workers start only now, each taking a second per item.
 		for range 2 {
-			wg.Go(func() {
-				for {
-					x, ok := q.Get()
-					if !ok {
-						return
-					}
-					time.Sleep(time.Second)
-					mu.Lock()
-					processed = append(processed, x)
-					mu.Unlock()
-					q.Done(x)
-				}
-			})
+			wg.Go(func() { slowWorker(q, time.Second, &rec) })
 		}
 		time.Sleep(5 * time.Second)
 		synctest.Wait()
@@ -225,6 +213,7 @@ func TestShutDownWithDrain(t *testing.T) {
 			t.Fatalf("ShutDownWithDrain = %v", drainErr)
 		}
 		want := map[string]bool{"a": true, "b": true, "busy": true}
+		processed := rec.got()
 		if len(processed) != len(want) {
 			t.Fatalf("processed %v, want a, b and busy once each", processed)
 		}
@@ -498,4 +487,39 @@ func TestNoLostWakeup(t *testing.T) {
 	}
 	q.ShutDown()
 	wg.Wait()
+}
+
+// recorder collects what workers processed.
+type recorder struct {
+	mu    sync.Mutex
+	items []string
+}
+
+func (r *recorder) add(x string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.items = append(r.items, x)
+}
+
+func (r *recorder) got() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.items)
+}
+
+// slowWorker takes items from q until it shuts down, spending d (of the
+// bubble's time) on each before recording it and marking it done.
+func slowWorker(q interface {
+	Get() (string, bool)
+	Done(string)
+}, d time.Duration, r *recorder) {
+	for {
+		x, ok := q.Get()
+		if !ok {
+			return
+		}
+		time.Sleep(d)
+		r.add(x)
+		q.Done(x)
+	}
 }
