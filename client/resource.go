@@ -131,7 +131,9 @@ const (
 )
 
 // do sends req asking for protobuf when the type allows it, and asks again
-// for JSON when the server refuses protobuf.
+// for JSON when the server refuses protobuf: 406, or 415 to a request
+// without a body. A 415 to a request with one refuses the body's format
+// (a patch type the server does not know), not the answer's.
 func (r *Resource[T]) do(ctx context.Context, req *request) (*http.Response, error) {
 	if r.err != nil {
 		return nil, r.err
@@ -143,7 +145,7 @@ func (r *Resource[T]) do(ctx context.Context, req *request) (*http.Response, err
 	req.accept = acceptProto
 	resp, err := r.c.send(ctx, req)
 	var se *StatusError
-	if errors.As(err, &se) && (se.ErrStatus.Code == http.StatusNotAcceptable || se.ErrStatus.Code == http.StatusUnsupportedMediaType) {
+	if errors.As(err, &se) && (se.ErrStatus.Code == http.StatusNotAcceptable || (se.ErrStatus.Code == http.StatusUnsupportedMediaType && len(req.body) == 0)) {
 		r.jsonOnly.Store(true)
 		req.accept = acceptJSON
 		return r.c.send(ctx, req)

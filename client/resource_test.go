@@ -371,6 +371,7 @@ func TestWritesSendWhatTheServerExpects(t *testing.T) {
 	check(r.UpdateStatus(ctx, pod, metav1.UpdateOptions{}))
 	check(r.Patch(ctx, "p", types.MergePatchType, []byte(`{"metadata":{"labels":{"a":"b"}}}`), metav1.PatchOptions{}))
 	check(r.Patch(ctx, "p", types.StrategicMergePatchType, []byte(`{}`), metav1.PatchOptions{}, "status"))
+	check(r.Patch(ctx, "p", types.JSONPatchType, []byte(`[{"op":"remove","path":"/metadata/labels/a"}]`), metav1.PatchOptions{FieldValidation: "Strict"}))
 	check(r.Get(ctx, "p", metav1.GetOptions{ResourceVersion: "0"}))
 	bg := metav1.DeletePropagationBackground
 	uid := types.UID("u-1")
@@ -391,6 +392,7 @@ func TestWritesSendWhatTheServerExpects(t *testing.T) {
 		{"PUT", base + name + "/status", "", "application/json", ""},
 		{"PATCH", base + "/p", "", "application/merge-patch+json", `{"metadata":{"labels":{"a":"b"}}}`},
 		{"PATCH", base + "/p/status", "", "application/strategic-merge-patch+json", `{}`},
+		{"PATCH", base + "/p", "fieldValidation=Strict", "application/json-patch+json", `[{"op":"remove","path":"/metadata/labels/a"}]`},
 		{"GET", base + "/p", "resourceVersion=0", "", ""},
 		{"DELETE", base + "/p", "", "application/json", `{"kind":"DeleteOptions","apiVersion":"v1","gracePeriodSeconds":0,"preconditions":{"uid":"u-1","resourceVersion":"9"},"propagationPolicy":"Background"}`},
 	}
