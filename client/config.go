@@ -1,9 +1,14 @@
 package client
 
 import (
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"io/fs"
+	"net"
 	"net/url"
+	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"strings"
@@ -96,14 +101,94 @@ func LoadConfig(opts LoadOptions) (*Config, error) {
 	return &Config{REST: rc, Namespace: ns}, nil
 }
 
-// InClusterConfig is the configuration of a pod: the API server from the
-// environment, the service account's token and CA.
+// serviceAccountDir is where the kubelet mounts a pod's service account
+// credentials: its token, the cluster's CA and the pod's namespace.
+const serviceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+// ErrNotInCluster is returned, wrapped, by InClusterConfig when the
+// environment a pod is given (KUBERNETES_SERVICE_HOST and
+// KUBERNETES_SERVICE_PORT) is missing.
+var ErrNotInCluster = errors.New("not running in a Kubernetes pod")
+
+// InClusterConfig is the configuration of a process in a pod: the API
+// server at $KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT over HTTPS,
+// authenticated with the service account's token (re-read from its file as
+// the kubelet rotates it) and verified with the service account's CA, and
+// the namespace $POD_NAMESPACE, else that of the service account's
+// namespace file, else "default". Outside a pod its error wraps
+// ErrNotInCluster.
 func InClusterConfig() (*Config, error) {
-	rc, err := rest.InClusterConfig()
-	if err != nil {
-		return nil, fmt.Errorf("client: in-cluster config: %w", err)
+	return inClusterConfig(serviceAccountDir, os.Getenv)
+}
+
+// inClusterConfig is InClusterConfig with the service account's files in
+// dir and the environment read with getenv.
+func inClusterConfig(dir string, getenv func(string) string) (*Config, error) {
+	host, port := getenv("KUBERNETES_SERVICE_HOST"), getenv("KUBERNETES_SERVICE_PORT")
+	var missing []string
+	if host == "" {
+		missing = append(missing, "KUBERNETES_SERVICE_HOST")
 	}
-	return &Config{REST: rc, Namespace: "default"}, nil
+	if port == "" {
+		missing = append(missing, "KUBERNETES_SERVICE_PORT")
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("client: in-cluster config: %w: %s not set", ErrNotInCluster, strings.Join(missing, " and "))
+	}
+
+	tokenFile := filepath.Join(dir, "token")
+	b, err := os.ReadFile(tokenFile)
+	if err != nil {
+		return nil, fmt.Errorf("client: in-cluster config: service account token: %w", err)
+	}
+	// client-go trims the token it re-reads from the file: trim the first
+	// one alike.
+	token := strings.TrimSpace(string(b))
+	if token == "" {
+		return nil, fmt.Errorf("client: in-cluster config: service account token %s is empty", tokenFile)
+	}
+
+	caFile := filepath.Join(dir, "ca.crt")
+	b, err = os.ReadFile(caFile)
+	if err != nil {
+		return nil, fmt.Errorf("client: in-cluster config: service account CA: %w", err)
+	}
+	if !x509.NewCertPool().AppendCertsFromPEM(b) {
+		return nil, fmt.Errorf("client: in-cluster config: service account CA %s holds no PEM certificate", caFile)
+	}
+
+	ns, err := podNamespace(dir, getenv)
+	if err != nil {
+		return nil, err
+	}
+	rc := &rest.Config{
+		Host:        "https://" + net.JoinHostPort(host, port),
+		BearerToken: token,
+		// With the file set, client-go's transport reads the token again
+		// from time to time, so that a rotated one replaces the first.
+		BearerTokenFile: tokenFile,
+		TLSClientConfig: rest.TLSClientConfig{CAFile: caFile},
+	}
+	return &Config{REST: rc, Namespace: ns}, nil
+}
+
+// podNamespace is $POD_NAMESPACE, else the content of the service
+// account's namespace file, else "default" when there is no such file.
+func podNamespace(dir string, getenv func(string) string) (string, error) {
+	if ns := strings.TrimSpace(getenv("POD_NAMESPACE")); ns != "" {
+		return ns, nil
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "namespace"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return "default", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("client: in-cluster config: service account namespace: %w", err)
+	}
+	if ns := strings.TrimSpace(string(b)); ns != "" {
+		return ns, nil
+	}
+	return "default", nil
 }
 
 // DefaultUserAgent is "listwatch/<version> (<os>/<arch>)", the version being
