@@ -105,6 +105,10 @@ func benchAddGetDone(cfg config) ([]Row, error) {
 		for q.len() > 0 {
 			time.Sleep(time.Millisecond)
 		}
+		// Start each round from a collected heap, so that neither
+		// implementation pays during its round for the garbage of the
+		// round before it.
+		runtime.GC()
 		runtime.ReadMemStats(&ms0)
 		start := time.Now()
 		for _, k := range seq {

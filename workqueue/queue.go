@@ -151,7 +151,17 @@ type Queue[T comparable] struct {
 	addSeq atomic.Uint64
 	_      [64]byte
 
-	// mu guards the rest, up to waiters.
+	// waiters counts the goroutines blocked in Get, and woken those of
+	// them signalled and not yet running; both change under mu. A Get
+	// waits only when the FIFO runs dry, so they change seldom in a busy
+	// queue, while the Add that hands an item over reads them every time:
+	// on a line of their own, away from what the workers write at every
+	// Get and Done, those reads hit the producer's cache.
+	waiters atomic.Int64
+	woken   atomic.Int64
+	_       [64]byte
+
+	// mu guards the rest, up to queued.
 	mu    sync.Mutex
 	cond  sync.Cond
 	items ring[*entry[T]]
@@ -165,10 +175,6 @@ type Queue[T comparable] struct {
 	free []*entry[T]
 	peak int
 	slab []entry[T] // entries not handed out yet, from the last slab made
-	// woken counts waiters signalled and not yet running. It changes under
-	// mu; Add reads it without mu, to leave the wake-up to a worker already
-	// on its way.
-	woken      atomic.Int64
 	processing int // items handed out by Get and not yet Done
 
 	drained     chan struct{} // closed when a drain has finished
@@ -179,7 +185,6 @@ type Queue[T comparable] struct {
 
 	// Written under mu (shuttingDown and draining holding indexMu too),
 	// read without it on the fast paths.
-	waiters      atomic.Int64 // goroutines blocked in Get
 	queued       atomic.Int64 // items.len(), for Get to poll without mu
 	shuttingDown atomic.Bool
 	draining     atomic.Bool
