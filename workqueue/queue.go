@@ -52,8 +52,12 @@ const getSpinYields = 4
 // Idle entries are kept for items that are neither waiting nor processing,
 // so that the next Add of a recently processed item finds its entry instead
 // of inserting one (and, at its Done, deleting it), and can take the fast
-// path. At most idleMin + (number of busy entries) are kept, least recently
-// used first out, which bounds memory to a constant plus the live set.
+// path. At most idleMin + (number of busy entries) are kept, which bounds
+// memory to a constant plus the live set; past that, idle entries found by
+// a scan of the map from a random place are evicted. They are counted, not
+// listed: a list would have every Done and every requeue write the links
+// of two other entries, whose lines the producer, reading their states at
+// each Add, would then have to fetch back from the worker's core.
 // The constant is large enough for a live set of ten thousand keys or so
 // to stay whole: smaller, the idle end of such a set is evicted over and
 // over, and each next Add of an evicted key pays a delete and an insert in
@@ -67,9 +71,6 @@ type entry[T comparable] struct {
 	// state changes by compare-and-swap: under Queue.indexMu by Add's fast
 	// path, and under Queue.mu by everything else.
 	state atomic.Uint32
-	// Links in the idle list; guarded by Queue.mu. An entry stays linked
-	// from the Done that idles it until it is evicted or queued again.
-	prev, next *entry[T]
 }
 
 // entrySlabBytes is about how much memory each allocation of new entries
@@ -166,7 +167,9 @@ type Queue[T comparable] struct {
 	cond  sync.Cond
 	items ring[*entry[T]]
 	spare []pending[T] // an emptied inbox, to swap in at the next drain
-	idle  entry[T]     // sentinel of the circular idle list, oldest at idle.next
+	// nIdle counts the idle entries: those Done left neither dirty nor
+	// processing, until they are evicted or queued again. An entry an Add
+	// revived is counted until the holder of mu queues it.
 	nIdle int
 	// free holds evicted entries, cleared, for reuse, so that a steady
 	// state allocates nothing. It is bounded by peak, the most entries the
@@ -240,7 +243,6 @@ func (q *Queue[T]) lock() {
 	q.mu.Lock()
 	if q.cond.L == nil {
 		q.cond.L = &q.mu
-		q.idle.prev, q.idle.next = &q.idle, &q.idle
 	}
 	q.drainInboxLocked()
 }
@@ -498,9 +500,7 @@ func (q *Queue[T]) drainInboxLocked() {
 
 // queueIdle queues e, which was idle and has just been marked dirty.
 func (q *Queue[T]) queueIdle(e *entry[T]) {
-	if e.prev != nil {
-		q.unlinkIdle(e)
-	}
+	q.nIdle--
 	q.push(e)
 }
 
@@ -559,19 +559,15 @@ func (q *Queue[T]) lockIndex() {
 	q.indexMu.Lock()
 }
 
-func (q *Queue[T]) unlinkIdle(e *entry[T]) {
-	e.prev.next, e.next.prev = e.next, e.prev
-	e.prev, e.next = nil, nil
-	q.nIdle--
-}
+// Eviction works in batches: once over the bound, it evicts down to an
+// eighth below it, scanning at most evictScanMax entries per call. Past
+// the bound more than half of the entries are idle, so a scan finds one
+// in two entries or so.
+const evictScanMax = 256
 
-// makeIdle puts e, just made idle, at the young end of the idle list and
-// evicts the oldest idle entries beyond the bound. A few at most per call:
-// enough to follow a shrinking live set, and short.
+// makeIdle counts e, just made idle, and evicts idle entries when there
+// are too many.
 func (q *Queue[T]) makeIdle(e *entry[T]) {
-	e.prev, e.next = q.idle.prev, &q.idle
-	e.prev.next = e
-	q.idle.prev = e
 	q.nIdle++
 	if q.nIdle <= idleMin+len(q.entriesW)-q.nIdle {
 		return
@@ -581,14 +577,18 @@ func (q *Queue[T]) makeIdle(e *entry[T]) {
 	if !q.indexMu.TryLock() {
 		return
 	}
-	for i := 0; i < 8 && q.nIdle > idleMin+len(q.entriesW)-q.nIdle; i++ {
-		old := q.idle.next
-		q.unlinkIdle(old)
-		// An Add may have revived it since; it is in the inbox then.
+	scanned := 0
+	for item, old := range q.entries {
+		if q.nIdle <= (idleMin+len(q.entries)-q.nIdle)*7/8 || scanned == evictScanMax {
+			break
+		}
+		scanned++
+		// Busy, or revived by an Add and on its way to the FIFO.
 		if old.state.Load() != 0 {
 			continue
 		}
-		delete(q.entries, old.item)
+		delete(q.entries, item)
+		q.nIdle--
 		var zero T
 		old.item = zero
 		if len(q.free) < q.peak {
@@ -760,7 +760,6 @@ func (q *Queue[T]) ShutDown() {
 		}
 	}
 	q.indexMu.Unlock()
-	q.idle.prev, q.idle.next = &q.idle, &q.idle
 	q.nIdle = 0
 	q.free, q.peak, q.slab = nil, 0, nil
 	q.checkDrainedLocked()
