@@ -67,8 +67,8 @@ func (s *Server) handleBinding(w http.ResponseWriter, r *http.Request, req reque
 		return apierrors.NewInvalid(bindingResource.gvk.GroupKind(), req.name, errs)
 	}
 	_, err = s.update(r.Context(), req, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-		if b.UID != "" && b.UID != cur.GetUID() {
-			return nil, conflict(req, fmt.Sprintf("Precondition failed: UID in precondition: %s, UID in object meta: %s", b.UID, cur.GetUID()))
+		if err := uidPrecondition(req, b.UID, cur.GetUID()); err != nil {
+			return nil, err
 		}
 		if b.ResourceVersion != "" && b.ResourceVersion != cur.GetResourceVersion() {
 			return nil, conflict(req, "the object has been modified; please apply your changes to the latest version and try again")

@@ -11,6 +11,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -67,6 +68,10 @@ type resource struct {
 	validName apivalidation.ValidateNameFunc
 	// prepareCreate resets what a client may not set on create (status).
 	prepareCreate func(obj map[string]any)
+	// statusUpdate turns the object a /status write sent (desired) into
+	// what it may change of cur, as the resource's status strategy in
+	// kube-apiserver does; set when hasStatus is.
+	statusUpdate func(cur, desired *unstructured.Unstructured)
 }
 
 // scaleSpec says where a resource keeps what autoscaling/v1 Scale shows.
@@ -113,6 +118,9 @@ func (g *registry) lookup(gv schema.GroupVersion, plural string) *resource {
 }
 
 func (g *registry) add(r *resource) error {
+	if r.hasStatus != (r.statusUpdate != nil) {
+		return fmt.Errorf("apiserver: resource %s: a status subresource needs its status update rule, and only it", r.gvr())
+	}
 	gv := r.gvk.GroupVersion()
 	m := g.byGV[gv.String()]
 	if m == nil {
@@ -175,6 +183,7 @@ func newRegistry(crs []CustomResource) (*registry, error) {
 			returnDeleted: true,
 			validName:     apivalidation.NameIsDNSSubdomain,
 			prepareCreate: dropStatus,
+			statusUpdate:  statusOnly,
 		}
 		if err := g.add(r); err != nil {
 			return nil, err
@@ -202,6 +211,59 @@ func validateCustomResources(crs []CustomResource) error {
 
 func dropStatus(obj map[string]any) { delete(obj, "status") }
 
+// The rules of /status writes, after kube-apiserver's status strategies
+// (their PrepareForUpdate). Whatever they leave of the write's metadata
+// then goes through the rules every update shares (prepareUpdate): the
+// server's own fields come from cur, and the rest is validated.
+
+// statusOnly keeps cur but for status: custom resources, whose status
+// strategy copies the stored object over the write but for status (and
+// managedFields, which this server does not keep).
+func statusOnly(cur, desired *unstructured.Unstructured) {
+	status, hasStatus := desired.Object["status"]
+	desired.Object = deepCopy(cur).Object
+	if hasStatus {
+		desired.Object["status"] = status
+	} else {
+		delete(desired.Object, "status")
+	}
+}
+
+// keepSpec takes spec from cur and the rest from the write, metadata
+// included (labels, annotations, finalizers, ownerReferences):
+// namespaces, replicationcontrollers and services.
+func keepSpec(cur, desired *unstructured.Unstructured) {
+	keepField(cur, desired, "spec")
+}
+
+// podStatusUpdate is keepSpec with cur's ownerReferences: pods/status may
+// not touch them (deletionTimestamp, which it may not touch either, is
+// cur's for every update).
+func podStatusUpdate(cur, desired *unstructured.Unstructured) {
+	keepSpec(cur, desired)
+	keepField(cur, desired, "metadata", "ownerReferences")
+}
+
+// deploymentStatusUpdate is keepSpec with cur's labels; annotations and
+// the rest of the metadata are the write's.
+func deploymentStatusUpdate(cur, desired *unstructured.Unstructured) {
+	keepSpec(cur, desired)
+	keepField(cur, desired, "metadata", "labels")
+}
+
+// keepField sets the field at path in desired to a copy of cur's, or
+// removes it when cur has none.
+func keepField(cur, desired *unstructured.Unstructured, path ...string) {
+	v, ok, err := unstructured.NestedFieldNoCopy(cur.Object, path...)
+	if !ok || err != nil {
+		unstructured.RemoveNestedField(desired.Object, path...)
+		return
+	}
+	// SetNestedField copies v. Only a metadata that is not an object
+	// fails, and decoding refused that already.
+	_ = unstructured.SetNestedField(desired.Object, v, path...)
+}
+
 func builtins() []*resource {
 	core := func(kind string) schema.GroupVersionKind { return corev1.SchemeGroupVersion.WithKind(kind) }
 	return []*resource{
@@ -213,6 +275,7 @@ func builtins() []*resource {
 			prepareCreate: func(obj map[string]any) {
 				obj["status"] = map[string]any{"phase": string(corev1.NamespaceActive)}
 			},
+			statusUpdate: keepSpec,
 		},
 		{
 			gvk: core("Pod"), plural: "pods", singular: "pod", shortNames: []string{"po"}, categories: []string{"all"},
@@ -222,6 +285,7 @@ func builtins() []*resource {
 			prepareCreate: func(obj map[string]any) {
 				obj["status"] = map[string]any{"phase": string(corev1.PodPending)}
 			},
+			statusUpdate: podStatusUpdate,
 		},
 		{
 			gvk: core("ReplicationController"), plural: "replicationcontrollers", singular: "replicationcontroller",
@@ -231,12 +295,14 @@ func builtins() []*resource {
 			fields:        []string{"status.replicas"},
 			validName:     apivalidation.NameIsDNSSubdomain,
 			prepareCreate: prepareScalable,
+			statusUpdate:  keepSpec,
 		},
 		{
 			gvk: core("Service"), plural: "services", singular: "service", shortNames: []string{"svc"}, categories: []string{"all"},
 			namespaced: true, hasStatus: true, unconditionalUpdate: true,
 			validName:     apivalidation.NameIsDNS1035Label,
 			prepareCreate: dropStatus,
+			statusUpdate:  keepSpec,
 		},
 		{
 			gvk: core("Endpoints"), plural: "endpoints", singular: "endpoints", shortNames: []string{"ep"},
@@ -265,6 +331,7 @@ func builtins() []*resource {
 			scale:         &scaleSpec{selector: labelSelectorSelector},
 			validName:     apivalidation.NameIsDNSSubdomain,
 			prepareCreate: prepareScalable,
+			statusUpdate:  deploymentStatusUpdate,
 		},
 	}
 }

@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"errors"
 	"net/http"
 
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
@@ -9,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
@@ -96,6 +98,14 @@ func (s *Server) updateScale(w http.ResponseWriter, r *http.Request, req request
 		}
 		if sc.GetName() != req.name {
 			return nil, badRequest("the name of the object (%s) does not match the name on the URL (%s)", sc.GetName(), req.name)
+		}
+		// The Scale's uid, when set, must be the object's: kube-apiserver's
+		// scale subresources answer a conflict on <plural>/scale (a patch
+		// that changes it included).
+		if uid := sc.GetUID(); uid != "" && uid != cur.GetUID() {
+			gr := schema.GroupResource{Group: req.res.gvk.Group, Resource: req.res.plural + "/scale"}
+			return nil, apierrors.NewConflict(gr, req.name,
+				errors.New("Precondition failed: UID in precondition: "+string(uid)+", UID in object meta: "+string(cur.GetUID())))
 		}
 		n, ok, err := unstructured.NestedInt64(sc.Object, "spec", "replicas")
 		if err != nil {

@@ -3,6 +3,7 @@ package apiserver
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -271,14 +272,8 @@ func (s *Server) prepareUpdate(req request, cur, desired *unstructured.Unstructu
 	desired.SetResourceVersion(cur.GetResourceVersion())
 	switch req.sub {
 	case "status":
-		// A /status write changes status and nothing else.
-		status, hasStatus := desired.Object["status"]
-		desired.Object = deepCopy(cur).Object
-		if hasStatus {
-			desired.Object["status"] = status
-		} else {
-			delete(desired.Object, "status")
-		}
+		// What a /status write may change is the resource's own rule.
+		res.statusUpdate(cur, desired)
 	case "":
 		if res.hasStatus {
 			if status, ok := cur.Object["status"]; ok {
@@ -288,9 +283,14 @@ func (s *Server) prepareUpdate(req request, cur, desired *unstructured.Unstructu
 			}
 		}
 	}
-	// System metadata is the server's.
+	// System metadata is the server's. A uid left out is the stored one;
+	// a different one is refused by validateMeta below (422, immutable),
+	// as kube-apiserver does for a patch, whereas a PUT body's uid is a
+	// precondition checked earlier (409, see handleUpdate).
 	desired.SetNamespace(cur.GetNamespace())
-	desired.SetUID(cur.GetUID())
+	if desired.GetUID() == "" {
+		desired.SetUID(cur.GetUID())
+	}
 	desired.SetCreationTimestamp(cur.GetCreationTimestamp())
 	desired.SetDeletionTimestamp(cur.GetDeletionTimestamp())
 	desired.SetDeletionGracePeriodSeconds(cur.GetDeletionGracePeriodSeconds())
@@ -330,7 +330,19 @@ func (s *Server) handleUpdate(w http.ResponseWriter, r *http.Request, req reques
 		if err != nil {
 			return err
 		}
-		return s.updateScale(w, r, req, func(*unstructured.Unstructured) ([]byte, error) { return js, nil })
+		uid := bodyUID(js)
+		err = s.updateScale(w, r, req, func(cur *unstructured.Unstructured) ([]byte, error) {
+			if err := uidPrecondition(req, uid, cur.GetUID()); err != nil {
+				return nil, err
+			}
+			return js, nil
+		})
+		if apierrors.IsNotFound(err) {
+			if perr := uidPrecondition(req, uid, ""); perr != nil {
+				return perr
+			}
+		}
+		return err
 	}
 	u, err := decodeRequest(w, r, req.res, body)
 	if err != nil {
@@ -342,16 +354,54 @@ func (s *Server) handleUpdate(w http.ResponseWriter, r *http.Request, req reques
 	if u.GetName() != req.name {
 		return badRequest("the name of the object (%s) does not match the name on the URL (%s)", u.GetName(), req.name)
 	}
-	out, err := s.update(r.Context(), req, func(*unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	uid := u.GetUID()
+	out, err := s.update(r.Context(), req, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+		// Before the resourceVersion, as kube-apiserver's storage checks
+		// its preconditions before the update function runs.
+		if err := uidPrecondition(req, uid, cur.GetUID()); err != nil {
+			return nil, err
+		}
 		return deepCopy(u), nil
 	})
-	if apierrors.IsNotFound(err) && req.res.createOnUpdate && req.sub == "" {
-		if out, err = s.create(r.Context(), req, u); err == nil {
-			return writeObject(w, r, req.res, http.StatusCreated, out)
+	if apierrors.IsNotFound(err) {
+		// Nothing stored has the uid asked for: kube-apiserver answers
+		// this precondition's conflict, not NotFound, and creates nothing.
+		if perr := uidPrecondition(req, uid, ""); perr != nil {
+			return perr
+		}
+		if req.res.createOnUpdate && req.sub == "" {
+			if out, err = s.create(r.Context(), req, u); err == nil {
+				return writeObject(w, r, req.res, http.StatusCreated, out)
+			}
 		}
 	}
 	if err != nil {
 		return err
 	}
 	return writeObject(w, r, req.res, http.StatusOK, out)
+}
+
+// uidPrecondition is the conflict kube-apiserver answers when the uid a
+// PUT body carries, which it takes as a precondition, is not the stored
+// object's (stored is "" when nothing is stored). An empty uid is no
+// precondition.
+func uidPrecondition(req request, sent, stored types.UID) error {
+	if sent == "" || sent == stored {
+		return nil
+	}
+	return conflict(req, "Precondition failed: UID in precondition: "+string(sent)+", UID in object meta: "+string(stored))
+}
+
+// bodyUID reads metadata.uid from a JSON body; "" when there is none or
+// the body cannot be read (decoding it reports that).
+func bodyUID(js []byte) types.UID {
+	var b struct {
+		Metadata struct {
+			UID types.UID `json:"uid"`
+		} `json:"metadata"`
+	}
+	if json.Unmarshal(js, &b) != nil {
+		return ""
+	}
+	return b.Metadata.UID
 }

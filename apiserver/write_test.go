@@ -16,7 +16,9 @@ func TestUpdate(t *testing.T) {
 		uid := str(rc, "metadata.uid")
 
 		// Spec change bumps generation; status in the body is ignored.
-		body := fmt.Sprintf(`{"metadata":{"name":"rc","resourceVersion":%q,"uid":"forged","labels":{"x":"y"}},"spec":{"replicas":3,"selector":{"a":"b"}},"status":{"replicas":7}}`, rv)
+		// (A uid other than the stored one is a failed precondition:
+		// TestUpdateUIDPrecondition.)
+		body := fmt.Sprintf(`{"metadata":{"name":"rc","resourceVersion":%q,"uid":%q,"labels":{"x":"y"}},"spec":{"replicas":3,"selector":{"a":"b"}},"status":{"replicas":7}}`, rv, uid)
 		up := c.mustDo("PUT", rcPath+"/rc", "", body, 200)
 		if nested(up, "metadata.generation") != float64(2) || nested(up, "status") != nil || str(up, "metadata.uid") != uid || str(up, "metadata.labels.x") != "y" {
 			t.Errorf("update: %v", up)
@@ -38,9 +40,11 @@ func TestUpdate(t *testing.T) {
 			t.Errorf("no-op update moved resourceVersion %s -> %s", str(up, "metadata.resourceVersion"), str(same, "metadata.resourceVersion"))
 		}
 
-		// /status changes status only.
+		// /status leaves spec alone; an RC's labels it changes, as
+		// kube-apiserver's status strategy for RCs does
+		// (TestStatusUpdateMetadata has every resource).
 		st := c.mustDo("PUT", rcPath+"/rc/status", "", `{"metadata":{"name":"rc","labels":{"x":"w"}},"spec":{"replicas":100},"status":{"replicas":3,"observedGeneration":2}}`, 200)
-		if nested(st, "status.replicas") != float64(3) || nested(st, "spec.replicas") != float64(3) || str(st, "metadata.labels.x") != "z" || nested(st, "metadata.generation") != float64(2) {
+		if nested(st, "status.replicas") != float64(3) || nested(st, "spec.replicas") != float64(3) || str(st, "metadata.labels.x") != "w" || nested(st, "metadata.generation") != float64(2) {
 			t.Errorf("status: %v", st)
 		}
 		got := c.mustDo("GET", rcPath+"/rc/status", "", "", 200)

@@ -431,24 +431,40 @@ func TestAPIServerWriteCreateUpdate(t *testing.T) {
 		{
 			name: "update of a missing object",
 			write: func(ctx context.Context, pods *Resource[*corev1.Pod], cur *corev1.Pod, _ string) (*corev1.Pod, error) {
-				cur.Name = "absent"
+				// Without the uid: one in the body is a precondition,
+				// which a missing object fails with a 409 (see below).
+				cur.Name, cur.UID = "absent", ""
 				return pods.Update(ctx, cur, metav1.UpdateOptions{})
 			},
 			wantErr: &errNotFound,
 		},
 		{
-			name: "update status changes status only",
+			name: "update of a missing object naming a uid",
+			write: func(ctx context.Context, pods *Resource[*corev1.Pod], cur *corev1.Pod, _ string) (*corev1.Pod, error) {
+				// Kubernetes checks the uid precondition against an empty
+				// object, and answers Conflict rather than NotFound.
+				cur.Name = "absent"
+				return pods.Update(ctx, cur, metav1.UpdateOptions{})
+			},
+			wantErr: &errConflict,
+		},
+		{
+			name: "update status changes status and metadata, not spec",
 			write: func(ctx context.Context, pods *Resource[*corev1.Pod], cur *corev1.Pod, _ string) (*corev1.Pod, error) {
 				cur.Status.Phase = corev1.PodRunning
 				cur.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
 				cur.Spec.Containers[0].Image = "nginx:1.28"
 				cur.Spec.ActiveDeadlineSeconds = ptr(int64(30))
+				// The pod status strategy stores metadata from the write
+				// (but ownerReferences and deletionTimestamp): the
+				// finalizers go.
 				cur.Finalizers = nil
 				return pods.UpdateStatus(ctx, cur, metav1.UpdateOptions{})
 			},
 			want: func(p *corev1.Pod) {
 				p.Status.Phase = corev1.PodRunning
 				p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+				p.Finalizers = nil
 			},
 		},
 		{
@@ -463,7 +479,7 @@ func TestAPIServerWriteCreateUpdate(t *testing.T) {
 		{
 			name: "update status of a missing object",
 			write: func(ctx context.Context, pods *Resource[*corev1.Pod], cur *corev1.Pod, _ string) (*corev1.Pod, error) {
-				cur.Name = "absent"
+				cur.Name, cur.UID = "absent", ""
 				cur.Status.Phase = corev1.PodRunning
 				return pods.UpdateStatus(ctx, cur, metav1.UpdateOptions{})
 			},
