@@ -175,10 +175,10 @@ type Queue[T comparable] struct {
 	// state allocates nothing. It is bounded by peak, the most entries the
 	// map has held: that much memory the map's table keeps anyway, since Go
 	// maps never shrink. ShutDown gives both back.
-	free []*entry[T]
-	peak int
-	slab []entry[T] // entries not handed out yet, from the last slab made
-	processing int // items handed out by Get and not yet Done
+	free       []*entry[T]
+	peak       int
+	slab       []entry[T] // entries not handed out yet, from the last slab made
+	processing int        // items handed out by Get and not yet Done
 
 	drained     chan struct{} // closed when a drain has finished
 	drainClosed bool
