@@ -123,6 +123,13 @@ contexts:
 - name: anonymous
   context: {cluster: test, user: nobody}
 `, server, b64(c.caPEM), token, b64(c.clientCert), b64(c.clientKey))
+	return writeKubeconfigFile(t, cfg)
+}
+
+// writeKubeconfigFile writes cfg to a kubeconfig file of the test's and
+// returns its path.
+func writeKubeconfigFile(t *testing.T, cfg string) string {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "kubeconfig")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
@@ -361,11 +368,7 @@ users:
 - name: exec
   context: {cluster: test, user: plugin, namespace: team-e}
 `, q(server), base64.StdEncoding.EncodeToString(c.caPEM), q(self), envYAML.String())
-	path := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return writeKubeconfigFile(t, cfg)
 }
 
 func TestExecPluginAuthenticates(t *testing.T) {

@@ -240,6 +240,15 @@ func wrongWire(f *field, wt uint8) error {
 	return fmt.Errorf("proto: wrong wireType = %d for field %s", wt, f.name)
 }
 
+// sub decodes b, the message of slot sl, into p: through the slot's plan
+// when it has one, else through the type's own Unmarshal.
+func (s *state) sub(sl *slot, p unsafe.Pointer, b []byte) error {
+	if sl.sub != nil {
+		return s.message(sl.sub, p, b)
+	}
+	return sl.f.msg.unmarshal(p, b)
+}
+
 // message decodes the message b into the struct at base, by plan pl.
 func (s *state) message(pl *plan, base unsafe.Pointer, b []byte) error {
 	if s.depth++; s.depth > maxDepth {
@@ -311,12 +320,7 @@ func (s *state) message(pl *plan, base unsafe.Pointer, b []byte) error {
 			if err != nil {
 				return err
 			}
-			if sl.sub != nil {
-				err = s.message(sl.sub, p, b[vs:end])
-			} else {
-				err = sl.f.msg.unmarshal(p, b[vs:end])
-			}
-			if err != nil {
+			if err := s.sub(sl, p, b[vs:end]); err != nil {
 				return err
 			}
 			i = end
@@ -326,12 +330,7 @@ func (s *state) message(pl *plan, base unsafe.Pointer, b []byte) error {
 				return err
 			}
 			e := s.appendTo(pl, base, sl, b, start, &seen)
-			if sl.sub != nil {
-				err = s.message(sl.sub, e, b[vs:end])
-			} else {
-				err = sl.f.msg.unmarshal(e, b[vs:end])
-			}
-			if err != nil {
+			if err := s.sub(sl, e, b[vs:end]); err != nil {
 				return err
 			}
 			i = end
@@ -344,12 +343,7 @@ func (s *state) message(pl *plan, base unsafe.Pointer, b []byte) error {
 			if *pp == nil {
 				*pp = reflect.New(sl.f.elem).UnsafePointer()
 			}
-			if sl.sub != nil {
-				err = s.message(sl.sub, *pp, b[vs:end])
-			} else {
-				err = sl.f.msg.unmarshal(*pp, b[vs:end])
-			}
-			if err != nil {
+			if err := s.sub(sl, *pp, b[vs:end]); err != nil {
 				return err
 			}
 			i = end
