@@ -326,6 +326,8 @@ func measureSync(name, impl, url string, proto bool, n int) ([]Row, error) {
 			}
 		}
 	})
+	endProfile := profileWindow(impl)
+	defer endProfile()
 	start := time.Now()
 	cut, err := startClient(impl, url, proto, nil)
 	if err != nil {
@@ -337,6 +339,7 @@ func measureSync(name, impl, url string, proto bool, n int) ([]Row, error) {
 	ok := cut.synced(ctx)
 	cancel()
 	elapsed := time.Since(start)
+	endProfile()
 	close(done)
 	sampler.Wait()
 	after := gcHeap()
@@ -423,6 +426,8 @@ func measureEvents(impl, url string, proto bool, final map[string]string, prepar
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	mallocs := ms.Mallocs
+	endProfile := profileWindow(impl)
+	defer endProfile()
 	start := time.Now()
 	if err := open(); err != nil {
 		return 0, 0, err
@@ -433,6 +438,7 @@ func measureEvents(impl, url string, proto bool, final map[string]string, prepar
 		return 0, 0, fmt.Errorf("%s: saw the last update of %d pods of %d", impl, seen.Load(), len(final))
 	}
 	elapsed := time.Since(start)
+	endProfile()
 	runtime.ReadMemStats(&ms)
 	return elapsed, ms.Mallocs - mallocs, nil
 }

@@ -69,6 +69,27 @@ func register(name string, run func(cfg config) ([]Row, error)) {
 // profiles) ran.
 var exitCode int
 
+// profiledImpl and profileOut are -cpuprofile-impl and -cpuprofile's file.
+var (
+	profiledImpl string
+	profileOut   *os.File
+)
+
+// profileWindow starts the CPU profile for a timed window of impl when
+// -cpuprofile-impl names it, and returns what ends the window. Only the
+// first such window of a run is profiled: a file holds one profile.
+func profileWindow(impl string) (end func()) {
+	if profileOut == nil || impl != profiledImpl {
+		return func() {}
+	}
+	profiledImpl = "" // this window only
+	if err := pprof.StartCPUProfile(profileOut); err != nil {
+		fmt.Fprintf(os.Stderr, "bench: cpu profile: %v\n", err)
+		return func() {}
+	}
+	return pprof.StopCPUProfile
+}
+
 func main() {
 	run()
 	os.Exit(exitCode)
@@ -79,12 +100,16 @@ func run() {
 	asJSON := flag.Bool("json", false, "also print one JSON object per row")
 	filter := flag.String("run", "", "run only workloads whose name matches this regexp")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the run to this file")
+	flag.StringVar(&profiledImpl, "cpuprofile-impl", "", "with -cpuprofile, profile only the timed windows of this implementation (listwatch or client-go) where a workload marks them, not the setup")
 	memProfile := flag.String("memprofile", "", "write an allocation profile of the run to this file")
 	flag.Parse()
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err == nil {
-			err = pprof.StartCPUProfile(f)
+			profileOut = f
+			if profiledImpl == "" {
+				err = pprof.StartCPUProfile(f)
+			}
 		}
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "bench: cpu profile: %v\n", err)

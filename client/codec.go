@@ -15,6 +15,7 @@ import (
 
 	"github.com/listwatch/listwatch/cache"
 	"github.com/listwatch/listwatch/client/internal/jsondecode"
+	"github.com/listwatch/listwatch/client/internal/protodecode"
 )
 
 // protoUnmarshaler is what the generated code of every built-in type
@@ -40,6 +41,9 @@ type codec[T cache.Object] struct {
 	// shareDecodedOnly limits share to what costs nothing after decoding
 	// (the values spelled alike in the bytes): for watch events, whose
 	// rate matters more than the strings of the objects they replace.
+	// Their protobuf is read by protodecode, whose objects hold their
+	// strings in one block each: a quarter of the generated code's
+	// allocations, and no walk of the fields ahead of it.
 	shareDecodedOnly bool
 }
 
@@ -171,6 +175,13 @@ func (c *codec[T]) decodeProtoUninterned(raw []byte, tm typeMeta) (T, error) {
 	obj := c.new()
 	if err := c.setKind(obj, tm.APIVersion, tm.Kind); err != nil {
 		return zero, err
+	}
+	if c.shareDecodedOnly {
+		d := protodecode.Decoder{SkipManagedFields: c.dropManaged}
+		if err := d.Unmarshal(raw, obj); err != nil {
+			return zero, fmt.Errorf("decoding %s: %w", c.kind, err)
+		}
+		return obj, nil
 	}
 	unmarshal := any(obj).(protoUnmarshaler).Unmarshal
 	if p, ok := any(obj).(*corev1.Pod); ok && c.share {

@@ -89,40 +89,47 @@ func FuzzProtobufWatchDecoder(f *testing.F) {
 			t.Fatal(err)
 		}
 		// The same stream, read leaving managedFields out, must give the
-		// same events less those.
-		lc, err := newCodec[*corev1.Pod](corev1.SchemeGroupVersion)
-		if err != nil {
-			t.Fatal(err)
+		// same events less those: as for an informer's cache (pods decoded
+		// down to their containers' resources, and interned), and as for
+		// an informer's watch (protodecode, two frames decoded at once).
+		lean := make([]eventDecoder[*corev1.Pod], 2)
+		for k := range lean {
+			lc, err := newCodec[*corev1.Pod](corev1.SchemeGroupVersion)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lc.dropManaged, lc.share, lc.shareDecodedOnly = true, true, k == 1
+			lean[k] = newProtoEvents(lc, bytes.NewReader(data), fuzzMaxEvent)
+			if k == 1 {
+				ahead := startReadAheadN(lean[k], 2)
+				defer ahead.close()
+				lean[k] = ahead
+			}
 		}
-		lc.dropManaged = true
-		// And as for an informer's cache: pods decoded down to their
-		// containers' resources, and interned.
-		lc.share = true
-		lean := newProtoEvents(lc, bytes.NewReader(data), fuzzMaxEvent)
 		rest := data
 		for i := 0; ; i++ {
 			ev, err := d.Next()
-			var lev cache.Event[*corev1.Pod]
-			var lerr error
-			compare := lean != nil
-			if compare {
-				lev, lerr = lean.next()
-			}
-			// Leaving managedFields out frames the object strictly, so it
-			// may refuse a mangled object the generated code accepts
-			// (that code lets a map entry run past its end): only one that
-			// is not the canonical encoding of what it decodes to.
-			if compare && err == nil && lerr != nil && canonical(t, rest, ev.Object) {
-				t.Fatalf("event %d: leaving managedFields out failed: %v", i, lerr)
-			}
-			if lerr != nil {
-				lean = nil
-			}
-			if compare && err == nil && lerr == nil && ev.Object != nil && canonical(t, rest, ev.Object) {
-				want := ev.Object.DeepCopy()
-				want.ManagedFields = nil
-				if !apiequality.Semantic.DeepEqual(lev.Object, want) {
-					t.Fatalf("event %d: leaving managedFields out changed the object", i)
+			for k, ld := range lean {
+				if ld == nil {
+					continue
+				}
+				lev, lerr := ld.next()
+				// Leaving managedFields out frames the object strictly, so
+				// it may refuse a mangled object the generated code accepts
+				// (that code lets a map entry run past its end): only one
+				// that is not the canonical encoding of what it decodes to.
+				if err == nil && lerr != nil && canonical(t, rest, ev.Object) {
+					t.Fatalf("event %d, decoder %d: leaving managedFields out failed: %v", i, k, lerr)
+				}
+				if lerr != nil {
+					lean[k] = nil
+				}
+				if err == nil && lerr == nil && ev.Object != nil && canonical(t, rest, ev.Object) {
+					want := ev.Object.DeepCopy()
+					want.ManagedFields = nil
+					if !apiequality.Semantic.DeepEqual(lev.Object, want) {
+						t.Fatalf("event %d, decoder %d: leaving managedFields out changed the object", i, k)
+					}
 				}
 			}
 			if err != nil {

@@ -255,31 +255,47 @@ func newProtoEvents[T cache.Object](c *codec[T], r io.Reader, maxEvent int) *pro
 const keepFrameBuf = 1 << 20
 
 func (d *protoEvents[T]) next() (cache.Event[T], error) {
+	frame, err := d.frame(d.buf)
+	if cap(frame) <= keepFrameBuf {
+		d.buf = frame
+	}
+	if err != nil {
+		return cache.Event[T]{}, err
+	}
+	return d.decodeFrame(frame)
+}
+
+// frame reads the next frame's message into buf's storage, or a larger
+// slice when it does not fit.
+func (d *protoEvents[T]) frame(buf []byte) ([]byte, error) {
 	var hdr [4]byte
 	if _, err := io.ReadFull(d.r, hdr[:]); err != nil {
 		if err == io.EOF {
-			return cache.Event[T]{}, io.EOF
+			return buf, io.EOF
 		}
-		return cache.Event[T]{}, fmt.Errorf("reading watch frame length: %w", err)
+		return buf, fmt.Errorf("reading watch frame length: %w", err)
 	}
 	n := int(binary.BigEndian.Uint32(hdr[:]))
 	if n > d.max {
-		return cache.Event[T]{}, fmt.Errorf("watch frame of %d bytes: %w", n, ErrEventTooLarge)
+		return buf, fmt.Errorf("watch frame of %d bytes: %w", n, ErrEventTooLarge)
 	}
-	if cap(d.buf) < n {
-		d.buf = make([]byte, n)
+	if cap(buf) < n {
+		buf = make([]byte, n)
 	}
-	frame := d.buf[:n]
+	frame := buf[:n]
 	if _, err := io.ReadFull(d.r, frame); err != nil {
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF
 		}
-		return cache.Event[T]{}, fmt.Errorf("reading watch frame of %d bytes: %w", n, err)
+		return frame, fmt.Errorf("reading watch frame of %d bytes: %w", n, err)
 	}
+	return frame, nil
+}
+
+// decodeFrame decodes a frame's message; it keeps no reference to frame,
+// and may run for several frames at once.
+func (d *protoEvents[T]) decodeFrame(frame []byte) (cache.Event[T], error) {
 	ev, err := d.codec.protoEvent(frame)
-	if cap(d.buf) > keepFrameBuf {
-		d.buf = nil
-	}
 	if err != nil {
 		return cache.Event[T]{}, fmt.Errorf("decoding watch frame: %w", err)
 	}
@@ -349,62 +365,6 @@ func (c *codec[T]) protoEvent(b []byte) (cache.Event[T], error) {
 		return ev, fmt.Errorf("%s event: %w", t, err)
 	}
 	return ev, nil
-}
-
-// readAhead decodes the events of a stream in a goroutine of its own, a
-// few events ahead of the consumer, so that decoding, most of an informer's
-// work, overlaps with the applying of the events before. The buffer is
-// small: a slow consumer still slows the stream down (TCP flow control)
-// rather than growing it.
-type readAhead[T cache.Object] struct {
-	ch   chan aheadResult[T]
-	stop chan struct{}
-	done chan struct{}
-}
-
-type aheadResult[T cache.Object] struct {
-	ev  cache.Event[T]
-	err error
-}
-
-// readAheadEvents is how many decoded events may wait for the consumer.
-const readAheadEvents = 16
-
-func startReadAhead[T cache.Object](dec eventDecoder[T]) *readAhead[T] {
-	a := &readAhead[T]{ch: make(chan aheadResult[T], readAheadEvents), stop: make(chan struct{}), done: make(chan struct{})}
-	go a.run(dec)
-	return a
-}
-
-func (a *readAhead[T]) run(dec eventDecoder[T]) {
-	defer close(a.done)
-	for {
-		ev, err := dec.next()
-		select {
-		case a.ch <- aheadResult[T]{ev, err}:
-		case <-a.stop:
-			return
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
-func (a *readAhead[T]) next() (cache.Event[T], error) {
-	select {
-	case r := <-a.ch:
-		return r.ev, r.err
-	case <-a.stop:
-		return cache.Event[T]{}, io.EOF
-	}
-}
-
-// close stops the goroutine and waits for it; the stream's body must be
-// closed first, so that a read it is blocked in returns.
-func (a *readAhead[T]) close() {
-	close(a.stop)
-	<-a.done
 }
 
 // watcher is an open watch: events are decoded from the response body a

@@ -8,7 +8,7 @@ import (
 )
 
 // ErrTooLarge is a value over the Stream's size cap.
-var ErrTooLarge = errors.New("json: value over the size limit")
+var ErrTooLarge = errors.New("value over the size limit")
 
 // Stream reads JSON values from a reader one at a time, buffering only the
 // value being read: a watch stream's events, or a list's items. It frames
