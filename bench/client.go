@@ -206,6 +206,22 @@ type clientUnderTest struct {
 	keep   any // what must stay reachable while its heap is measured
 }
 
+// pollSynced waits for hasSynced, looking every millisecond: both
+// libraries' own waits look every 100 ms, which would round the sync times
+// up to a tenth of a second.
+func pollSynced(ctx context.Context, hasSynced func() bool) bool {
+	t := time.NewTicker(time.Millisecond)
+	defer t.Stop()
+	for !hasSynced() {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+		}
+	}
+	return true
+}
+
 func startListwatchClient(url string, proto bool, onUpdate func(*corev1.Pod)) (*clientUnderTest, error) {
 	c, err := client.New(&client.Config{REST: &rest.Config{Host: url}, PreferJSON: !proto})
 	if err != nil {
@@ -224,14 +240,7 @@ func startListwatchClient(url string, proto bool, onUpdate func(*corev1.Pod)) (*
 	ctx, cancel := context.WithCancel(context.Background())
 	f.Start(ctx)
 	return &clientUnderTest{
-		synced: func(wctx context.Context) bool {
-			for _, ok := range f.WaitForCacheSync(wctx) {
-				if !ok {
-					return false
-				}
-			}
-			return true
-		},
+		synced: func(wctx context.Context) bool { return pollSynced(wctx, pods.Informer().HasSynced) },
 		stop: func() { cancel(); f.Shutdown() },
 		keep: pods,
 	}, nil
@@ -258,7 +267,7 @@ func startClientGoClient(url string, proto bool, onUpdate func(*corev1.Pod)) (*c
 	stopCh := make(chan struct{})
 	f.Start(stopCh)
 	return &clientUnderTest{
-		synced: func(wctx context.Context) bool { return cgcache.WaitForCacheSync(wctx.Done(), inf.HasSynced) },
+		synced: func(wctx context.Context) bool { return pollSynced(wctx, inf.HasSynced) },
 		stop:   func() { close(stopCh); f.Shutdown() },
 		keep:   inf,
 	}, nil

@@ -177,7 +177,7 @@ func (c *codec[T]) decodeProtoUninterned(raw []byte, tm typeMeta) (T, error) {
 		return zero, err
 	}
 	if c.shareDecodedOnly {
-		d := protodecode.Decoder{SkipManagedFields: c.dropManaged}
+		d := protodecode.Decoder{SkipManagedFields: c.dropManaged, Memo: resourcesMemo}
 		if err := d.Unmarshal(raw, obj); err != nil {
 			return zero, fmt.Errorf("decoding %s: %w", c.kind, err)
 		}

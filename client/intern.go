@@ -1,9 +1,9 @@
 package client
 
 import (
-	"errors"
 	"hash/maphash"
 	"maps"
+	"reflect"
 	"slices"
 	"sync"
 
@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/listwatch/listwatch/cache"
+	"github.com/listwatch/listwatch/client/internal/protodecode"
 )
 
 // A cache holds tens of thousands of objects that repeat one another: the
@@ -329,10 +330,16 @@ const (
 	maxResourceMemo         = 4096
 )
 
-var resourceMemo = struct {
-	mu sync.RWMutex
-	m  map[string]corev1.ResourceRequirements
-}{m: map[string]corev1.ResourceRequirements{}}
+// resourcesMemo shares the resource requirements of containers: those of
+// the pods of lists, decoded by hand down to them, and those of the pods
+// of watch events, whose decoding (protodecode) does it.
+var resourcesMemo = func() *protodecode.Memo {
+	m, err := protodecode.NewMemo(reflect.TypeFor[corev1.ResourceRequirements](), maxResourceMemo)
+	if err != nil {
+		panic(err) // a ResourceRequirements is a struct with DeepCopyInto
+	}
+	return m
+}()
 
 // unmarshalPodPart decodes b, a run of fields of a pod's message, into p.
 func unmarshalPodPart(p *corev1.Pod, b []byte) error {
@@ -457,36 +464,7 @@ func unmarshalContainer(c *corev1.Container, b []byte) error {
 		if f.num != fieldContainerResources || f.wire != 2 {
 			return false, nil
 		}
-		rm := &resourceMemo
-		// Read-locked: the decoders of a list's items look up at once,
-		// and almost always find.
-		rm.mu.RLock()
-		rr, ok := rm.m[string(f.bytes)]
-		rm.mu.RUnlock()
-		if ok {
-			// Resources is set once per container; a second occurrence
-			// (never sent) would merge, which a shared value cannot.
-			if c.Resources.Limits != nil || c.Resources.Requests != nil || c.Resources.Claims != nil {
-				return true, errors.New("protobuf: container resources repeated")
-			}
-			c.Resources = rr
-			return true, nil
-		}
-		if err := rr.Unmarshal(f.bytes); err != nil {
-			return true, err
-		}
-		rm.mu.Lock()
-		if first, ok := rm.m[string(f.bytes)]; ok {
-			rr = first // decoded meanwhile by another
-		} else {
-			if len(rm.m) >= maxResourceMemo {
-				clear(rm.m)
-			}
-			rm.m[string(f.bytes)] = rr
-		}
-		rm.mu.Unlock()
-		c.Resources = rr
-		return true, nil
+		return true, resourcesMemo.Unmarshal(f.bytes, &c.Resources)
 	})
 }
 

@@ -44,6 +44,10 @@ type Decoder struct {
 	// decoded value's memory, for consumers that drop them anyway.
 	SkipManagedFields bool
 
+	// Memo, when set, shares the fields of its type between the values
+	// decoded (see Memo).
+	Memo *Memo
+
 	// The codec of the type decoded last, which saves a lookup in the
 	// shared cache when a Decoder decodes one type over and over.
 	lastType  reflect.Type
@@ -83,7 +87,7 @@ func (d *Decoder) Unmarshal(b []byte, v any) error {
 	if c.plan == nil {
 		return c.unmarshalAt(p, b)
 	}
-	s := state{skipManaged: d.SkipManagedFields, input: b}
+	s := state{skipManaged: d.SkipManagedFields, input: b, memo: d.Memo}
 	if s.skipManaged && c.plan.meta != 0 {
 		s.gapStart, s.gapEnd = managedFields(b, c.plan.meta)
 	}
@@ -118,6 +122,7 @@ type state struct {
 	// words holds the scalars behind pointers that do not fit the arena.
 	words       []uint64
 	skipManaged bool
+	memo        *Memo
 }
 
 // str returns b, part of the input, as a string in the arena.
@@ -240,9 +245,13 @@ func wrongWire(f *field, wt uint8) error {
 	return fmt.Errorf("proto: wrong wireType = %d for field %s", wt, f.name)
 }
 
-// sub decodes b, the message of slot sl, into p: through the slot's plan
-// when it has one, else through the type's own Unmarshal.
+// sub decodes b, the message of slot sl, into p: through the memo when it
+// is of the memo's type, through the slot's plan when it has one, else
+// through the type's own Unmarshal.
 func (s *state) sub(sl *slot, p unsafe.Pointer, b []byte) error {
+	if s.memo != nil && sl.f.msg.typ == s.memo.typ {
+		return s.memo.decode(s, sl.f.msg, p, b)
+	}
 	if sl.sub != nil {
 		return s.message(sl.sub, p, b)
 	}

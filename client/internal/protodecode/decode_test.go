@@ -59,24 +59,111 @@ func decodeBoth(t *testing.T, d *Decoder, newMsg func() message, b []byte) (want
 	return want, got
 }
 
+// resourcesMemo is a Memo of resource requirements for max encodings.
+func resourcesMemo(max int) *Memo {
+	m, err := NewMemo(reflect.TypeFor[corev1.ResourceRequirements](), max)
+	if err != nil {
+		panic(err)
+	}
+	return m
+}
+
+// decoders are the Decoders the equivalence tests run: plain, and with a
+// Memo of resource requirements so small that it starts afresh often.
+func decoders() []struct {
+	name string
+	d    *Decoder
+} {
+	return []struct {
+		name string
+		d    *Decoder
+	}{
+		{"plain", &Decoder{}},
+		{"memo", &Decoder{Memo: resourcesMemo(3)}},
+	}
+}
+
 func TestMatchesGenerated(t *testing.T) {
-	for _, typ := range apiTypes {
-		t.Run(typ.name, func(t *testing.T) {
-			var d Decoder
-			for i := 0; i < *iters; i++ {
-				s := *seed + int64(i)
-				obj := typ.new()
-				filler(s).Fill(obj)
-				b := mustMarshal(obj)
-				want, got := typ.new(), typ.new()
-				werr := want.Unmarshal(b)
-				gerr := d.Unmarshal(b, got)
-				if werr != nil || gerr != nil || !reflect.DeepEqual(want, got) {
-					t.Fatalf("seed %d (rerun with -run 'TestMatchesGenerated/%s$' -seed %d -iters 1): generated error %v, protodecode error %v\ngenerated:   %+v\nprotodecode: %+v",
-						s, typ.name, s, werr, gerr, want, got)
+	for _, dec := range decoders() {
+		for _, typ := range apiTypes {
+			t.Run(dec.name+"/"+typ.name, func(t *testing.T) {
+				for i := 0; i < *iters; i++ {
+					s := *seed + int64(i)
+					obj := typ.new()
+					filler(s).Fill(obj)
+					b := mustMarshal(obj)
+					want, got := typ.new(), typ.new()
+					werr := want.Unmarshal(b)
+					gerr := dec.d.Unmarshal(b, got)
+					if werr != nil || gerr != nil || !reflect.DeepEqual(want, got) {
+						t.Fatalf("seed %d (rerun with -run 'TestMatchesGenerated/%s/%s$' -seed %d -iters 1): generated error %v, protodecode error %v\ngenerated:   %+v\nprotodecode: %+v",
+							s, dec.name, typ.name, s, werr, gerr, want, got)
+					}
 				}
-			}
-		})
+			})
+		}
+	}
+}
+
+// TestMemoShares decodes pods whose containers' resources are encoded
+// alike: they share one value's maps, and each pod still equals what the
+// generated code gives, also when the memo starts afresh in between.
+func TestMemoShares(t *testing.T) {
+	pod := realisticPod()
+	other := pod.DeepCopy()
+	other.Spec.Containers[0].Resources.Limits[corev1.ResourceCPU] = resource.MustParse("3")
+	a, b := mustMarshal(pod), mustMarshal(other)
+	for _, max := range []int{1, 2, 100} {
+		d := Decoder{Memo: resourcesMemo(max)}
+		newPod := func() message { return new(corev1.Pod) }
+		var pods []*corev1.Pod
+		for _, enc := range [][]byte{a, b, a, b, a} {
+			_, got := decodeBoth(t, &d, newPod, enc)
+			pods = append(pods, got.(*corev1.Pod))
+		}
+		same := func(x, y *corev1.Pod) bool {
+			return reflect.ValueOf(x.Spec.Containers[0].Resources.Limits).UnsafePointer() ==
+				reflect.ValueOf(y.Spec.Containers[0].Resources.Limits).UnsafePointer()
+		}
+		// With room for both encodings, equal ones share and different
+		// ones do not; with room for one, pods 0 and 2 are decoded apart.
+		if got, want := same(pods[0], pods[2]), max >= 2; got != want {
+			t.Errorf("max %d: pods 0 and 2 share their limits: %v, want %v", max, got, want)
+		}
+		if same(pods[0], pods[1]) {
+			t.Errorf("max %d: pods with different limits share them", max)
+		}
+	}
+}
+
+// TestMemoMergeUnshares decodes a container whose resources come twice:
+// the second merges into a copy of the shared value, which stays as it was
+// for the containers that share it.
+func TestMemoMergeUnshares(t *testing.T) {
+	first := corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}
+	second := corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}}
+	plain := wb{}.str(1, "plain").bytes(8, mustMarshal(&first))
+	twice := wb{}.str(1, "twice").bytes(8, mustMarshal(&first)).bytes(8, mustMarshal(&second))
+	d := Decoder{Memo: resourcesMemo(10)}
+	newContainer := func() message { return new(corev1.Container) }
+	_, a := decodeBoth(t, &d, newContainer, plain)
+	_, b := decodeBoth(t, &d, newContainer, twice)
+	_, c := decodeBoth(t, &d, newContainer, plain)
+	if len(b.(*corev1.Container).Resources.Limits) != 2 {
+		t.Fatalf("merged limits: %v", b.(*corev1.Container).Resources.Limits)
+	}
+	for _, got := range []message{a, c} {
+		if l := got.(*corev1.Container).Resources.Limits; len(l) != 1 {
+			t.Fatalf("the shared limits were written to: %v", l)
+		}
+	}
+}
+
+func TestMemoRefusesTypes(t *testing.T) {
+	for _, typ := range []reflect.Type{reflect.TypeFor[int](), reflect.TypeFor[struct{ A int }](), reflect.TypeFor[*corev1.ResourceRequirements]()} {
+		if _, err := NewMemo(typ, 1); err == nil {
+			t.Errorf("NewMemo(%s) did not fail", typ)
+		}
 	}
 }
 
@@ -93,31 +180,33 @@ func TestRealisticPod(t *testing.T) {
 }
 
 func TestMergeMatchesGenerated(t *testing.T) {
-	for _, typ := range apiTypes {
-		t.Run(typ.name, func(t *testing.T) {
-			var d Decoder
-			for i := 0; i < *iters/3; i++ {
-				s := *seed + int64(i)
-				first, second := typ.new(), typ.new()
-				filler(s).Fill(first)
-				filler(s + 1e6).Fill(second)
-				a, b := mustMarshal(first), mustMarshal(second)
-				// Concatenated encodings, and the second decoded into the
-				// result of the first.
-				cat := append(append([]byte{}, a...), b...)
-				want, got := decodeBoth(t, &d, typ.new, cat)
-				got2 := typ.new()
-				if err := d.Unmarshal(a, got2); err != nil {
-					t.Fatal(err)
+	for _, dec := range decoders() {
+		for _, typ := range apiTypes {
+			t.Run(dec.name+"/"+typ.name, func(t *testing.T) {
+				d := dec.d
+				for i := 0; i < *iters/3; i++ {
+					s := *seed + int64(i)
+					first, second := typ.new(), typ.new()
+					filler(s).Fill(first)
+					filler(s + 1e6).Fill(second)
+					a, b := mustMarshal(first), mustMarshal(second)
+					// Concatenated encodings, and the second decoded into the
+					// result of the first.
+					cat := append(append([]byte{}, a...), b...)
+					want, got := decodeBoth(t, d, typ.new, cat)
+					got2 := typ.new()
+					if err := d.Unmarshal(a, got2); err != nil {
+						t.Fatal(err)
+					}
+					if err := d.Unmarshal(b, got2); err != nil {
+						t.Fatal(err)
+					}
+					if !reflect.DeepEqual(want, got2) || !reflect.DeepEqual(got, got2) {
+						t.Fatalf("seed %d: two calls decode differently from one", s)
+					}
 				}
-				if err := d.Unmarshal(b, got2); err != nil {
-					t.Fatal(err)
-				}
-				if !reflect.DeepEqual(want, got2) || !reflect.DeepEqual(got, got2) {
-					t.Fatalf("seed %d: two calls decode differently from one", s)
-				}
-			}
-		})
+			})
+		}
 	}
 }
 
@@ -401,13 +490,15 @@ func TestConcurrent(t *testing.T) {
 	if err := want.Unmarshal(b); err != nil {
 		t.Fatal(err)
 	}
+	// One memo for all, so small that it starts afresh as they decode.
+	memo := resourcesMemo(2)
 	var wg sync.WaitGroup
 	errs := make([]error, 4)
 	for g := range errs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var d Decoder
+			d := Decoder{Memo: memo}
 			for i := 0; i < 50; i++ {
 				var got appsv1.StatefulSet
 				if err := d.Unmarshal(b, &got); err != nil {
