@@ -241,8 +241,8 @@ func startListwatchClient(url string, proto bool, onUpdate func(*corev1.Pod)) (*
 	f.Start(ctx)
 	return &clientUnderTest{
 		synced: func(wctx context.Context) bool { return pollSynced(wctx, pods.Informer().HasSynced) },
-		stop: func() { cancel(); f.Shutdown() },
-		keep: pods,
+		stop:   func() { cancel(); f.Shutdown() },
+		keep:   pods,
 	}, nil
 }
 
