@@ -7,7 +7,6 @@ import (
 	"reflect"
 	"sync"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -165,6 +164,14 @@ func (c *codec[T]) decodeProtoRaw(raw []byte, tm typeMeta) (T, error) {
 // decodeProtoUninterned is decodeProtoRaw but for the sharing of strings
 // and maps with other objects (internObject), which is left to the caller.
 func (c *codec[T]) decodeProtoUninterned(raw []byte, tm typeMeta) (T, error) {
+	var pd protodecode.Decoder
+	return c.decodeProtoWith(&pd, raw, tm)
+}
+
+// decodeProtoWith is decodeProtoUninterned with pd for the objects bound
+// for an informer's cache, which protodecode reads: a goroutine decoding
+// many objects keeps one, which lets them share a little memory.
+func (c *codec[T]) decodeProtoWith(pd *protodecode.Decoder, raw []byte, tm typeMeta) (T, error) {
 	var zero T
 	if !c.proto {
 		return zero, fmt.Errorf("client: %s cannot be read from protobuf", c.elem)
@@ -176,17 +183,18 @@ func (c *codec[T]) decodeProtoUninterned(raw []byte, tm typeMeta) (T, error) {
 	if err := c.setKind(obj, tm.APIVersion, tm.Kind); err != nil {
 		return zero, err
 	}
-	if c.shareDecodedOnly {
-		d := protodecode.Decoder{SkipManagedFields: c.dropManaged, Memo: resourcesMemo}
-		if err := d.Unmarshal(raw, obj); err != nil {
+	if c.share {
+		// The containers' resources shared as they are decoded; the
+		// strings of the items of lists each of their own, since
+		// internObject replaces most of them afterwards, while the
+		// objects of watch events keep theirs in one block.
+		pd.SkipManagedFields, pd.Memo, pd.OwnStrings = c.dropManaged, resourcesMemo, !c.shareDecodedOnly
+		if err := pd.Unmarshal(raw, obj); err != nil {
 			return zero, fmt.Errorf("decoding %s: %w", c.kind, err)
 		}
 		return obj, nil
 	}
 	unmarshal := any(obj).(protoUnmarshaler).Unmarshal
-	if p, ok := any(obj).(*corev1.Pod); ok && c.share {
-		unmarshal = func(b []byte) error { return unmarshalPodPart(p, b) }
-	}
 	decoded := false
 	if c.dropManaged {
 		bp := protoScratch.Get().(*[]byte)

@@ -89,9 +89,10 @@ func FuzzProtobufWatchDecoder(f *testing.F) {
 			t.Fatal(err)
 		}
 		// The same stream, read leaving managedFields out, must give the
-		// same events less those: as for an informer's cache (pods decoded
-		// down to their containers' resources, and interned), and as for
-		// an informer's watch (protodecode, two frames decoded at once).
+		// same events less those: as for the list of an informer's cache
+		// (protodecode, strings of their own, then interned), and as for
+		// an informer's watch (protodecode, strings in one block, two
+		// frames decoded at once).
 		lean := make([]eventDecoder[*corev1.Pod], 2)
 		for k := range lean {
 			lc, err := newCodec[*corev1.Pod](corev1.SchemeGroupVersion)

@@ -4,7 +4,6 @@ import (
 	"hash/maphash"
 	"maps"
 	"reflect"
-	"slices"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -314,25 +313,16 @@ func (in *interner) containerStatus(c *corev1.ContainerStatus) {
 // Resource requirements are the largest thing pods repeat: three small maps
 // of quantities per pod. Decoded as a whole and shared afterwards, each
 // pod's copies would be garbage made only to be thrown away, which a sync
-// of many pods pays for in peak heap. So the pods bound for a cache are
-// decoded by hand down to their containers' resources, whose encoded bytes
-// find the value decoded before for the same bytes: the generated decoders
-// do the rest, on the runs of fields around them (they merge into what is
-// there, as protobuf does for concatenated messages).
+// of many pods pays for in peak heap. So the decoding of the pods bound for
+// a cache (protodecode) looks up the encoded bytes of each container's
+// resources, and gives the container the value decoded before for the same
+// bytes.
 
-// The protobuf field numbers of a pod's spec, a spec's containers and init
-// containers, and a container's resources.
-const (
-	fieldPodSpec            = 2
-	fieldSpecContainers     = 2
-	fieldSpecInitContainers = 20
-	fieldContainerResources = 8
-	maxResourceMemo         = 4096
-)
+// maxResourceMemo bounds the resource requirements remembered.
+const maxResourceMemo = 4096
 
-// resourcesMemo shares the resource requirements of containers: those of
-// the pods of lists, decoded by hand down to them, and those of the pods
-// of watch events, whose decoding (protodecode) does it.
+// resourcesMemo shares the resource requirements of the containers of the
+// objects bound for a cache, those of lists and of watch events.
 var resourcesMemo = func() *protodecode.Memo {
 	m, err := protodecode.NewMemo(reflect.TypeFor[corev1.ResourceRequirements](), maxResourceMemo)
 	if err != nil {
@@ -340,160 +330,3 @@ var resourcesMemo = func() *protodecode.Memo {
 	}
 	return m
 }()
-
-// unmarshalPodPart decodes b, a run of fields of a pod's message, into p.
-func unmarshalPodPart(p *corev1.Pod, b []byte) error {
-	return splitRuns(b, p.Unmarshal, func(f protoField) (bool, error) {
-		if f.wire != 2 {
-			return false, nil
-		}
-		switch f.num {
-		case fieldPodSpec:
-			return true, unmarshalPodSpec(&p.Spec, f.bytes)
-		case fieldPodStatus:
-			return true, unmarshalPodStatus(&p.Status, f.bytes)
-		}
-		return false, nil
-	})
-}
-
-// countFields counts the length-delimited fields of message b numbered
-// nums[i], into counts[i].
-func countFields(b []byte, nums []int, counts []int) error {
-	for r := b; len(r) > 0; {
-		f, rest, err := nextField(r)
-		if err != nil {
-			return err
-		}
-		r = rest
-		if f.wire != 2 {
-			continue
-		}
-		for i, n := range nums {
-			if f.num == n {
-				counts[i]++
-				break
-			}
-		}
-	}
-	return nil
-}
-
-// grow makes room in *s for n more elements, so that the generated
-// decoder's appends fill it in place: growing it append by append would
-// throw away a copy of every element but the last, and leave up to twice
-// the room needed.
-func grow[E any](s *[]E, n int) {
-	if n > 0 {
-		*s = slices.Grow(*s, n)
-	}
-}
-
-// The protobuf field numbers of the repeated messages of a pod's status, a
-// spec and a container.
-const (
-	fieldPodStatus                        = 3
-	fieldStatusConditions                 = 2
-	fieldStatusContainerStatuses          = 8
-	fieldStatusInitContainerStatuses      = 10
-	fieldStatusPodIPs                     = 12
-	fieldStatusEphemeralContainerStatuses = 13
-	fieldStatusHostIPs                    = 16
-	fieldSpecVolumes                      = 1
-	fieldSpecTolerations                  = 22
-	fieldContainerPorts                   = 6
-	fieldContainerEnv                     = 7
-	fieldContainerVolumeMounts            = 9
-)
-
-var statusRepeated = []int{fieldStatusConditions, fieldStatusContainerStatuses, fieldStatusInitContainerStatuses,
-	fieldStatusPodIPs, fieldStatusEphemeralContainerStatuses, fieldStatusHostIPs}
-
-func unmarshalPodStatus(s *corev1.PodStatus, b []byte) error {
-	var c [6]int
-	if err := countFields(b, statusRepeated, c[:]); err != nil {
-		return err
-	}
-	grow(&s.Conditions, c[0])
-	grow(&s.ContainerStatuses, c[1])
-	grow(&s.InitContainerStatuses, c[2])
-	grow(&s.PodIPs, c[3])
-	grow(&s.EphemeralContainerStatuses, c[4])
-	grow(&s.HostIPs, c[5])
-	return s.Unmarshal(b)
-}
-
-var specRepeated = []int{fieldSpecContainers, fieldSpecInitContainers, fieldSpecVolumes, fieldSpecTolerations}
-
-func unmarshalPodSpec(s *corev1.PodSpec, b []byte) error {
-	// Size the slices first: growing them by appending would throw away a
-	// copy of every container but the last.
-	var c [4]int
-	if err := countFields(b, specRepeated, c[:]); err != nil {
-		return err
-	}
-	grow(&s.Containers, c[0])
-	grow(&s.InitContainers, c[1])
-	grow(&s.Volumes, c[2])
-	grow(&s.Tolerations, c[3])
-	return splitRuns(b, s.Unmarshal, func(f protoField) (bool, error) {
-		if f.wire != 2 || (f.num != fieldSpecContainers && f.num != fieldSpecInitContainers) {
-			return false, nil
-		}
-		// Decoded in place, at the end of the slice sized above.
-		list := &s.Containers
-		if f.num == fieldSpecInitContainers {
-			list = &s.InitContainers
-		}
-		*list = append(*list, corev1.Container{})
-		return true, unmarshalContainer(&(*list)[len(*list)-1], f.bytes)
-	})
-}
-
-var containerRepeated = []int{fieldContainerPorts, fieldContainerEnv, fieldContainerVolumeMounts}
-
-func unmarshalContainer(c *corev1.Container, b []byte) error {
-	var n [3]int
-	if err := countFields(b, containerRepeated, n[:]); err != nil {
-		return err
-	}
-	grow(&c.Ports, n[0])
-	grow(&c.Env, n[1])
-	grow(&c.VolumeMounts, n[2])
-	return splitRuns(b, c.Unmarshal, func(f protoField) (bool, error) {
-		if f.num != fieldContainerResources || f.wire != 2 {
-			return false, nil
-		}
-		return true, resourcesMemo.Unmarshal(f.bytes, &c.Resources)
-	})
-}
-
-// splitRuns walks the fields of message b: special decodes the fields it
-// takes, and unmarshal the runs of the others, in order.
-func splitRuns(b []byte, unmarshal func([]byte) error, special func(protoField) (bool, error)) error {
-	run := 0 // start of the current run of ordinary fields
-	for off := 0; off < len(b); {
-		f, rest, err := nextField(b[off:])
-		if err != nil {
-			return err
-		}
-		next := len(b) - len(rest)
-		took, err := special(f)
-		if err != nil {
-			return err
-		}
-		if took {
-			if run < off {
-				if err := unmarshal(b[run:off]); err != nil {
-					return err
-				}
-			}
-			run = next
-		}
-		off = next
-	}
-	if run < len(b) {
-		return unmarshal(b[run:])
-	}
-	return nil
-}

@@ -145,8 +145,9 @@ func TestSharedDecodingDistinctMaps(t *testing.T) {
 	}
 }
 
-// The pod decoder for caches sizes the repeated fields of a status, spec
-// and container before decoding them, to their exact length, and still
+// The pod decoder for caches (protodecode) sizes the repeated fields of a
+// status, spec and container before decoding them, to their exact length
+// as they come one after another, and still
 // merges a message repeated in the encoding (spec or status sent in two
 // parts) as the generated decoder does.
 func TestSharedProtoPresized(t *testing.T) {
@@ -170,6 +171,7 @@ func TestSharedProtoPresized(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	const fieldPodSpec, fieldPodStatus = 2, 3
 	raw = protowireAppendBytes(raw, fieldPodStatus, sb)
 	raw = protowireAppendBytes(raw, fieldPodSpec, pb)
 	var want corev1.Pod

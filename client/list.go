@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/listwatch/listwatch/cache"
+	"github.com/listwatch/listwatch/client/internal/protodecode"
 	"github.com/listwatch/listwatch/client/internal/jsondecode"
 )
 
@@ -504,6 +505,7 @@ func (d *itemDecoder[T]) send() {
 
 func (d *itemDecoder[T]) decodeLoop() {
 	defer d.wg.Done()
+	var pd protodecode.Decoder
 	for b := range d.work {
 		b.objs = make([]T, 0, len(b.ends))
 		start := 0
@@ -511,7 +513,7 @@ func (d *itemDecoder[T]) decodeLoop() {
 			if b.err != nil {
 				break
 			}
-			obj, err := d.c.decodeProtoUninterned(b.buf[start:end], typeMeta{APIVersion: d.c.apiVersion, Kind: d.c.kind})
+			obj, err := d.c.decodeProtoWith(&pd, b.buf[start:end], typeMeta{APIVersion: d.c.apiVersion, Kind: d.c.kind})
 			if err != nil {
 				b.err = fmt.Errorf("list item %d: %w", b.first+i, err)
 				break

@@ -48,10 +48,19 @@ type Decoder struct {
 	// decoded (see Memo).
 	Memo *Memo
 
+	// OwnStrings allocates each string and byte slice on its own, as the
+	// generated code does, instead of in one block per value: for values
+	// whose strings are replaced by shared copies after decoding, which
+	// would leave the block held by the few strings not replaced.
+	OwnStrings bool
+
 	// The codec of the type decoded last, which saves a lookup in the
 	// shared cache when a Decoder decodes one type over and over.
 	lastType  reflect.Type
 	lastCodec *codec
+	// words is what is left of the block of words that scalars behind
+	// pointers take with OwnStrings, for the values decoded next.
+	words []uint64
 }
 
 // Unmarshal decodes the protobuf message b into v, a non-nil pointer.
@@ -87,8 +96,11 @@ func (d *Decoder) Unmarshal(b []byte, v any) error {
 	if c.plan == nil {
 		return c.unmarshalAt(p, b)
 	}
-	s := state{skipManaged: d.SkipManagedFields, input: b, memo: d.Memo}
-	if s.skipManaged && c.plan.meta != 0 {
+	s := state{skipManaged: d.SkipManagedFields, input: b, memo: d.Memo, own: d.OwnStrings}
+	if s.own {
+		s.words = d.words
+		defer func() { d.words = s.words }()
+	} else if s.skipManaged && c.plan.meta != 0 {
 		s.gapStart, s.gapEnd = managedFields(b, c.plan.meta)
 	}
 	return s.message(c.plan, p, b)
@@ -123,12 +135,18 @@ type state struct {
 	words       []uint64
 	skipManaged bool
 	memo        *Memo
+	// own allocates strings and byte slices one by one, and has no
+	// arena (Decoder.OwnStrings).
+	own bool
 }
 
 // str returns b, part of the input, as a string in the arena.
 func (s *state) str(b []byte) string {
 	if len(b) == 0 {
 		return ""
+	}
+	if s.own {
+		return string(b)
 	}
 	return unsafe.String(s.at(b), len(b))
 }
@@ -138,6 +156,9 @@ func (s *state) str(b []byte) string {
 func (s *state) bytes(b []byte) []byte {
 	if len(b) == 0 {
 		return []byte{}
+	}
+	if s.own {
+		return append([]byte(nil), b...)
 	}
 	return unsafe.Slice(s.at(b), len(b))
 }
@@ -175,7 +196,7 @@ const wordsBlock = 16
 
 // word returns a zeroed word of its own for a scalar behind a pointer.
 func (s *state) word() unsafe.Pointer {
-	if s.arena == nil {
+	if s.arena == nil && !s.own {
 		s.newArena()
 	}
 	// The arena is 8-aligned (its size class is a multiple of 8), and so

@@ -3,6 +3,7 @@ package protodecode
 import (
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"reflect"
 	"sync"
@@ -68,8 +69,9 @@ func resourcesMemo(max int) *Memo {
 	return m
 }
 
-// decoders are the Decoders the equivalence tests run: plain, and with a
-// Memo of resource requirements so small that it starts afresh often.
+// decoders are the Decoders the equivalence tests run: plain, with a Memo
+// of resource requirements so small that it starts afresh often, and with
+// strings of their own.
 func decoders() []struct {
 	name string
 	d    *Decoder
@@ -80,6 +82,7 @@ func decoders() []struct {
 	}{
 		{"plain", &Decoder{}},
 		{"memo", &Decoder{Memo: resourcesMemo(3)}},
+		{"own strings", &Decoder{OwnStrings: true}},
 	}
 }
 
@@ -235,9 +238,14 @@ func TestMergeStaleCapacity(t *testing.T) {
 }
 
 func TestSkipManagedFields(t *testing.T) {
+	for _, own := range []bool{false, true} {
+		t.Run(fmt.Sprintf("own strings %v", own), func(t *testing.T) { testSkipManagedFields(t, Decoder{SkipManagedFields: true, OwnStrings: own}) })
+	}
+}
+
+func testSkipManagedFields(t *testing.T, d Decoder) {
 	pod := realisticPod()
 	b := mustMarshal(pod)
-	d := Decoder{SkipManagedFields: true}
 	var got corev1.Pod
 	if err := d.Unmarshal(b, &got); err != nil {
 		t.Fatal(err)
