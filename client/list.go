@@ -15,8 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/listwatch/listwatch/cache"
-	"github.com/listwatch/listwatch/client/internal/protodecode"
 	"github.com/listwatch/listwatch/client/internal/jsondecode"
+	"github.com/listwatch/listwatch/client/internal/protodecode"
 )
 
 // Lists are decoded as they arrive, item by item, so that the response's
