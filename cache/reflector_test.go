@@ -466,11 +466,15 @@ func TestReflector_BackoffIsExponentialWithJitterCappedAndResets(t *testing.T) {
 		src := cachetest.New[*corev1.Pod]()
 		lw := &failTimes{podSource: src, fail: true}
 		g := startRig(t, src, lw, cache.ReflectorOptions{})
-		time.Sleep(5 * time.Minute)
+		// Ten retries take at most 350 s: 0.8 s doubling to the 30 s cap,
+		// each stretched by up to 2× (1.6+3.2+6.4+12.8+25.6 s, then five
+		// of at most 60 s). Five minutes, as this test first waited, fit
+		// only nine when the jitter drew high.
+		time.Sleep(6 * time.Minute)
 		synctest.Wait()
 		gaps := lw.gaps()
 		if len(gaps) < 10 {
-			t.Fatalf("only %d retries in 5 minutes", len(gaps))
+			t.Fatalf("only %d retries in 6 minutes", len(gaps))
 		}
 		base := 800 * time.Millisecond
 		for i, gap := range gaps {
