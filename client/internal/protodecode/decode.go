@@ -270,8 +270,8 @@ func wrongWire(f *field, wt uint8) error {
 // is of the memo's type, through the slot's plan when it has one, else
 // through the type's own Unmarshal.
 func (s *state) sub(sl *slot, p unsafe.Pointer, b []byte) error {
-	if s.memo != nil && sl.f.msg.typ == s.memo.typ {
-		return s.memo.decode(s, sl.f.msg, p, b)
+	if s.memo != nil && sl.f.msg == s.memo.c {
+		return s.memo.decode(s, p, b)
 	}
 	if sl.sub != nil {
 		return s.message(sl.sub, p, b)
@@ -770,58 +770,14 @@ func (s *state) mapEntry(f *field, p unsafe.Pointer, b []byte, i, n int) (int, e
 	mp := f.mp
 	switch mp.kind {
 	case mapStringString:
-		var k, v string
-		for j := 0; j < len(e); {
-			num, vs, ve, err := entryField(mp, e, j)
-			if err != nil {
-				return 0, err
-			}
-			switch num {
-			case 1:
-				k = s.str(e[vs:ve])
-			case 2:
-				v = s.str(e[vs:ve])
-			}
-			j = ve
-		}
-		(*(*map[string]string)(p))[k] = v
+		err = stringKeyEntry(s, mp, p, e, "", func(b []byte) (string, error) { return s.str(b), nil })
 	case mapStringBytes:
-		var k string
-		v := []byte{}
-		for j := 0; j < len(e); {
-			num, vs, ve, err := entryField(mp, e, j)
-			if err != nil {
-				return 0, err
-			}
-			switch num {
-			case 1:
-				k = s.str(e[vs:ve])
-			case 2:
-				v = s.bytes(e[vs:ve])
-			}
-			j = ve
-		}
-		(*(*map[string][]byte)(p))[k] = v
+		err = stringKeyEntry(s, mp, p, e, []byte{}, func(b []byte) ([]byte, error) { return s.bytes(b), nil })
 	case mapStringQuantity:
-		var k string
-		var v resource.Quantity
-		for j := 0; j < len(e); {
-			num, vs, ve, err := entryField(mp, e, j)
-			if err != nil {
-				return 0, err
-			}
-			switch num {
-			case 1:
-				k = s.str(e[vs:ve])
-			case 2:
-				v = resource.Quantity{}
-				if err := v.Unmarshal(e[vs:ve]); err != nil {
-					return 0, err
-				}
-			}
-			j = ve
-		}
-		(*(*map[string]resource.Quantity)(p))[k] = v
+		err = stringKeyEntry(s, mp, p, e, resource.Quantity{}, func(b []byte) (q resource.Quantity, err error) {
+			err = q.Unmarshal(b)
+			return q, err
+		})
 	default:
 		k := reflect.New(mp.key.typ)
 		v := reflect.New(mp.val.typ)
@@ -833,7 +789,34 @@ func (s *state) mapEntry(f *field, p unsafe.Pointer, b []byte, i, n int) (int, e
 		}
 		reflect.NewAt(f.typ, p).Elem().SetMapIndex(k.Elem(), v.Elem())
 	}
+	if err != nil {
+		return 0, err
+	}
 	return ee, nil
+}
+
+// stringKeyEntry decodes the map entry e of a common map, with string keys
+// and values of type V, into the map at p: val reads a value from its
+// bytes, and an entry without one gets zero, as in the generated code.
+func stringKeyEntry[V any](s *state, mp *mapPlan, p unsafe.Pointer, e []byte, zero V, val func([]byte) (V, error)) error {
+	k, v := "", zero
+	for j := 0; j < len(e); {
+		num, vs, ve, err := entryField(mp, e, j)
+		if err != nil {
+			return err
+		}
+		switch num {
+		case 1:
+			k = s.str(e[vs:ve])
+		case 2:
+			if v, err = val(e[vs:ve]); err != nil {
+				return err
+			}
+		}
+		j = ve
+	}
+	(*(*map[string]V)(p))[k] = v
+	return nil
 }
 
 // entryField reads the field at e[i:] of a map entry whose key and value

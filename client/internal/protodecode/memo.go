@@ -18,6 +18,7 @@ import (
 // afresh when full.
 type Memo struct {
 	typ reflect.Type
+	c   *codec // typ's
 	max int
 	mu  sync.RWMutex
 	m   map[string]unsafe.Pointer // encoding → a *typ, never written again
@@ -31,20 +32,24 @@ func NewMemo(t reflect.Type, max int) (*Memo, error) {
 	if t.Kind() != reflect.Struct || !ok || m.Type.NumIn() != 2 || m.Type.In(1) != reflect.PointerTo(t) {
 		return nil, fmt.Errorf("protodecode: a Memo of %s, which is not a struct with a DeepCopyInto method", t)
 	}
-	return &Memo{typ: t, max: max, m: map[string]unsafe.Pointer{}}, nil
+	c, err := codecOf(t)
+	if err != nil {
+		return nil, err
+	}
+	return &Memo{typ: t, c: c, max: max, m: map[string]unsafe.Pointer{}}, nil
 }
 
-// decode decodes the message b of the memo's type, with codec c, into p:
+// decode decodes the message b of the memo's type into p:
 // the value decoded before from the same bytes, else b decoded. A value
 // that p already holds (the field came twice) is merged into, as protobuf
 // merges a repeated message, after a deep copy: it may be shared.
-func (m *Memo) decode(s *state, c *codec, p unsafe.Pointer, b []byte) error {
+func (m *Memo) decode(s *state, p unsafe.Pointer, b []byte) error {
 	dst := reflect.NewAt(m.typ, p)
 	if !dst.Elem().IsZero() {
 		own := reflect.New(m.typ)
 		dst.MethodByName("DeepCopyInto").Call([]reflect.Value{own})
 		dst.Elem().Set(own.Elem())
-		return s.decode(c, p, b)
+		return s.decode(m.c, p, b)
 	}
 	m.mu.RLock()
 	v, ok := m.m[string(b)]
@@ -54,7 +59,7 @@ func (m *Memo) decode(s *state, c *codec, p unsafe.Pointer, b []byte) error {
 		// the message it came in.
 		own := state{input: b, skipManaged: s.skipManaged, depth: s.depth}
 		v = reflect.New(m.typ).UnsafePointer()
-		if err := own.decode(c, v, b); err != nil {
+		if err := own.decode(m.c, v, b); err != nil {
 			return err
 		}
 		m.mu.Lock()
@@ -84,10 +89,6 @@ func (m *Memo) Unmarshal(b []byte, v any) error {
 	if p == nil {
 		return fmt.Errorf("protodecode: Memo.Unmarshal into a nil %T", v)
 	}
-	c, err := codecOf(m.typ)
-	if err != nil {
-		return err
-	}
 	s := state{input: b}
-	return m.decode(&s, c, p, b)
+	return m.decode(&s, p, b)
 }
