@@ -248,20 +248,15 @@ func startClientGo(list *corev1.PodList, events []watch.Event, gate <-chan struc
 // waitSynced waits for the handler to have seen every add and for
 // HasSynced, or fails after a minute.
 func waitSynced(inf informerUnderTest, c *podCounter) error {
-	timeout := time.NewTimer(time.Minute)
-	defer timeout.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	select {
 	case <-c.synced:
-	case <-timeout.C:
+	case <-ctx.Done():
 		return fmt.Errorf("sync timed out")
 	}
-	for !inf.hasSynced() {
-		select {
-		case <-timeout.C:
-			return fmt.Errorf("HasSynced timed out")
-		default:
-			time.Sleep(10 * time.Microsecond)
-		}
+	if !pollSynced(ctx, 10*time.Microsecond, inf.hasSynced) {
+		return fmt.Errorf("HasSynced timed out")
 	}
 	return nil
 }

@@ -153,12 +153,10 @@ func waitChans(d time.Duration, what string, chans ...<-chan struct{}) error {
 }
 
 func waitHasSynced(hasSynced func() bool) error {
-	deadline := time.Now().Add(time.Minute)
-	for !hasSynced() {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("HasSynced timed out")
-		}
-		time.Sleep(50 * time.Microsecond)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if !pollSynced(ctx, 50*time.Microsecond, hasSynced) {
+		return fmt.Errorf("HasSynced timed out")
 	}
 	return nil
 }
