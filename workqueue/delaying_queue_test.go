@@ -64,6 +64,14 @@ func TestAddAfter(t *testing.T) {
 			want: []arrival[string]{{"x", 0}, {"x", 2 * time.Second}},
 		},
 		{
+			// The delivery loop spins for items due this close together;
+			// in a bubble, whose clock stands still while it spins, it
+			// must give up and arm the timer, or this would never end.
+			name: "due microseconds apart, each at its time",
+			adds: []add{{"d", time.Second + 2*time.Millisecond}, {"a", time.Second}, {"c", time.Second + 90*time.Microsecond}, {"b", time.Second + time.Microsecond}},
+			want: []arrival[string]{{"a", time.Second}, {"b", time.Second + time.Microsecond}, {"c", time.Second + 90*time.Microsecond}, {"d", time.Second + 2*time.Millisecond}},
+		},
+		{
 			name: "same due time keeps one",
 			adds: []add{{"x", time.Second}, {"x", time.Second}},
 			want: []arrival[string]{{"x", time.Second}},
