@@ -18,7 +18,9 @@ type DelayingInterface[T comparable] interface {
 //
 // Waiting items sit in a min-heap ordered by the time they are due; a single
 // timer is armed for the earliest one, so an idle queue costs no goroutine
-// and no polling. The zero DelayingQueue is ready to use, without metrics.
+// and no polling. Only while items fall due less than spinWindow apart does
+// one goroutine stay to deliver them. The zero DelayingQueue is ready to use,
+// without metrics.
 type DelayingQueue[T comparable] struct {
 	Queue[T]
 
@@ -152,8 +154,8 @@ func (q *DelayingQueue[T]) armLocked(at int64) {
 // spinBackstop.
 //
 // Measured with bench/ (100k AddAfter, 0-100ms delays, 4 workers, 2 CPUs):
-// lateness p99 fell from 1.2-3.8ms to 0.3-2.0ms, and the process's CPU per
-// item stayed about 0.65 of client-go's.
+// the median round's lateness p99 went from 1.8-3.3ms to 0.5-2.2ms, and the
+// process's CPU per item from 0.60 of client-go's to 0.63-0.65.
 const (
 	spinWindow   = 100 * time.Microsecond
 	spinIdleMax  = 256
