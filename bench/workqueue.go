@@ -153,10 +153,9 @@ func benchAddGetDone(cfg config) ([]Row, error) {
 	}
 	// The machine may be shared: alternate the implementations over a few
 	// rounds and keep each one's median round, by throughput.
-	const rounds = workqueueRounds
 	results := map[string][][]Row{}
 	load := loadAverage()
-	for range rounds {
+	for range workqueueRounds {
 		results[implClientGo] = append(results[implClientGo], run(implClientGo, clientGoQueue[string]()))
 		results[implListwatch] = append(results[implListwatch], run(implListwatch, listwatchQueue[string]()))
 	}
@@ -282,10 +281,9 @@ func benchAddAfter(cfg config) ([]Row, error) {
 		return rows, nil
 	}
 	// Median round by p99 lateness, as for add-get-done.
-	const rounds = workqueueRounds
 	results := map[string][][]Row{}
 	load := loadAverage()
-	for range rounds {
+	for range workqueueRounds {
 		for _, impl := range []string{implClientGo, implListwatch} {
 			q := listwatchQueue[int]()
 			if impl == implClientGo {
