@@ -63,9 +63,10 @@ func clientGoQueue[T comparable]() queueUnderTest[T] {
 // workqueueRounds is how many rounds each workqueue workload runs per
 // implementation, alternating them; each reports its median round. Both
 // workloads keep the two CPUs of the machines they run on busy, and a round
-// that other processes interrupt is slower by a large factor: nine rounds
-// keep one such round from moving the median far.
-const workqueueRounds = 9
+// that other processes interrupt is slower by a large factor, and the speed
+// of the machine drifts by as much as 40% from one minute to the next:
+// fifteen rounds keep two or three such rounds from moving the median far.
+const workqueueRounds = 15
 
 // benchAddGetDone: one producer adds random keys out of 10k, four workers
 // Get and Done them; the clock stops when the drained queue has shut down.
@@ -155,9 +156,17 @@ func benchAddGetDone(cfg config) ([]Row, error) {
 	// rounds and keep each one's median round, by throughput.
 	results := map[string][][]Row{}
 	load := loadAverage()
+	// Each listwatch round over the client-go round just before it: the
+	// two run back to back, so a machine whose speed drifts from minute to
+	// minute moves both sides of each pair alike, where it can move the
+	// two medians apart.
+	paired := make([]float64, 0, workqueueRounds)
 	for range workqueueRounds {
-		results[implClientGo] = append(results[implClientGo], run(implClientGo, clientGoQueue[string]()))
-		results[implListwatch] = append(results[implListwatch], run(implListwatch, listwatchQueue[string]()))
+		cg := run(implClientGo, clientGoQueue[string]())
+		lw := run(implListwatch, listwatchQueue[string]())
+		results[implClientGo] = append(results[implClientGo], cg)
+		results[implListwatch] = append(results[implListwatch], lw)
+		paired = append(paired, lw[0].Value/cg[0].Value)
 	}
 	var rows []Row
 	for _, impl := range []string{implClientGo, implListwatch} {
@@ -169,6 +178,8 @@ func benchAddGetDone(cfg config) ([]Row, error) {
 			Row{"workqueue/add-get-done", impl, "Add+Get+Done ops/s, best round", rs[len(rs)-1][0].Value, "ops/s"})
 		rows = append(rows, conditions("workqueue/add-get-done", impl, load)...)
 	}
+	slices.Sort(paired)
+	rows = append(rows, Row{"workqueue/add-get-done", implListwatch, "Add+Get+Done ops/s, median of paired rounds' ratios", paired[len(paired)/2], "x client-go"})
 	return rows, nil
 }
 
