@@ -119,7 +119,7 @@ type Queue[T comparable] struct {
 	// indexMu guards the inbox and the reads of entries made without mu.
 	// Writers of entries hold both locks, mu first, so holders of mu read
 	// it freely.
-	indexMu sync.Mutex
+	indexMu seqMutex
 	entries map[T]*entry[T]
 	inbox   []pending[T]
 	// closed and withMetrics are the producers' copies of shuttingDown and
@@ -142,14 +142,6 @@ type Queue[T comparable] struct {
 	// producer whose Adds are deduplicated.
 	inboxLen atomic.Int64
 	_        [64]byte
-
-	// addSeq counts the Adds that found their item waiting already and
-	// left its entry untouched: see Add. Only producers write it; a Get
-	// reads it once per item handed out, which is what makes those Adds
-	// happen before the Get. On a line of its own, so that those reads
-	// take neither indexMu's line nor inboxLen's.
-	addSeq atomic.Uint64
-	_      [64]byte
 
 	// waiters counts the goroutines blocked in Get, and woken those of
 	// them signalled and not yet running; both change under mu. A Get
@@ -266,12 +258,12 @@ func (q *Queue[T]) Add(item T) bool {
 		return true
 	}
 
-	q.indexMu.Lock()
+	q.indexMu.lock()
 	// Checked again under indexMu, which the shutdown holds when it sets
 	// the flag: an Add either comes before it, in the inbox the shutdown
 	// drains, or is refused.
 	if q.closed.Load() {
-		q.indexMu.Unlock()
+		q.indexMu.unlock()
 		return false
 	}
 	handOver := false
@@ -282,7 +274,7 @@ func (q *Queue[T]) Add(item T) bool {
 			// A new item is handed over once per Add, not once per
 			// item: past this bound, add it under mu, which also
 			// empties the inbox.
-			q.indexMu.Unlock()
+			q.indexMu.unlock()
 			q.lock()
 			defer q.mu.Unlock()
 			if q.shuttingDown.Load() {
@@ -301,7 +293,7 @@ func (q *Queue[T]) Add(item T) bool {
 	if handOver {
 		q.inboxLen.Add(1)
 	}
-	q.indexMu.Unlock()
+	q.indexMu.unlock()
 	// A Get about to sleep counts itself in waiters before it looks at the
 	// inbox a last time; this looks at waiters after filling the inbox.
 	// Sequentially consistent atomics make one of the two see the other.
@@ -352,10 +344,10 @@ func (q *Queue[T]) addBatch(items []T) {
 		q.mu.Unlock()
 		return
 	}
-	q.indexMu.Lock()
+	q.indexMu.lock()
 	// As in Add: the shutdown sets the flag holding indexMu.
 	if q.closed.Load() {
-		q.indexMu.Unlock()
+		q.indexMu.unlock()
 		return
 	}
 	n := 0
@@ -371,7 +363,7 @@ func (q *Queue[T]) addBatch(items []T) {
 		}
 	}
 	q.inboxLen.Add(int64(n))
-	q.indexMu.Unlock()
+	q.indexMu.unlock()
 	if n == 0 {
 		return
 	}
@@ -381,22 +373,19 @@ func (q *Queue[T]) addBatch(items []T) {
 }
 
 // dedupWaiting reports whether e's item is waiting and not being
-// processed, in which case the Add that found it so has nothing to do.
+// processed, in which case the Add that found it so, holding indexMu, has
+// nothing to do.
 //
-// Most Adds to a busy queue find their item waiting. Telling so with
-// loads rather than with markDirty's compare-and-swap leaves the entry's
+// Most Adds to a busy queue find their item waiting. Telling so with a
+// load rather than with markDirty's compare-and-swap leaves the entry's
 // cache line shared: the swap would take it for writing, away from the
 // worker that touched it last, on every such Add. The Get that later
 // hands the item out must still synchronize with this Add, as it would
-// through a lock, and nothing this Add wrote tells it to: addSeq does.
-// Counted after the first look and before the second, it is read by that
-// Get after its swap of the state, so that the swap coming after the
-// second look (which saw the item waiting) makes the Get see the count.
+// through a lock, and nothing this Add wrote tells it to: its acquisition
+// of indexMu does. That Get swaps the state after this load saw the item
+// waiting, and then observes indexMu (see seqMutex), so it sees the
+// acquisition.
 func (q *Queue[T]) dedupWaiting(e *entry[T]) bool {
-	if e.state.Load() != stateDirty {
-		return false
-	}
-	q.addSeq.Add(1)
 	return e.state.Load() == stateDirty
 }
 
@@ -457,15 +446,16 @@ func (q *Queue[T]) addLocked(item T) bool {
 // The items that had no entry get theirs in the same hold of indexMu that
 // takes the batch: once per batch rather than once per new item, because
 // every time a worker takes indexMu, the producer's next Lock finds the
-// lock's cache line on the worker's core. It is a plain Lock: retrying
-// TryLock while the producer holds the lock, as this once did, kept
-// reading the line the producer was about to write, and cost 7-13% of the
-// throughput of the bench/ load (one producer, four workers).
+// lock's cache line on the worker's core. Its lock parks after a few
+// tries: retrying at once for long while the producer holds it, as this
+// once did, kept reading the line the producer was about to write, and
+// cost 7-13% of the throughput of the bench/ load (one producer, four
+// workers).
 func (q *Queue[T]) drainInboxLocked() {
 	if q.inboxLen.Load() == 0 {
 		return
 	}
-	q.indexMu.Lock()
+	q.indexMu.lock()
 	batch := q.inbox
 	q.inbox = q.spare[:0]
 	q.inboxLen.Store(0)
@@ -482,7 +472,7 @@ func (q *Queue[T]) drainInboxLocked() {
 			p.kind = pendFresh
 		}
 	}
-	q.indexMu.Unlock()
+	q.indexMu.unlock()
 	for _, p := range batch {
 		switch p.kind {
 		case pendQueue:
@@ -508,9 +498,9 @@ func (q *Queue[T]) queueIdle(e *entry[T]) {
 
 // newEntry makes a dirty entry for item, reusing an evicted one if it can.
 func (q *Queue[T]) newEntry(item T) *entry[T] {
-	q.indexMu.Lock()
+	q.indexMu.lock()
 	e := q.newEntryIndexLocked(item)
-	q.indexMu.Unlock()
+	q.indexMu.unlock()
 	return e
 }
 
@@ -559,7 +549,7 @@ func (q *Queue[T]) makeIdle(e *entry[T]) {
 	}
 	// Evicting is never urgent: skip it while an Add holds indexMu rather
 	// than wait, and catch up next time.
-	if !q.indexMu.TryLock() {
+	if !q.indexMu.tryLock() {
 		return
 	}
 	scanned := 0
@@ -580,7 +570,7 @@ func (q *Queue[T]) makeIdle(e *entry[T]) {
 			q.free = append(q.free, old)
 		}
 	}
-	q.indexMu.Unlock()
+	q.indexMu.unlock()
 }
 
 // push appends e to the FIFO and wakes a worker if one is needed.
@@ -650,10 +640,10 @@ func (q *Queue[T]) Get() (item T, ok bool) {
 	e := q.items.pop()
 	q.queued.Add(-1)
 	q.processing++
-	// A swap, not a store: see markDirty. Then the load of addSeq: see
-	// dedupWaiting.
+	// A swap, not a store: see markDirty. Then the observation of indexMu:
+	// see dedupWaiting.
 	e.state.Swap(stateProcessing)
-	q.addSeq.Load()
+	q.indexMu.observe()
 	if q.metrics != nil {
 		q.metrics.get(e.item)
 	}
@@ -721,7 +711,7 @@ func (q *Queue[T]) ShuttingDown() bool {
 // processed may still be marked Done. ShutDown may be called more than once.
 func (q *Queue[T]) ShutDown() {
 	q.lock()
-	q.indexMu.Lock()
+	q.indexMu.lock()
 	q.shuttingDown.Store(true)
 	q.closed.Store(true)
 	q.draining.Store(false)
@@ -744,7 +734,7 @@ func (q *Queue[T]) ShutDown() {
 			delete(q.entries, item)
 		}
 	}
-	q.indexMu.Unlock()
+	q.indexMu.unlock()
 	q.nIdle = 0
 	q.free, q.peak, q.slab = nil, 0, nil
 	q.checkDrainedLocked()
@@ -769,13 +759,13 @@ func (q *Queue[T]) ShutDown() {
 // result is nil. Either way the queue is shut down on return.
 func (q *Queue[T]) ShutDownWithDrain(ctx context.Context) error {
 	q.lock()
-	q.indexMu.Lock()
+	q.indexMu.lock()
 	if !q.shuttingDown.Load() {
 		q.draining.Store(true)
 		q.shuttingDown.Store(true)
 		q.closed.Store(true)
 	}
-	q.indexMu.Unlock()
+	q.indexMu.unlock()
 	// What Add handed over before the shutdown is to be processed too.
 	q.drainInboxLocked()
 	if q.drained == nil {
