@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"strconv"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -190,11 +191,27 @@ func checkLength(t *testing.T, rec *httptest.ResponseRecorder) {
 func TestSharedSerializations(t *testing.T) {
 	c := newClient(t, backends[0].new(t))
 	const pods = "/api/v1/namespaces/default/pods"
+	var last map[string]any
 	for i := range 3 {
-		c.mustDo("POST", pods, "", benchPod(i), http.StatusCreated)
+		last = c.mustDo("POST", pods, "", benchPod(i), http.StatusCreated)
 	}
 	res := c.srv.reg.lookup(schema.GroupVersion{Version: "v1"}, "pods")
 	cache := c.srv.caches[res]
+	// resourceVersion=0 is served from the watch cache, which may lag
+	// behind the writes just acknowledged: wait until it holds the last.
+	lastRV, _ := strconv.ParseInt(str(last, "metadata.resourceVersion"), 10, 64)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		lr, err := cache.List(t.Context(), watchcache.ListOptions{ResourceVersion: "0"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lr.ResourceVersion >= lastRV {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("watch cache never reached revision %d", lastRV)
+		}
+	}
 	list := func(accept string) []byte {
 		r := c.do("GET", pods+"?resourceVersion=0", "", "", "Accept", accept)
 		if r.code != http.StatusOK {
