@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
-# The test command: every package with the race detector, then a quick run
+# The test command: every package with the race detector, then the workqueue
+# stress test without it, at full size, then a quick run
 # of the bench harness so that it keeps building and running, then the
 # compatibility module: real client-go against listwatch's API server.
 set -euo pipefail
 cd "$(dirname "$0")"
 go test -race -count=1 ./...
+# The workqueue stress test at its full size (1M Adds, 8 workers), which the
+# race detector's run above cuts to 100k.
+go test -count=1 -run 'TestNoItemHeldByTwoWorkers$' ./workqueue
 (cd bench && go test -count=1 ./... && go run . -quick >/dev/null)
 (cd compat && go test -race -count=1 ./...)
