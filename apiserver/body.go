@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	sigsjson "sigs.k8s.io/json"
 )
@@ -201,31 +202,46 @@ func addWarning(w http.ResponseWriter, msg string) {
 
 // decodeRequest reads the body of a create or update of r in any accepted
 // format, applies the fieldValidation directive and decodes it.
-func decodeRequest(w http.ResponseWriter, r *http.Request, res *resource, body []byte) (*unstructured.Unstructured, error) {
+//
+// For a built-in resource it also returns the object decoded into its Go
+// type (nil for a custom resource), which the resource's Kubernetes rules
+// take as it is; with metaOnly the unstructured object then holds only
+// apiVersion, kind and metadata (see decodeTyped).
+func decodeRequest(w http.ResponseWriter, r *http.Request, res *resource, body []byte, metaOnly bool) (*unstructured.Unstructured, runtime.Object, error) {
 	fv, err := parseFieldValidation(r)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	format, err := requestFormat(r, res, !res.custom)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	js, err := toJSONBody(res, format, body)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	u, err := decodeBody(res, js)
+	var u *unstructured.Unstructured
+	var ext runtime.Object
+	var problems []string
+	if res.kube != nil {
+		u, ext, problems, err = decodeTyped(res, js, metaOnly)
+	} else {
+		u, err = decodeBody(res, js)
+	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	// Protobuf has no unknown or duplicate fields to report, and Ignore
 	// need not look for them.
 	if format != bodyProtobuf && fv != fieldValidationIgnore {
-		if err := enforce(w, res, fv, strictProblems(res, js)); err != nil {
-			return nil, err
+		if res.kube == nil {
+			problems = strictProblems(res, js)
+		}
+		if err := enforce(w, res, fv, problems); err != nil {
+			return nil, nil, err
 		}
 	}
-	return u, nil
+	return u, ext, nil
 }
 
 // dryRun reads the dryRun query parameter: true for "All", 400 for any

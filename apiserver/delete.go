@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -11,8 +12,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 	sigsjson "sigs.k8s.io/json"
 
 	"github.com/listwatch/listwatch/storage"
@@ -67,27 +68,7 @@ func parseDeleteOptions(r *http.Request) (metav1.DeleteOptions, error) {
 		//lint:ignore SA1019 still part of the API
 		o.OrphanDependents = &b
 	}
-	var errs field.ErrorList
-	if o.PropagationPolicy != nil {
-		switch *o.PropagationPolicy {
-		case metav1.DeletePropagationOrphan, metav1.DeletePropagationBackground, metav1.DeletePropagationForeground:
-		default:
-			errs = append(errs, field.NotSupported(field.NewPath("propagationPolicy"), *o.PropagationPolicy,
-				[]string{string(metav1.DeletePropagationForeground), string(metav1.DeletePropagationBackground), string(metav1.DeletePropagationOrphan)}))
-		}
-		//lint:ignore SA1019 still part of the API
-		if o.OrphanDependents != nil {
-			errs = append(errs, field.Invalid(field.NewPath("propagationPolicy"), *o.PropagationPolicy, "orphanDependents and deletionPropagation cannot be both set"))
-		}
-	}
-	for _, v := range o.DryRun {
-		if v != metav1.DryRunAll {
-			errs = append(errs, field.NotSupported(field.NewPath("dryRun"), v, []string{metav1.DryRunAll}))
-		}
-	}
-	if o.GracePeriodSeconds != nil && *o.GracePeriodSeconds < 0 {
-		errs = append(errs, field.Invalid(field.NewPath("gracePeriodSeconds"), *o.GracePeriodSeconds, "must be greater than or equal to 0"))
-	}
+	errs := metav1validation.ValidateDeleteOptions(&o)
 	if len(errs) > 0 {
 		return o, apierrors.NewInvalid(metav1.SchemeGroupVersion.WithKind("DeleteOptions").GroupKind(), "", errs)
 	}
@@ -131,6 +112,9 @@ func (s *Server) writeDeleteResult(w http.ResponseWriter, r *http.Request, req r
 // reports whether it is gone (else it is kept with a deletionTimestamp for
 // its finalizers or its node agent).
 func (s *Server) delete(ctx context.Context, req request, opts metav1.DeleteOptions) (*unstructured.Unstructured, bool, error) {
+	if req.res.kube != nil {
+		return s.deleteBuiltin(ctx, req, opts)
+	}
 	key := keyFor(req.res, req.namespace, req.name)
 	for {
 		if err := ctx.Err(); err != nil {
@@ -284,4 +268,165 @@ func (s *Server) handleDeleteCollection(w http.ResponseWriter, r *http.Request, 
 		out.items = append(out.items, obj)
 	}
 	return writeObject(w, r, req.res, http.StatusOK, listObject(req.res, out))
+}
+
+// immortalNamespaces may not be deleted, as kube-apiserver's namespace
+// lifecycle admission refuses.
+var immortalNamespaces = map[string]bool{
+	metav1.NamespaceDefault: true, metav1.NamespaceSystem: true, metav1.NamespacePublic: true,
+}
+
+// deleteBuiltin deletes a built-in object as kube-apiserver's generic store
+// does (and, first, its namespace storage for a namespace): the resource's
+// strategy decides through BeforeDelete whether the delete is graceful; an
+// object with finalizers, or deleted gracefully with a grace period, is
+// kept with a deletionTimestamp; any other is written (when graceful, so
+// that watchers see its deletionTimestamp) and then removed. The object is
+// returned with gone true when it was removed, at the revision of the
+// removal.
+func (s *Server) deleteBuiltin(ctx context.Context, req request, opts metav1.DeleteOptions) (*unstructured.Unstructured, bool, error) {
+	res := req.res
+	isNamespace := res.gvk == namespacesResource.gvk
+	if isNamespace && immortalNamespaces[req.name] {
+		return nil, false, apierrors.NewForbidden(res.gr(), req.name, errors.New("this namespace may not be deleted"))
+	}
+	key := keyFor(res, req.namespace, req.name)
+	kreq := s.kubeRequest(ctx, req, "delete", req.name)
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, false, err
+		}
+		kv, err := s.cfg.Storage.Get(ctx, key)
+		if err != nil {
+			return nil, false, s.storageErr(req, err)
+		}
+		cur, err := decodeKV(kv)
+		if err != nil {
+			return nil, false, err
+		}
+		o := *opts.DeepCopy()
+		if isNamespace {
+			out, done, err := s.terminateNamespace(ctx, req, kv, cur, o)
+			if errors.Is(err, storage.ErrConflict) {
+				continue
+			}
+			if err != nil || done {
+				return out, false, err
+			}
+		}
+		desired := deepCopy(cur)
+		graceful, pending, err := res.kube.BeforeDelete(ctx, kreq, desired, &o)
+		if err != nil {
+			return nil, false, err
+		}
+		if pending {
+			return cur, false, nil
+		}
+		applyPropagation(res, desired, o)
+		pendingFinalizers := len(desired.GetFinalizers()) > 0
+		if !graceful && pendingFinalizers {
+			markAsDeleting(desired)
+		}
+		out := cur
+		if graceful || pendingFinalizers {
+			rev, err := s.writeDeleting(ctx, req, key, kv, desired)
+			if errors.Is(err, storage.ErrConflict) {
+				continue
+			}
+			if err != nil {
+				return nil, false, err
+			}
+			out = desired
+			if pendingFinalizers || (o.GracePeriodSeconds != nil && *o.GracePeriodSeconds > 0) {
+				return out, false, nil
+			}
+			kv.Revision = rev
+		}
+		if req.dryRun {
+			return out, true, nil
+		}
+		_, drev, err := s.cfg.Storage.Delete(ctx, key, kv.Revision)
+		if errors.Is(err, storage.ErrConflict) {
+			continue
+		}
+		if err != nil {
+			return nil, false, s.storageErr(req, err)
+		}
+		// The answer carries the revision of the removal, as
+		// kube-apiserver's does.
+		out.SetResourceVersion(strconv.FormatInt(drev, 10))
+		return out, true, nil
+	}
+}
+
+// writeDeleting stores desired, an object being deleted, over kv: nothing
+// when it is unchanged or the request is a dry run. It returns the
+// revision of what is stored and sets desired's resourceVersion to it.
+func (s *Server) writeDeleting(ctx context.Context, req request, key string, kv storage.KeyValue, desired *unstructured.Unstructured) (int64, error) {
+	value, err := encodeStored(desired)
+	if err != nil {
+		return 0, err
+	}
+	if bytes.Equal(value, kv.Value) || req.dryRun {
+		return kv.Revision, nil
+	}
+	rev, err := s.cfg.Storage.Update(ctx, key, value, kv.Revision)
+	if err != nil {
+		if errors.Is(err, storage.ErrConflict) {
+			return 0, err
+		}
+		return 0, s.storageErr(req, err)
+	}
+	desired.SetResourceVersion(strconv.FormatInt(rev, 10))
+	return rev, nil
+}
+
+// markAsDeleting sets the deletionTimestamp of an object that waits for its
+// finalizers, with a grace period of 0, and moves its generation the first
+// time, as kube-apiserver's store does for resources not deleted
+// gracefully.
+func markAsDeleting(u *unstructured.Unstructured) {
+	if u.GetDeletionTimestamp() != nil {
+		return
+	}
+	if g := u.GetGeneration(); g > 0 {
+		u.SetGeneration(g + 1)
+	}
+	ts := now()
+	u.SetDeletionTimestamp(&ts)
+	zero := int64(0)
+	u.SetDeletionGracePeriodSeconds(&zero)
+}
+
+// terminateNamespace is the first step of deleting a namespace, as
+// kube-apiserver's namespace storage takes it: the namespace is marked
+// Terminating with a deletionTimestamp and kept (done true) while its
+// spec.finalizers remain, for the namespace controller to empty it. With
+// none left (done false), the namespace is deleted like any object.
+func (s *Server) terminateNamespace(ctx context.Context, req request, kv storage.KeyValue, cur *unstructured.Unstructured, o metav1.DeleteOptions) (*unstructured.Unstructured, bool, error) {
+	if p := o.Preconditions; p != nil {
+		if p.UID != nil && *p.UID != cur.GetUID() {
+			return nil, false, conflict(req, fmt.Sprintf("Precondition failed: UID in precondition: %v, UID in object meta: %v", *p.UID, cur.GetUID()))
+		}
+		if p.ResourceVersion != nil && *p.ResourceVersion != cur.GetResourceVersion() {
+			return nil, false, conflict(req, fmt.Sprintf("Precondition failed: ResourceVersion in precondition: %v, ResourceVersion in object meta: %v", *p.ResourceVersion, cur.GetResourceVersion()))
+		}
+	}
+	if cur.GetDeletionTimestamp() == nil {
+		desired := deepCopy(cur)
+		ts := now()
+		desired.SetDeletionTimestamp(&ts)
+		if err := unstructured.SetNestedField(desired.Object, string(corev1.NamespaceTerminating), "status", "phase"); err != nil {
+			return nil, false, apierrors.NewInternalError(err)
+		}
+		applyPropagation(req.res, desired, o)
+		if _, err := s.writeDeleting(ctx, req, keyFor(req.res, "", req.name), kv, desired); err != nil {
+			return nil, false, err
+		}
+		return desired, true, nil
+	}
+	if fs, _, _ := unstructured.NestedSlice(cur.Object, "spec", "finalizers"); len(fs) > 0 {
+		return cur, true, nil
+	}
+	return nil, false, nil
 }

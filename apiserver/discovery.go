@@ -9,6 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/version"
+
+	"github.com/listwatch/listwatch/resources"
 )
 
 // Discovery is always legacy JSON: clients asking for aggregated discovery
@@ -119,30 +121,39 @@ func (s *Server) resourceList(gv schema.GroupVersion) (any, error) {
 		APIResources: []metav1.APIResource{},
 	}
 	for _, r := range s.reg.resources(gv.String()) {
+		verbs := collectionVerbs
+		if r.def != nil {
+			verbs = r.def.DiscoveryVerbs()
+		}
 		list.APIResources = append(list.APIResources, metav1.APIResource{
 			Name:         r.plural,
 			SingularName: r.singular,
 			Namespaced:   r.namespaced,
 			Kind:         r.gvk.Kind,
-			Verbs:        collectionVerbs,
+			Verbs:        slices.Clone(verbs),
 			ShortNames:   slices.Clone(r.shortNames),
 			Categories:   slices.Clone(r.categories),
 		})
-		if r.hasStatus {
-			list.APIResources = append(list.APIResources, metav1.APIResource{
-				Name: r.plural + "/status", Namespaced: r.namespaced, Kind: r.gvk.Kind, Verbs: subVerbs,
-			})
+		// Subresources in name order, as kube-apiserver lists them.
+		sub := func(name, kind string, verbs metav1.Verbs) metav1.APIResource {
+			return metav1.APIResource{Name: r.plural + "/" + name, Namespaced: r.namespaced, Kind: kind, Verbs: verbs}
 		}
 		if r.binding {
-			list.APIResources = append(list.APIResources, metav1.APIResource{
-				Name: r.plural + "/binding", Namespaced: r.namespaced, Kind: "Binding", Verbs: metav1.Verbs{"create"},
-			})
+			list.APIResources = append(list.APIResources, sub(resources.Binding, "Binding", metav1.Verbs{"create"}))
+		}
+		if r.def != nil && r.def.HasSubresource(resources.Approval) {
+			list.APIResources = append(list.APIResources, sub(resources.Approval, r.gvk.Kind, subVerbs))
+		}
+		if r.def != nil && r.def.HasSubresource(resources.Finalize) {
+			list.APIResources = append(list.APIResources, sub(resources.Finalize, r.gvk.Kind, metav1.Verbs{"update"}))
 		}
 		if r.scale != nil {
-			list.APIResources = append(list.APIResources, metav1.APIResource{
-				Name: r.plural + "/scale", Namespaced: r.namespaced,
-				Group: "autoscaling", Version: "v1", Kind: "Scale", Verbs: subVerbs,
-			})
+			sc := sub(resources.Scale, "Scale", subVerbs)
+			sc.Group, sc.Version = "autoscaling", "v1"
+			list.APIResources = append(list.APIResources, sc)
+		}
+		if r.hasStatus {
+			list.APIResources = append(list.APIResources, sub(resources.Status, r.gvk.Kind, subVerbs))
 		}
 	}
 	return list, nil

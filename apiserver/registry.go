@@ -5,16 +5,16 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 
-	appsv1 "k8s.io/api/apps/v1"
-	autoscalingv1 "k8s.io/api/autoscaling/v1"
-	coordinationv1 "k8s.io/api/coordination/v1"
-	corev1 "k8s.io/api/core/v1"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+
+	"github.com/listwatch/listwatch/apiserver/internal/kube"
+	"github.com/listwatch/listwatch/resources"
 )
 
 // scheme holds the built-in types this server serves; it is ours, not
@@ -22,10 +22,7 @@ import (
 var scheme = runtime.NewScheme()
 
 func init() {
-	utilruntime.Must(corev1.AddToScheme(scheme))
-	utilruntime.Must(appsv1.AddToScheme(scheme))
-	utilruntime.Must(coordinationv1.AddToScheme(scheme))
-	utilruntime.Must(autoscalingv1.AddToScheme(scheme))
+	utilruntime.Must(resources.AddToScheme(scheme))
 }
 
 // resource is everything the handlers need to know about one resource.
@@ -70,8 +67,19 @@ type resource struct {
 	prepareCreate func(obj map[string]any)
 	// statusUpdate turns the object a /status write sent (desired) into
 	// what it may change of cur, as the resource's status strategy in
-	// kube-apiserver does; set when hasStatus is.
+	// kube-apiserver does; set when hasStatus is, for custom resources.
 	statusUpdate func(cur, desired *unstructured.Unstructured)
+	// def is the registry's entry of a built-in resource; nil for custom
+	// resources.
+	def *resources.Resource
+	// kube holds Kubernetes' own rules of a built-in resource (defaulting,
+	// strategies); nil for custom resources, whose rules are above.
+	kube *kube.Rules
+	// printer is kube's Table form of a built-in resource, made on first
+	// use.
+	printOnce sync.Once
+	printer   *kube.Printer
+	printErr  error
 }
 
 // scaleSpec says where a resource keeps what autoscaling/v1 Scale shows.
@@ -118,7 +126,7 @@ func (g *registry) lookup(gv schema.GroupVersion, plural string) *resource {
 }
 
 func (g *registry) add(r *resource) error {
-	if r.hasStatus != (r.statusUpdate != nil) {
+	if r.kube == nil && r.hasStatus != (r.statusUpdate != nil) {
 		return fmt.Errorf("apiserver: resource %s: a status subresource needs its status update rule, and only it", r.gvr())
 	}
 	gv := r.gvk.GroupVersion()
@@ -229,109 +237,43 @@ func statusOnly(cur, desired *unstructured.Unstructured) {
 	}
 }
 
-// keepSpec takes spec from cur and the rest from the write, metadata
-// included (labels, annotations, finalizers, ownerReferences):
-// namespaces, replicationcontrollers and services.
-func keepSpec(cur, desired *unstructured.Unstructured) {
-	keepField(cur, desired, "spec")
-}
-
-// podStatusUpdate is keepSpec with cur's ownerReferences: pods/status may
-// not touch them (deletionTimestamp, which it may not touch either, is
-// cur's for every update).
-func podStatusUpdate(cur, desired *unstructured.Unstructured) {
-	keepSpec(cur, desired)
-	keepField(cur, desired, "metadata", "ownerReferences")
-}
-
-// deploymentStatusUpdate is keepSpec with cur's labels; annotations and
-// the rest of the metadata are the write's.
-func deploymentStatusUpdate(cur, desired *unstructured.Unstructured) {
-	keepSpec(cur, desired)
-	keepField(cur, desired, "metadata", "labels")
-}
-
-// keepField sets the field at path in desired to a copy of cur's, or
-// removes it when cur has none.
-func keepField(cur, desired *unstructured.Unstructured, path ...string) {
-	v, ok, err := unstructured.NestedFieldNoCopy(cur.Object, path...)
-	if !ok || err != nil {
-		unstructured.RemoveNestedField(desired.Object, path...)
-		return
-	}
-	// SetNestedField copies v. Only a metadata that is not an object
-	// fails, and decoding refused that already.
-	_ = unstructured.SetNestedField(desired.Object, v, path...)
-}
-
+// builtins are the resources of the registry's table (package resources),
+// each with kube-apiserver's own rules for it (package kube): what the
+// table states about a resource is read from there, and how its writes
+// behave from Kubernetes' strategies.
 func builtins() []*resource {
-	core := func(kind string) schema.GroupVersionKind { return corev1.SchemeGroupVersion.WithKind(kind) }
-	return []*resource{
-		{
-			gvk: core("Namespace"), plural: "namespaces", singular: "namespace", shortNames: []string{"ns"},
-			hasStatus: true, unconditionalUpdate: true, returnDeleted: true,
-			fields:    []string{"status.phase"},
-			validName: apivalidation.ValidateNamespaceName,
-			prepareCreate: func(obj map[string]any) {
-				obj["status"] = map[string]any{"phase": string(corev1.NamespaceActive)}
-			},
-			statusUpdate: keepSpec,
-		},
-		{
-			gvk: core("Pod"), plural: "pods", singular: "pod", shortNames: []string{"po"}, categories: []string{"all"},
-			namespaced: true, hasStatus: true, unconditionalUpdate: true, returnDeleted: true, graceful: true, binding: true,
-			fields:    []string{"spec.nodeName", "spec.restartPolicy", "spec.schedulerName", "spec.serviceAccountName", "spec.hostNetwork", "status.phase", "status.podIP", "status.nominatedNodeName"},
-			validName: apivalidation.NameIsDNSSubdomain,
-			prepareCreate: func(obj map[string]any) {
-				obj["status"] = map[string]any{"phase": string(corev1.PodPending)}
-			},
-			statusUpdate: podStatusUpdate,
-		},
-		{
-			gvk: core("ReplicationController"), plural: "replicationcontrollers", singular: "replicationcontroller",
-			shortNames: []string{"rc"}, categories: []string{"all"},
-			namespaced: true, hasStatus: true, generation: true, unconditionalUpdate: true, orphanByDefault: true,
-			scale:         &scaleSpec{selector: mapSelector},
-			fields:        []string{"status.replicas"},
-			validName:     apivalidation.NameIsDNSSubdomain,
-			prepareCreate: prepareScalable,
-			statusUpdate:  keepSpec,
-		},
-		{
-			gvk: core("Service"), plural: "services", singular: "service", shortNames: []string{"svc"}, categories: []string{"all"},
-			namespaced: true, hasStatus: true, unconditionalUpdate: true,
-			validName:     apivalidation.NameIsDNS1035Label,
-			prepareCreate: dropStatus,
-			statusUpdate:  keepSpec,
-		},
-		{
-			gvk: core("Endpoints"), plural: "endpoints", singular: "endpoints", shortNames: []string{"ep"},
-			namespaced: true, unconditionalUpdate: true, createOnUpdate: true,
-			validName: apivalidation.NameIsDNSSubdomain,
-		},
-		{
-			gvk: core("Event"), plural: "events", singular: "event", shortNames: []string{"ev"},
-			namespaced: true, unconditionalUpdate: true, createOnUpdate: true,
-			fields: []string{
-				"involvedObject.kind", "involvedObject.namespace", "involvedObject.name", "involvedObject.uid",
-				"involvedObject.apiVersion", "involvedObject.resourceVersion", "involvedObject.fieldPath",
-				"reason", "reportingComponent", "source", "type",
-			},
-			validName: apivalidation.NameIsDNSSubdomain,
-		},
-		{
-			gvk: coordinationv1.SchemeGroupVersion.WithKind("Lease"), plural: "leases", singular: "lease",
-			namespaced: true, unconditionalUpdate: true,
-			validName: apivalidation.NameIsDNSSubdomain,
-		},
-		{
-			gvk: appsv1.SchemeGroupVersion.WithKind("Deployment"), plural: "deployments", singular: "deployment",
-			shortNames: []string{"deploy"}, categories: []string{"all"},
-			namespaced: true, hasStatus: true, generation: true, unconditionalUpdate: true,
-			scale:         &scaleSpec{selector: labelSelectorSelector},
-			validName:     apivalidation.NameIsDNSSubdomain,
-			prepareCreate: prepareScalable,
-			statusUpdate:  deploymentStatusUpdate,
-		},
+	var out []*resource
+	for _, def := range resources.Builtin.All() {
+		rules, ok := kube.For(def.GVR(), def.GVK)
+		if !ok {
+			panic(fmt.Sprintf("apiserver: no Kubernetes strategy for built-in resource %v", def.GVR()))
+		}
+		r := &resource{
+			gvk:                 def.GVK,
+			plural:              def.Plural,
+			singular:            def.Singular,
+			shortNames:          def.ShortNames,
+			categories:          def.Categories,
+			namespaced:          def.Namespaced,
+			def:                 def,
+			kube:                rules,
+			hasStatus:           def.HasSubresource(resources.Status),
+			binding:             def.HasSubresource(resources.Binding),
+			unconditionalUpdate: rules.AllowUnconditionalUpdate(),
+			createOnUpdate:      rules.AllowCreateOnUpdate(),
+			returnDeleted:       rules.ReturnDeleted(),
+			orphanByDefault:     rules.OrphanByDefault(),
+			graceful:            rules.Graceful(),
+			fields:              def.Fields,
+		}
+		if def.HasSubresource(resources.Scale) {
+			r.scale = &scaleSpec{selector: labelSelectorSelector}
+			if def.GVK.Group == "" {
+				// core/v1's replication controllers keep a map selector.
+				r.scale.selector = mapSelector
+			}
+		}
+		out = append(out, r)
 	}
+	return out
 }

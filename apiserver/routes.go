@@ -2,11 +2,14 @@ package apiserver
 
 import (
 	"net/http"
+	"slices"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/listwatch/listwatch/resources"
 )
 
 // request is a parsed resource path.
@@ -18,6 +21,9 @@ type request struct {
 	sub string
 	// dryRun: validate and answer as if written, but write nothing.
 	dryRun bool
+	// warn sends a warning to the client (a Warning header), as
+	// kube-apiserver does with the warnings of its strategies; nil drops it.
+	warn func(text string)
 }
 
 func (s *Server) routes() http.Handler {
@@ -110,6 +116,7 @@ func (s *Server) parseResourcePath(gv schema.GroupVersion, p []string) (request,
 		case req.sub == "status" && res.hasStatus:
 		case req.sub == "scale" && res.scale != nil:
 		case req.sub == "binding" && res.binding:
+		case (req.sub == resources.Finalize || req.sub == resources.Approval) && res.def != nil && res.def.HasSubresource(req.sub):
 		default:
 			return req, notFoundPath()
 		}
@@ -122,11 +129,17 @@ func (s *Server) parseResourcePath(gv schema.GroupVersion, p []string) (request,
 
 func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, req request) {
 	var err error
+	req.warn = func(text string) { addWarning(w, text) }
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		if req.dryRun, err = dryRun(r); err != nil {
 			WriteStatus(w, err)
 			return
 		}
+	}
+	if req.sub == resources.Finalize && r.Method != http.MethodPut {
+		// A namespace's finalize subresource only takes updates.
+		WriteStatus(w, methodNotAllowed(r, req))
+		return
 	}
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
@@ -163,7 +176,7 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, req reque
 		err = s.handlePatch(w, r, req)
 	case http.MethodDelete:
 		if req.name == "" || req.sub != "" {
-			if req.name == "" && req.sub == "" {
+			if req.name == "" && req.sub == "" && (req.res.def == nil || slices.Contains(req.res.def.DiscoveryVerbs(), "deletecollection")) {
 				err = s.handleDeleteCollection(w, r, req)
 				break
 			}

@@ -138,13 +138,3 @@ func (s *Server) updateScale(w http.ResponseWriter, r *http.Request, req request
 func fromUnstructured(m map[string]any, into any) error {
 	return runtime.DefaultUnstructuredConverter.FromUnstructured(m, into)
 }
-
-// prepareScalable resets status and defaults spec.replicas to 1, as
-// kube-apiserver's defaulting does for replicationcontrollers and
-// deployments.
-func prepareScalable(obj map[string]any) {
-	dropStatus(obj)
-	if _, ok, _ := unstructured.NestedFieldNoCopy(obj, "spec", "replicas"); !ok {
-		_ = unstructured.SetNestedField(obj, int64(1), "spec", "replicas")
-	}
-}

@@ -94,3 +94,4 @@ func newStatus(code int32, reason metav1.StatusReason, msg string) error {
 		Code:    code,
 	}}
 }
+

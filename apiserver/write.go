@@ -5,15 +5,21 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/listwatch/listwatch/apiserver/filters"
+	"github.com/listwatch/listwatch/apiserver/internal/kube"
 	"github.com/listwatch/listwatch/storage"
 )
 
@@ -53,14 +59,14 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, req reques
 	if err != nil {
 		return err
 	}
-	u, err := decodeRequest(w, r, req.res, body)
+	u, ext, err := decodeRequest(w, r, req.res, body, true)
 	if err != nil {
 		return err
 	}
 	if err := checkNamespace(req, u); err != nil {
 		return err
 	}
-	out, err := s.create(r.Context(), req, u)
+	out, err := s.create(r.Context(), req, u, ext)
 	if err != nil {
 		return err
 	}
@@ -69,7 +75,10 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, req reques
 
 // create stores a new object, setting what the server owns: name from
 // generateName, uid, creationTimestamp, generation, reset status.
-func (s *Server) create(ctx context.Context, req request, u *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+//
+// ext, when not nil, is the object decoded into its built-in Go type, and u
+// may then hold only its apiVersion, kind and metadata (decodeRequest).
+func (s *Server) create(ctx context.Context, req request, u *unstructured.Unstructured, ext runtime.Object) (*unstructured.Unstructured, error) {
 	res := req.res
 	u.SetResourceVersion("")
 	u.SetUID("")
@@ -77,35 +86,26 @@ func (s *Server) create(ctx context.Context, req request, u *unstructured.Unstru
 	u.SetDeletionGracePeriodSeconds(nil)
 	u.SetSelfLink("")
 	u.SetManagedFields(nil)
-	if res.generation {
-		u.SetGeneration(1)
-	} else {
-		u.SetGeneration(0)
-		unstructured.RemoveNestedField(u.Object, "metadata", "generation")
-	}
-	if res.prepareCreate != nil {
-		res.prepareCreate(u.Object)
-	}
 	generated := u.GetName() == "" && u.GetGenerateName() != ""
 	if generated {
 		u.SetName(generatedBase(u.GetGenerateName()) + nameSuffix(5))
 	}
-	if u.GetName() == "" {
-		return nil, apierrors.NewInvalid(res.gvk.GroupKind(), "", field.ErrorList{
-			field.Required(field.NewPath("metadata", "name"), "name or generateName is required"),
-		})
-	}
-	if err := validateMeta(res, u, nil); err != nil {
-		return nil, err
-	}
-	if res.namespaced {
-		if err := s.namespaceExists(ctx, u.GetNamespace()); err != nil {
+	if res.kube != nil {
+		// As kube-apiserver: admission (the namespace's lifecycle) before
+		// the resource's strategy, which validates.
+		if res.namespaced {
+			if err := s.namespaceExists(ctx, res, u); err != nil {
+				return nil, err
+			}
+		}
+		u.SetUID(types.UID(newUID()))
+		u.SetCreationTimestamp(now())
+		if err := res.kube.Create(ctx, s.kubeRequest(ctx, req, "create", u.GetName()), u, ext); err != nil {
 			return nil, err
 		}
+	} else if err := s.prepareCustomCreate(ctx, res, u); err != nil {
+		return nil, err
 	}
-	u.SetUID(types.UID(newUID()))
-	ts := now()
-	u.SetCreationTimestamp(ts)
 	value, err := encodeStored(u)
 	if err != nil {
 		return nil, err
@@ -141,6 +141,45 @@ func (s *Server) create(ctx context.Context, req request, u *unstructured.Unstru
 	return u, nil
 }
 
+// prepareCustomCreate applies the create rules of a custom resource: the
+// server's own, until its schema's come with CustomResourceDefinitions.
+func (s *Server) prepareCustomCreate(ctx context.Context, res *resource, u *unstructured.Unstructured) error {
+	if res.generation {
+		u.SetGeneration(1)
+	} else {
+		u.SetGeneration(0)
+		unstructured.RemoveNestedField(u.Object, "metadata", "generation")
+	}
+	if res.prepareCreate != nil {
+		res.prepareCreate(u.Object)
+	}
+	if u.GetName() == "" {
+		return apierrors.NewInvalid(res.gvk.GroupKind(), "", field.ErrorList{
+			field.Required(field.NewPath("metadata", "name"), "name or generateName is required"),
+		})
+	}
+	if err := validateMeta(res, u, nil); err != nil {
+		return err
+	}
+	if res.namespaced {
+		if err := s.namespaceExists(ctx, res, u); err != nil {
+			return err
+		}
+	}
+	u.SetUID(types.UID(newUID()))
+	u.SetCreationTimestamp(now())
+	return nil
+}
+
+// kubeRequest describes a write to the Kubernetes strategies.
+func (s *Server) kubeRequest(ctx context.Context, req request, verb, name string) kube.Request {
+	kr := kube.Request{Verb: verb, Namespace: req.namespace, Name: name, Subresource: req.sub, Warn: req.warn}
+	if u, ok := filters.UserFrom(ctx); ok {
+		kr.User = kube.User{Name: u.Name, UID: u.UID, Groups: u.Groups}
+	}
+	return kr
+}
+
 // generateNameAttempts bounds the names drawn for one create, as
 // kube-apiserver's retry of generated names does.
 const generateNameAttempts = 8
@@ -162,12 +201,37 @@ var namespacesResource = func() *resource {
 	panic("no namespaces resource")
 }()
 
-// namespaceExists answers 404 NotFound for a missing namespace, as
-// kube-apiserver's namespace lifecycle admission does.
-func (s *Server) namespaceExists(ctx context.Context, ns string) error {
-	_, err := s.cfg.Storage.Get(ctx, keyFor(namespacesResource, "", ns))
+// namespaceExists is kube-apiserver's namespace lifecycle admission of a
+// create: 404 NotFound for a missing namespace, 403 Forbidden (with the
+// NamespaceTerminating cause) for one being deleted.
+func (s *Server) namespaceExists(ctx context.Context, res *resource, u *unstructured.Unstructured) error {
+	ns := u.GetNamespace()
+	kv, err := s.cfg.Storage.Get(ctx, keyFor(namespacesResource, "", ns))
 	if errors.Is(err, storage.ErrNotFound) {
 		return apierrors.NewNotFound(namespacesResource.gr(), ns)
+	}
+	if err != nil {
+		return err
+	}
+	nsObj, err := decodeKV(kv)
+	if err != nil {
+		return err
+	}
+	if nestedString(nsObj.Object, "status", "phase") != string(corev1.NamespaceTerminating) {
+		return nil
+	}
+	name := u.GetName()
+	if name == "" {
+		name = "Unknown"
+	}
+	err = apierrors.NewForbidden(res.gr(), name, fmt.Errorf("unable to create new content in namespace %s because it is being terminated", ns))
+	var st *apierrors.StatusError
+	if errors.As(err, &st) {
+		st.ErrStatus.Details.Causes = append(st.ErrStatus.Details.Causes, metav1.StatusCause{
+			Type:    corev1.NamespaceTerminatingCause,
+			Message: fmt.Sprintf("namespace %s is being terminated", ns),
+			Field:   "metadata.namespace",
+		})
 	}
 	return err
 }
@@ -186,6 +250,20 @@ type errDeleteInstead struct {
 }
 
 func (errDeleteInstead) Error() string { return "delete instead" }
+
+// shouldDeleteDuringUpdate reports whether an update leaves an object being
+// deleted with nothing left to wait for, so that it is removed instead of
+// written: no finalizers, and for a namespace no spec.finalizers either.
+func shouldDeleteDuringUpdate(r *resource, u *unstructured.Unstructured) bool {
+	if u.GetDeletionTimestamp() == nil || len(u.GetFinalizers()) > 0 {
+		return false
+	}
+	if r == namespacesResource || r.gvk == namespacesResource.gvk {
+		fs, _, _ := unstructured.NestedSlice(u.Object, "spec", "finalizers")
+		return len(fs) == 0
+	}
+	return true
+}
 
 // mutateFunc turns the current object (a private copy) into the desired
 // one; it may be called several times.
@@ -209,7 +287,7 @@ func (s *Server) update(ctx context.Context, req request, mutate mutateFunc) (*u
 			if err != nil {
 				return nil, err
 			}
-			if err := s.prepareUpdate(req, cur, desired); err != nil {
+			if err := s.prepareUpdate(ctx, req, cur, desired); err != nil {
 				return nil, err
 			}
 			value, err := encodeStored(desired)
@@ -224,7 +302,7 @@ func (s *Server) update(ctx context.Context, req request, mutate mutateFunc) (*u
 				// stored and write nothing.
 				return nil, errNoChange{desired}
 			}
-			if desired.GetDeletionTimestamp() != nil && len(desired.GetFinalizers()) == 0 {
+			if shouldDeleteDuringUpdate(req.res, desired) {
 				return nil, errDeleteInstead{desired, kv.Revision}
 			}
 			out = desired
@@ -255,7 +333,7 @@ func (s *Server) update(ctx context.Context, req request, mutate mutateFunc) (*u
 }
 
 // prepareUpdate turns desired into what may be stored over cur.
-func (s *Server) prepareUpdate(req request, cur, desired *unstructured.Unstructured) error {
+func (s *Server) prepareUpdate(ctx context.Context, req request, cur, desired *unstructured.Unstructured) error {
 	res := req.res
 	if rv := desired.GetResourceVersion(); rv == "" {
 		if !res.unconditionalUpdate {
@@ -270,6 +348,14 @@ func (s *Server) prepareUpdate(req request, cur, desired *unstructured.Unstructu
 		return conflict(req, "the object has been modified; please apply your changes to the latest version and try again")
 	}
 	desired.SetResourceVersion(cur.GetResourceVersion())
+	if res.kube != nil {
+		if req.sub == "binding" {
+			// A binding sets the pod's node directly, with no strategy,
+			// as kube-apiserver's binding storage does.
+			return nil
+		}
+		return res.kube.Update(ctx, s.kubeRequest(ctx, req, "update", req.name), desired, cur)
+	}
 	switch req.sub {
 	case "status":
 		// What a /status write may change is the resource's own rule.
@@ -344,7 +430,7 @@ func (s *Server) handleUpdate(w http.ResponseWriter, r *http.Request, req reques
 		}
 		return err
 	}
-	u, err := decodeRequest(w, r, req.res, body)
+	u, _, err := decodeRequest(w, r, req.res, body, false)
 	if err != nil {
 		return err
 	}
@@ -370,7 +456,7 @@ func (s *Server) handleUpdate(w http.ResponseWriter, r *http.Request, req reques
 			return perr
 		}
 		if req.res.createOnUpdate && req.sub == "" {
-			if out, err = s.create(r.Context(), req, u); err == nil {
+			if out, err = s.create(r.Context(), req, u, nil); err == nil {
 				return writeObject(w, r, req.res, http.StatusCreated, out)
 			}
 		}

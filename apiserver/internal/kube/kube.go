@@ -1,0 +1,348 @@
+// Package kube applies kube-apiserver's own rules to the writes of built-in
+// resources: defaulting from k8s.io/kubernetes/pkg/apis/.../v1, and the
+// strategies of k8s.io/kubernetes/pkg/registry (what create and update
+// reset, validation, what a status update may change) through
+// k8s.io/apiserver's BeforeCreate and BeforeUpdate, exactly as
+// kube-apiserver runs them. Nothing here restates a rule of Kubernetes'.
+//
+// The server keeps objects as unstructured maps of their served version;
+// this package converts them to the internal types the strategies work on
+// and back. It is the only package of listwatch that imports
+// k8s.io/kubernetes, and only the server imports it.
+package kube
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/authentication/user"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
+	"k8s.io/apiserver/pkg/registry/rest"
+	"k8s.io/apiserver/pkg/warning"
+
+	"k8s.io/kubernetes/pkg/api/legacyscheme"
+	_ "k8s.io/kubernetes/pkg/apis/admissionregistration/install"
+	_ "k8s.io/kubernetes/pkg/apis/apps/install"
+	_ "k8s.io/kubernetes/pkg/apis/autoscaling/install"
+	_ "k8s.io/kubernetes/pkg/apis/batch/install"
+	_ "k8s.io/kubernetes/pkg/apis/certificates/install"
+	_ "k8s.io/kubernetes/pkg/apis/coordination/install"
+	_ "k8s.io/kubernetes/pkg/apis/core/install"
+	_ "k8s.io/kubernetes/pkg/apis/discovery/install"
+	_ "k8s.io/kubernetes/pkg/apis/networking/install"
+	_ "k8s.io/kubernetes/pkg/apis/node/install"
+	_ "k8s.io/kubernetes/pkg/apis/policy/install"
+	_ "k8s.io/kubernetes/pkg/apis/rbac/install"
+	_ "k8s.io/kubernetes/pkg/apis/scheduling/install"
+	_ "k8s.io/kubernetes/pkg/apis/storage/install"
+)
+
+var scheme = legacyscheme.Scheme
+
+// Rules is kube-apiserver's handling of one built-in resource served at
+// one version. The zero value is not usable; get one from For.
+type Rules struct {
+	gvr   schema.GroupVersionResource
+	gvk   schema.GroupVersionKind
+	entry entry
+}
+
+// For returns the rules of the built-in resource gvr served with objects
+// of kind gvk, or false when Kubernetes has no strategy for it.
+func For(gvr schema.GroupVersionResource, gvk schema.GroupVersionKind) (*Rules, bool) {
+	e, ok := strategies[gvr.GroupResource()]
+	if !ok {
+		return nil, false
+	}
+	return &Rules{gvr: gvr, gvk: gvk, entry: e}, true
+}
+
+// Request says what a write is, for the strategies that look at it
+// (declarative validation reads the subresource; some strategies read the
+// user).
+type Request struct {
+	Verb        string
+	Namespace   string
+	Name        string
+	Subresource string
+	// User is who makes the request; a zero User is none.
+	User User
+	// Warn receives the warnings of the strategies (kube-apiserver sends
+	// them as Warning headers); nil drops them.
+	Warn func(text string)
+}
+
+// User is an authenticated identity.
+type User struct {
+	Name, UID string
+	Groups    []string
+}
+
+// context carries what the strategies read from a request's context.
+func (k *Rules) context(ctx context.Context, req Request) context.Context {
+	ctx = genericapirequest.WithNamespace(ctx, req.Namespace)
+	ctx = genericapirequest.WithRequestInfo(ctx, &genericapirequest.RequestInfo{
+		IsResourceRequest: true,
+		Verb:              req.Verb,
+		APIPrefix:         apiPrefix(k.gvr.Group),
+		APIGroup:          k.gvr.Group,
+		APIVersion:        k.gvr.Version,
+		Namespace:         req.Namespace,
+		Resource:          k.gvr.Resource,
+		Subresource:       req.Subresource,
+		Name:              req.Name,
+	})
+	if req.User.Name != "" {
+		ctx = genericapirequest.WithUser(ctx, &user.DefaultInfo{Name: req.User.Name, UID: req.User.UID, Groups: req.User.Groups})
+	}
+	if req.Warn != nil {
+		ctx = warning.WithWarningRecorder(ctx, warnFunc(req.Warn))
+	}
+	return ctx
+}
+
+func apiPrefix(group string) string {
+	if group == "" {
+		return "api"
+	}
+	return "apis"
+}
+
+// warnFunc is a warning.Recorder that hands each warning's text on.
+type warnFunc func(string)
+
+func (f warnFunc) AddWarning(_, text string) { f(text) }
+
+// ReturnDeleted reports whether a delete answers with the deleted object
+// rather than a Status, as kube-apiserver's store for the resource does.
+func (k *Rules) ReturnDeleted() bool { return k.entry.returnDeleted }
+
+// AllowUnconditionalUpdate reports whether an update without
+// metadata.resourceVersion is accepted.
+func (k *Rules) AllowUnconditionalUpdate() bool {
+	return k.entry.main.AllowUnconditionalUpdate(context.Background())
+}
+
+// AllowCreateOnUpdate reports whether an update of a missing object
+// creates it.
+func (k *Rules) AllowCreateOnUpdate() bool {
+	return k.entry.main.AllowCreateOnUpdate(context.Background())
+}
+
+// OrphanByDefault reports whether a delete without a propagation policy
+// orphans the object's dependents (the resource's default garbage
+// collection policy at this version).
+func (k *Rules) OrphanByDefault() bool {
+	gc, ok := k.entry.main.(rest.GarbageCollectionDeleteStrategy)
+	if !ok {
+		return false
+	}
+	ctx := k.context(context.Background(), Request{Verb: "delete"})
+	return gc.DefaultGarbageCollectionPolicy(ctx) == rest.OrphanDependents
+}
+
+// Graceful reports whether the resource's deletes may wait out a grace
+// period (pods).
+func (k *Rules) Graceful() bool {
+	_, ok := k.entry.main.(rest.RESTGracefulDeleteStrategy)
+	return ok
+}
+
+// Default fills in u the defaults kube-apiserver sets when it decodes an
+// object of the resource (a request body, or an object read from
+// storage).
+func (k *Rules) Default(u *unstructured.Unstructured) error {
+	ext, err := k.external(u)
+	if err != nil {
+		return err
+	}
+	return k.setUnstructured(u, ext)
+}
+
+// Create applies defaulting and the resource's create strategy to u in
+// place (PrepareForCreate, validation, canonicalisation) as
+// kube-apiserver's BeforeCreate does. u must carry its uid and
+// creationTimestamp. A rule broken is a 422 Invalid with kube's causes.
+//
+// ext, when not nil, is u's body already decoded into the resource's Go
+// type (by DecodeBody); its metadata is taken from u, which the server may
+// have changed since (name, uid, timestamps), and the rest is used as it
+// is, saving a conversion of the whole object.
+func (k *Rules) Create(ctx context.Context, req Request, u *unstructured.Unstructured, ext runtime.Object) error {
+	var err error
+	if ext == nil {
+		if ext, err = k.external(u); err != nil {
+			return err
+		}
+	} else {
+		if err := setObjectMeta(ext, u); err != nil {
+			return err
+		}
+		scheme.Default(ext)
+	}
+	in, err := k.toInternal(ext)
+	if err != nil {
+		return err
+	}
+	if err := rest.BeforeCreate(k.entry.main, k.context(ctx, req), in); err != nil {
+		return err
+	}
+	return k.fromInternal(u, in)
+}
+
+// Update applies defaulting and the update strategy of req.Subresource
+// ("" for the main resource, "status", "finalize", "approval", "scale") to
+// u over the stored old, in place, as kube-apiserver's BeforeUpdate does:
+// what the write may not change is taken from old, the generation moves
+// when the spec does, and the result is validated against old.
+func (k *Rules) Update(ctx context.Context, req Request, u, old *unstructured.Unstructured) error {
+	strategy, err := k.updateStrategy(req.Subresource)
+	if err != nil {
+		return err
+	}
+	in, err := k.internal(u)
+	if err != nil {
+		return err
+	}
+	oldIn, err := k.internal(old)
+	if err != nil {
+		return err
+	}
+	if err := rest.BeforeUpdate(strategy, k.context(ctx, req), in, oldIn); err != nil {
+		return err
+	}
+	return k.fromInternal(u, in)
+}
+
+func (k *Rules) updateStrategy(sub string) (rest.RESTUpdateStrategy, error) {
+	var s rest.RESTUpdateStrategy
+	switch sub {
+	case "", "scale":
+		s = k.entry.main
+	case "status":
+		s = k.entry.status
+	case "finalize":
+		s = k.entry.finalize
+	case "approval":
+		s = k.entry.approval
+	}
+	if s == nil {
+		return nil, apierrors.NewNotFound(k.gvr.GroupResource(), sub)
+	}
+	return s, nil
+}
+
+// external decodes u into the resource's Go type at its served version
+// and applies kube's defaults.
+func (k *Rules) external(u *unstructured.Unstructured) (runtime.Object, error) {
+	ext, err := scheme.New(k.gvk)
+	if err != nil {
+		return nil, apierrors.NewInternalError(fmt.Errorf("no Go type for %v: %w", k.gvk, err))
+	}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, ext); err != nil {
+		return nil, badRequest(k.gvk, err)
+	}
+	scheme.Default(ext)
+	return ext, nil
+}
+
+// internal is u as the internal type the strategies take, defaulted.
+func (k *Rules) internal(u *unstructured.Unstructured) (runtime.Object, error) {
+	ext, err := k.external(u)
+	if err != nil {
+		return nil, err
+	}
+	return k.toInternal(ext)
+}
+
+// toInternal converts ext, of the served version, to the internal type.
+func (k *Rules) toInternal(ext runtime.Object) (runtime.Object, error) {
+	in, err := scheme.New(k.gvk.GroupKind().WithVersion(runtime.APIVersionInternal))
+	if err != nil {
+		return nil, apierrors.NewInternalError(fmt.Errorf("no internal type for %v: %w", k.gvk, err))
+	}
+	if err := scheme.Convert(ext, in, nil); err != nil {
+		return nil, apierrors.NewInternalError(fmt.Errorf("convert %v to internal: %w", k.gvk, err))
+	}
+	return in, nil
+}
+
+// fromInternal sets u to in at the served version.
+func (k *Rules) fromInternal(u *unstructured.Unstructured, in runtime.Object) error {
+	ext, err := scheme.New(k.gvk)
+	if err != nil {
+		return apierrors.NewInternalError(err)
+	}
+	if err := scheme.Convert(in, ext, nil); err != nil {
+		return apierrors.NewInternalError(fmt.Errorf("convert %v from internal: %w", k.gvk, err))
+	}
+	return k.setUnstructured(u, ext)
+}
+
+func (k *Rules) setUnstructured(u *unstructured.Unstructured, ext runtime.Object) error {
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(ext)
+	if err != nil {
+		return apierrors.NewInternalError(fmt.Errorf("encode %v: %w", k.gvk, err))
+	}
+	u.Object = obj
+	u.SetAPIVersion(k.gvk.GroupVersion().String())
+	u.SetKind(k.gvk.Kind)
+	return nil
+}
+
+// badRequest is kube-apiserver's answer to a body its decoder refuses.
+func badRequest(gvk schema.GroupVersionKind, err error) error {
+	return &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status: metav1.StatusFailure, Code: http.StatusBadRequest, Reason: metav1.StatusReasonBadRequest,
+		Message: fmt.Sprintf("%s in version %q cannot be handled as a %s: %v", gvk.Kind, gvk.Version, gvk.Kind, err),
+	}}
+}
+
+// BeforeDelete runs kube-apiserver's BeforeDelete on u in place: it
+// validates opts (422) and its preconditions (409), and, for a resource
+// deleted gracefully, sets u's deletionTimestamp and grace period (graceful
+// true) or reports a graceful deletion already pending with a period no
+// longer than asked (pending true). opts is completed as kube completes it.
+func (k *Rules) BeforeDelete(ctx context.Context, req Request, u *unstructured.Unstructured, opts *metav1.DeleteOptions) (graceful, pending bool, err error) {
+	in, err := k.internal(u)
+	if err != nil {
+		return false, false, err
+	}
+	graceful, pending, err = rest.BeforeDelete(k.entry.main, k.context(ctx, req), in, opts)
+	if err != nil {
+		return false, false, err
+	}
+	if graceful {
+		if err := k.fromInternal(u, in); err != nil {
+			return false, false, err
+		}
+	}
+	return graceful, pending, nil
+}
+
+// setObjectMeta sets the metadata of the built-in object ext to u's.
+func setObjectMeta(ext runtime.Object, u *unstructured.Unstructured) error {
+	acc, ok := ext.(metav1.ObjectMetaAccessor)
+	if !ok {
+		return apierrors.NewInternalError(fmt.Errorf("%T has no ObjectMeta", ext))
+	}
+	om, ok := acc.GetObjectMeta().(*metav1.ObjectMeta)
+	if !ok {
+		return apierrors.NewInternalError(fmt.Errorf("%T has no ObjectMeta", ext))
+	}
+	*om = metav1.ObjectMeta{}
+	md, _ := u.Object["metadata"].(map[string]any)
+	if md == nil {
+		return nil
+	}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(md, om); err != nil {
+		return apierrors.NewInternalError(fmt.Errorf("metadata: %w", err))
+	}
+	return nil
+}
