@@ -94,4 +94,3 @@ func newStatus(code int32, reason metav1.StatusReason, msg string) error {
 		Code:    code,
 	}}
 }
-

@@ -70,4 +70,3 @@ func (p *Printer) Row(u *unstructured.Unstructured) (metav1.TableRow, error) {
 	}
 	return metav1.TableRow{Cells: t.Rows[0].Cells, Conditions: t.Rows[0].Conditions}, nil
 }
-
