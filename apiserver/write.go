@@ -390,15 +390,8 @@ func (s *Server) prepareUpdate(ctx context.Context, req request, cur, desired *u
 	} else {
 		unstructured.RemoveNestedField(desired.Object, "metadata", "generation")
 	}
-	if cur.GetDeletionTimestamp() != nil {
-		// No new finalizers on an object being deleted.
-		for _, f := range desired.GetFinalizers() {
-			if !hasFinalizer(cur, f) {
-				return apierrors.NewForbidden(res.gr(), req.name,
-					errors.New("no new finalizers can be added if the object is being deleted, found new finalizers "+strconv.Quote(f)))
-			}
-		}
-	}
+	// No new finalizers on an object being deleted: validateMeta answers
+	// 422, as kube-apiserver's metadata validation does.
 	return validateMeta(res, desired, cur)
 }
 
