@@ -95,7 +95,7 @@ func TestProtobufRequestBodies(t *testing.T) {
 		c.mustDo("POST", "/api/v1/namespaces/default/pods", mediaProtobuf, protoBody(t, pod, "v1", "Pod"), 201)
 		policy := metav1.DeletePropagationForeground
 		del := &metav1.DeleteOptions{PropagationPolicy: &policy}
-		c.mustDo("POST", rcPath, "", `{"metadata":{"name":"rc"},"spec":{"selector":{"a":"b"}}}`, 201)
+		c.mustDo("POST", rcPath, "", rcBody("rc", 1), 201)
 		r := c.do("DELETE", rcPath+"/rc", mediaProtobuf, protoBody(t, del, "v1", "DeleteOptions"))
 		if r.code != 200 {
 			t.Fatalf("protobuf delete: %d %s", r.code, r.body)
@@ -244,16 +244,16 @@ func TestDryRun(t *testing.T) {
 			t.Errorf("dry create: %v", dry)
 		}
 		c.mustDo("GET", pods+"/dry", "", "", 404)
-		if r := c.do("POST", "/api/v1/namespaces/nope/pods?dryRun=All", "", `{"metadata":{"name":"x"}}`); r.code != 404 {
+		if r := c.do("POST", "/api/v1/namespaces/nope/pods?dryRun=All", "", podBody(`{"name":"x"}`, "")); r.code != 404 {
 			t.Errorf("dry create in a missing namespace: %d", r.code)
 		}
-		if r := c.do("POST", pods+"?dryRun=All", "", `{"metadata":{"name":"Bad_Name"}}`); r.code != 422 {
+		if r := c.do("POST", pods+"?dryRun=All", "", podBody(`{"name":"Bad_Name"}`, "")); r.code != 422 {
 			t.Errorf("dry create of an invalid name: %d", r.code)
 		}
 
 		real := c.mustDo("POST", pods, "", `{"metadata":{"name":"p","labels":{"v":"1"}},"spec":{"containers":[{"name":"c","image":"i"}]}}`, 201)
 		rv := str(real, "metadata.resourceVersion")
-		if r := c.do("POST", pods+"?dryRun=All", "", `{"metadata":{"name":"p"}}`); r.code != 409 {
+		if r := c.do("POST", pods+"?dryRun=All", "", podBody(`{"name":"p"}`, "")); r.code != 409 {
 			t.Errorf("dry create of an existing name: %d", r.code)
 		}
 		// Update and patch: the answer shows the change, storage keeps the old.

@@ -281,3 +281,40 @@ func (w *watchStream) expect(typ, name string) event {
 	}
 	return ev
 }
+
+// The bodies below are objects Kubernetes' validation accepts, for the
+// tests that need one but are not about its spec. extra, when not "",
+// holds more members of the spec (`"nodeName":"n1"`), placed first.
+
+// testContainers are the containers of the pods the tests make.
+const testContainers = `"containers":[{"name":"c","image":"i"}]`
+
+// specWith is a spec object of extra's members and then rest's.
+func specWith(extra, rest string) string {
+	if extra == "" {
+		return "{" + rest + "}"
+	}
+	return "{" + extra + "," + rest + "}"
+}
+
+// podBody is a pod with metadata meta (a JSON object) and one container.
+func podBody(meta, extra string) string {
+	return fmt.Sprintf(`{"metadata":%s,"spec":%s}`, meta, specWith(extra, testContainers))
+}
+
+// rcSpec is a replication controller's spec: selector a=b and a pod
+// template with those labels.
+func rcSpec(extra string) string {
+	return specWith(extra, `"selector":{"a":"b"},"template":{"metadata":{"labels":{"a":"b"}},"spec":{`+testContainers+`}}`)
+}
+
+// rcBody is replication controller name with replicas replicas and rcSpec.
+func rcBody(name string, replicas int) string {
+	return fmt.Sprintf(`{"metadata":{"name":%q},"spec":%s}`, name, rcSpec(fmt.Sprintf(`"replicas":%d`, replicas)))
+}
+
+// deploymentSpec is a Deployment's spec selecting app=app, with a pod
+// template of that label.
+func deploymentSpec(app, extra string) string {
+	return specWith(extra, fmt.Sprintf(`"selector":{"matchLabels":{"app":%q}},"template":{"metadata":{"labels":{"app":%q}},"spec":{%s}}`, app, app, testContainers))
+}

@@ -100,8 +100,25 @@ func TestOpenAPI(t *testing.T) {
 			{"apis/coordination.k8s.io/v1", "coordination.k8s.io", "v1", "Lease", "/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}", true},
 			{"apis/samplecontroller.k8s.io/v1alpha1", "samplecontroller.k8s.io", "v1alpha1", "Foo", "/apis/samplecontroller.k8s.io/v1alpha1/namespaces/{namespace}/foos/{name}", false},
 		}
-		if len(docs) != 4 {
-			t.Errorf("%d documents, want 4 group/versions", len(docs))
+		// One document per group/version served, as discovery lists them.
+		want := map[string]bool{}
+		for _, v := range toStrings(c.mustDo("GET", "/api", "", "", 200)["versions"]) {
+			want["api/"+v] = true
+		}
+		groups, _ := c.mustDo("GET", "/apis", "", "", 200)["groups"].([]any)
+		for _, g := range groups {
+			vs, _ := g.(map[string]any)["versions"].([]any)
+			for _, v := range vs {
+				want["apis/"+str(v.(map[string]any), "groupVersion")] = true
+			}
+		}
+		if len(docs) != len(want) {
+			t.Errorf("%d documents, want %d, one per group/version", len(docs), len(want))
+		}
+		for gv := range want {
+			if docs[gv] == nil {
+				t.Errorf("no document for %s", gv)
+			}
 		}
 		for _, k := range kinds {
 			doc := docs[k.doc]

@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -57,12 +58,33 @@ func TestCreate(t *testing.T) {
 		if str(got, "metadata.namespace") != "default" || str(got, "status.phase") != "Pending" || str(got, "kind") != "Pod" {
 			t.Errorf("namespace/status/kind: %v", got)
 		}
-		gen := c.mustDo("POST", "/api/v1/namespaces/default/pods", "", `{"metadata":{"generateName":"web-"},"spec":{}}`, 201)
+		// Kubernetes' defaults and what its pod strategy sets on create.
+		c0, _ := nested(got, "spec.containers").([]any)
+		defaults := map[string]any{
+			"metadata.generation":                float64(1),
+			"spec.restartPolicy":                 "Always",
+			"spec.dnsPolicy":                     "ClusterFirst",
+			"spec.schedulerName":                 "default-scheduler",
+			"spec.terminationGracePeriodSeconds": float64(30),
+			"status.qosClass":                    "BestEffort",
+		}
+		for path, want := range defaults {
+			if v := nested(got, path); v != want {
+				t.Errorf("%s = %v, want %v", path, v, want)
+			}
+		}
+		// An image without a tag is :latest, always pulled.
+		if len(c0) != 1 || str(c0[0].(map[string]any), "imagePullPolicy") != "Always" || str(c0[0].(map[string]any), "terminationMessagePath") != "/dev/termination-log" {
+			t.Errorf("container defaults: %v", c0)
+		}
+		gen := c.mustDo("POST", "/api/v1/namespaces/default/pods", "", podBody(`{"generateName":"web-"}`, ""), 201)
 		if n := str(gen, "metadata.name"); !strings.HasPrefix(n, "web-") || len(n) != len("web-")+5 {
 			t.Errorf("generated name %q", n)
 		}
-		rc := c.mustDo("POST", "/api/v1/namespaces/default/replicationcontrollers", "", `{"metadata":{"name":"rc"},"spec":{"selector":{"a":"b"}},"status":{"replicas":9}}`, 201)
-		if nested(rc, "metadata.generation") != float64(1) || nested(rc, "spec.replicas") != float64(1) || nested(rc, "status") != nil {
+		rc := c.mustDo("POST", "/api/v1/namespaces/default/replicationcontrollers", "", `{"metadata":{"name":"rc"},"spec":`+rcSpec("")+`,"status":{"replicas":9}}`, 201)
+		// The status sent is dropped: kube's status on create is the zero
+		// value, whose replicas is not omitted.
+		if nested(rc, "metadata.generation") != float64(1) || nested(rc, "spec.replicas") != float64(1) || !reflect.DeepEqual(nested(rc, "status"), map[string]any{"replicas": float64(0)}) {
 			t.Errorf("rc create: generation %v replicas %v status %v", nested(rc, "metadata.generation"), nested(rc, "spec.replicas"), nested(rc, "status"))
 		}
 
@@ -73,13 +95,15 @@ func TestCreate(t *testing.T) {
 		}{
 			{"exists", "/api/v1/namespaces/default/pods", pod, 409, "AlreadyExists", `pods \"p1\" already exists`},
 			{"no namespace", "/api/v1/namespaces/nope/pods", pod, 404, "NotFound", `namespaces \"nope\" not found`},
-			{"bad name", "/api/v1/namespaces/default/pods", `{"metadata":{"name":"Bad_Name"}}`, 422, "Invalid", "metadata.name"},
-			{"no name", "/api/v1/namespaces/default/pods", `{"metadata":{}}`, 422, "Invalid", "name or generateName is required"},
-			{"service name is a DNS-1035 label", "/api/v1/namespaces/default/services", `{"metadata":{"name":"1abc"}}`, 422, "Invalid", "metadata.name"},
-			{"bad label", "/api/v1/namespaces/default/pods", `{"metadata":{"name":"x","labels":{"a":"-"}}}`, 422, "Invalid", "metadata.labels"},
+			{"bad name", "/api/v1/namespaces/default/pods", podBody(`{"name":"Bad_Name"}`, ""), 422, "Invalid", "metadata.name"},
+			{"no name", "/api/v1/namespaces/default/pods", podBody(`{}`, ""), 422, "Invalid", "name or generateName is required"},
+			// Since v1.37 (RelaxedServiceNameValidation, GA) a service's
+			// name is a DNS-1123 label ("1abc" is one); a dot is not.
+			{"service name is a DNS-1123 label", "/api/v1/namespaces/default/services", `{"metadata":{"name":"a.b"},"spec":{"ports":[{"port":80}]}}`, 422, "Invalid", "metadata.name"},
+			{"bad label", "/api/v1/namespaces/default/pods", podBody(`{"name":"x","labels":{"a":"-"}}`, ""), 422, "Invalid", "metadata.labels"},
 			{"malformed", "/api/v1/namespaces/default/pods", `{"metadata":`, 400, "BadRequest", "cannot be handled as a Pod"},
 			{"wrong type", "/api/v1/namespaces/default/pods", `{"metadata":{"name":"x"},"spec":{"containers":"no"}}`, 400, "BadRequest", "cannot unmarshal"},
-			{"not an object", "/api/v1/namespaces/default/pods", `[1]`, 400, "BadRequest", "expected a JSON object"},
+			{"not an object", "/api/v1/namespaces/default/pods", `[1]`, 400, "BadRequest", "cannot unmarshal array"},
 			{"empty", "/api/v1/namespaces/default/pods", ` `, 400, "BadRequest", "empty"},
 			{"wrong apiVersion", "/api/v1/namespaces/default/pods", `{"apiVersion":"apps/v1","kind":"Pod","metadata":{"name":"x"}}`, 400, "BadRequest", "does not match the expected API version"},
 			{"wrong kind", "/api/v1/namespaces/default/pods", `{"apiVersion":"v1","kind":"Service","metadata":{"name":"x"}}`, 400, "BadRequest", "must be of type Pod"},
@@ -111,6 +135,12 @@ func TestCreate(t *testing.T) {
 		if nested(u, "spec.bogus") != nil || nested(u, "spec.ports") == nil {
 			t.Errorf("service: %v", u)
 		}
+		// A service is given a cluster IP, in clusterIP and clusterIPs.
+		if ip := str(u, "spec.clusterIP"); ip == "" || !reflect.DeepEqual(nested(u, "spec.clusterIPs"), []any{ip}) {
+			t.Errorf("service cluster IPs: %v", u["spec"])
+		}
+		// Since v1.37 a service's name need only be a DNS-1123 label.
+		c.mustDo("POST", "/api/v1/namespaces/default/services", "", `{"metadata":{"name":"1abc"},"spec":{"ports":[{"port":80}]}}`, 201)
 	})
 }
 
@@ -122,9 +152,9 @@ func TestGetList(t *testing.T) {
 			if i%2 == 0 {
 				node = "n1"
 			}
-			c.mustDo("POST", "/api/v1/namespaces/default/pods", "", fmt.Sprintf(`{"metadata":{"name":"p%d","labels":{"i":"%d"}},"spec":{"nodeName":%q}}`, i, i%2, node), 201)
+			c.mustDo("POST", "/api/v1/namespaces/default/pods", "", podBody(fmt.Sprintf(`{"name":"p%d","labels":{"i":"%d"}}`, i, i%2), fmt.Sprintf(`"nodeName":%q`, node)), 201)
 		}
-		c.mustDo("POST", "/api/v1/namespaces/other/pods", "", `{"metadata":{"name":"q"}}`, 201)
+		c.mustDo("POST", "/api/v1/namespaces/other/pods", "", podBody(`{"name":"q"}`, ""), 201)
 
 		got := c.mustDo("GET", "/api/v1/namespaces/default/pods/p1", "", "", 200)
 		if str(got, "kind") != "Pod" || str(got, "apiVersion") != "v1" || str(got, "metadata.resourceVersion") == "" {
@@ -195,7 +225,7 @@ func TestGetList(t *testing.T) {
 					t.Errorf("remainingItemCount %v", nested(list, "metadata.remainingItemCount"))
 				}
 				// A write between pages is not seen.
-				c.mustDo("POST", "/api/v1/namespaces/default/pods", "", `{"metadata":{"name":"late"}}`, 201)
+				c.mustDo("POST", "/api/v1/namespaces/default/pods", "", podBody(`{"name":"late"}`, ""), 201)
 			} else if rv := str(list, "metadata.resourceVersion"); rv != first {
 				t.Errorf("page at %s, first at %s", rv, first)
 			}

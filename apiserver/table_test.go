@@ -63,7 +63,7 @@ func TestTable(t *testing.T) {
 			{"POST", ns + "/replicationcontrollers", `{"metadata":{"name":"rc"},"spec":{"replicas":3,"selector":{"app":"x"},"template":{"metadata":{"labels":{"app":"x"}},"spec":{"containers":[{"name":"web","image":"nginx"}]}}}}`},
 			{"PUT", ns + "/replicationcontrollers/rc/status", `{"metadata":{"name":"rc"},"status":{"replicas":2,"readyReplicas":1}}`},
 			{"POST", "/apis/apps/v1/namespaces/default/deployments", `{"metadata":{"name":"d"},"spec":{"replicas":2,"selector":{"matchLabels":{"app":"d"}},"template":{"metadata":{"labels":{"app":"d"}},"spec":{"containers":[{"name":"c","image":"img"}]}}}}`},
-			{"POST", ns + "/services", `{"metadata":{"name":"svc"},"spec":{"clusterIP":"10.96.0.10","selector":{"app":"x"},"ports":[{"port":80},{"port":53,"protocol":"UDP"}]}}`},
+			{"POST", ns + "/services", `{"metadata":{"name":"svc"},"spec":{"clusterIP":"10.96.0.10","selector":{"app":"x"},"ports":[{"name":"http","port":80},{"name":"dns","port":53,"protocol":"UDP"}]}}`},
 			{"POST", ns + "/endpoints", `{"metadata":{"name":"svc"},"subsets":[{"addresses":[{"ip":"10.0.0.1"},{"ip":"10.0.0.2"}],"ports":[{"port":80}]}]}`},
 			{"POST", ns + "/events", `{"metadata":{"name":"ev1"},"involvedObject":{"kind":"Pod","name":"crash"},"reason":"BackOff","message":"Back-off restarting","type":"Warning","count":4,"source":{"component":"kubelet","host":"n1"}}`},
 			{"POST", "/apis/coordination.k8s.io/v1/namespaces/default/leases", `{"metadata":{"name":"leader"},"spec":{"holderIdentity":"me"}}`},
@@ -174,7 +174,7 @@ func TestTable(t *testing.T) {
 
 func TestTableWatch(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, c *client) {
-		rc := c.mustDo("POST", rcPath, "", `{"metadata":{"name":"rc"},"spec":{"replicas":1,"selector":{"a":"b"}}}`, 201)
+		rc := c.mustDo("POST", rcPath, "", rcBody("rc", 1), 201)
 		req, err := http.NewRequestWithContext(t.Context(), "GET", c.base+rcPath+"?watch=true&resourceVersion="+str(rc, "metadata.resourceVersion")+"&includeObject=Object", nil)
 		if err != nil {
 			t.Fatal(err)

@@ -17,7 +17,7 @@ import (
 func TestWatch(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, c *client) {
 		const pods = "/api/v1/namespaces/default/pods"
-		p0 := c.mustDo("POST", pods, "", `{"metadata":{"name":"p0","labels":{"app":"x"}}}`, 201)
+		p0 := c.mustDo("POST", pods, "", podBody(`{"name":"p0","labels":{"app":"x"}}`, ""), 201)
 
 		// "" starts with the current state as ADDED.
 		all := c.watch(pods + "?watch=true")
@@ -30,10 +30,12 @@ func TestWatch(t *testing.T) {
 		sel := c.watch("/api/v1/pods?watch=true&resourceVersion=" + str(p0, "metadata.resourceVersion") + "&labelSelector=app%3Dy")
 		fsel := c.watch("/api/v1/pods?watch=true&fieldSelector=spec.nodeName%3Dn1")
 
-		c.mustDo("POST", pods, "", `{"metadata":{"name":"p1"}}`, 201)
+		c.mustDo("POST", pods, "", podBody(`{"name":"p1"}`, ""), 201)
 		c.mustDo("PATCH", pods+"/p0", "application/merge-patch+json", `{"metadata":{"labels":{"app":"y"}}}`, 200)
 		c.mustDo("PATCH", pods+"/p0", "application/merge-patch+json", `{"metadata":{"labels":{"app":"z"}}}`, 200)
-		c.mustDo("PATCH", pods+"/p1", "application/merge-patch+json", `{"spec":{"nodeName":"n1"}}`, 200)
+		// A pod's spec.nodeName is immutable but for the binding, as the
+		// scheduler sets it.
+		c.mustDo("POST", pods+"/p1/binding", "", `{"metadata":{"name":"p1"},"target":{"kind":"Node","name":"n1"}}`, 201)
 		c.mustDo("DELETE", pods+"/p0", "", "", 200)
 
 		for _, w := range []*watchStream{all, from} {
@@ -44,6 +46,12 @@ func TestWatch(t *testing.T) {
 			}
 			w.expect("MODIFIED", "p0")
 			w.expect("MODIFIED", "p1")
+			// A pod's delete is graceful: kube's store first writes its
+			// deletionTimestamp, then, the pod being unscheduled (grace
+			// period 0), removes it.
+			if ev := w.expect("MODIFIED", "p0"); str(ev.Object, "metadata.deletionTimestamp") == "" || nested(ev.Object, "metadata.deletionGracePeriodSeconds") != float64(0) {
+				t.Errorf("deleting p0: %v", ev.Object["metadata"])
+			}
 			w.expect("DELETED", "p0")
 		}
 		// Moving into and out of a selector is ADDED and DELETED.
@@ -186,9 +194,14 @@ func TestProtobuf(t *testing.T) {
 		if typ, obj := readEvent(); typ != "ADDED" || obj.(*corev1.Pod).Name != "p" {
 			t.Errorf("first event %s %T", typ, obj)
 		}
+		// An unscheduled pod's delete: the deletionTimestamp is written,
+		// then the pod removed (grace period 0), as kube's store does.
 		c.mustDo("DELETE", pods+"/p", "", "", 200)
+		if typ, obj := readEvent(); typ != "MODIFIED" || obj.(*corev1.Pod).Name != "p" || obj.(*corev1.Pod).DeletionTimestamp == nil {
+			t.Errorf("second event %s %#v", typ, obj)
+		}
 		if typ, obj := readEvent(); typ != "DELETED" || obj.(*corev1.Pod).Name != "p" {
-			t.Errorf("second event %s %T", typ, obj)
+			t.Errorf("third event %s %T", typ, obj)
 		}
 	})
 }

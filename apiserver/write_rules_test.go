@@ -24,8 +24,8 @@ const (
 func createRuleObjects(c *client) {
 	c.t.Helper()
 	c.mustDo("POST", rulesPods, "", `{"metadata":{"name":"a","labels":{"app":"a"}},"spec":{"containers":[{"name":"c","image":"i"}]}}`, 201)
-	c.mustDo("POST", rcPath, "", `{"metadata":{"name":"rc"},"spec":{"replicas":1,"selector":{"a":"b"}}}`, 201)
-	c.mustDo("POST", rulesDeps, "", `{"metadata":{"name":"d"},"spec":{"selector":{"matchLabels":{"app":"d"}},"template":{"metadata":{"labels":{"app":"d"}}}}}`, 201)
+	c.mustDo("POST", rcPath, "", rcBody("rc", 1), 201)
+	c.mustDo("POST", rulesDeps, "", `{"metadata":{"name":"d"},"spec":`+deploymentSpec("d", "")+`}`, 201)
 	c.mustDo("POST", rulesFoos, "", `{"metadata":{"name":"f"},"spec":{"replicas":1}}`, 201)
 }
 
@@ -328,7 +328,9 @@ func TestPatchUID(t *testing.T) {
 // resource keeps (PrepareForUpdate): spec always; of the metadata, the
 // ownerReferences of a pod and the labels of a deployment; everything but
 // status on a custom resource. The rest of the metadata the write sent is
-// stored, by PUT and by patch alike; generation does not move.
+// stored, by PUT and by patch alike, but for the kubernetes.io/metadata.name
+// label kube's namespace strategy keeps on every namespace; generation does
+// not move.
 func TestStatusUpdateMetadata(t *testing.T) {
 	const owner = `{"apiVersion":"v1","kind":"ConfigMap","name":"%s","uid":"%s"}`
 	type kept struct{ labels, annotations, finalizers, owners bool }
@@ -340,6 +342,9 @@ func TestStatusUpdateMetadata(t *testing.T) {
 		status string // the status the write sends
 		check  string // a path into the stored status that the write set
 		kept   kept   // the metadata kept from the stored object
+		// nameLabel: the strategy labels the object
+		// kubernetes.io/metadata.name=<its name>, whatever the write sends.
+		nameLabel bool
 	}{
 		{
 			name: "pods", path: rulesPods,
@@ -351,21 +356,24 @@ func TestStatusUpdateMetadata(t *testing.T) {
 			name: "namespaces", path: "/api/v1/namespaces",
 			create: `{"finalizers":["kubernetes"]}`, spec: `{}`,
 			status: `{"phase":"Active","conditions":[{"type":"NamespaceDeletionDiscoveryFailure","status":"False"}]}`, check: "status.conditions",
+			nameLabel: true,
 		},
 		{
 			name: "services", path: "/api/v1/namespaces/default/services",
-			create: `{"ports":[{"port":80}]}`, spec: `{"ports":[{"port":81}]}`,
-			status: `{"loadBalancer":{"ingress":[{"ip":"10.0.0.9"}]}}`, check: "status.loadBalancer",
+			// A load balancer's ingress is only valid on a service of
+			// type LoadBalancer.
+			create: `{"type":"LoadBalancer","ports":[{"port":80}]}`, spec: `{"type":"LoadBalancer","ports":[{"port":81}]}`,
+			status: `{"loadBalancer":{"ingress":[{"ip":"10.0.0.9"}]}}`, check: "status.loadBalancer.ingress",
 		},
 		{
 			name: "replicationcontrollers", path: rcPath,
-			create: `{"replicas":1,"selector":{"a":"b"}}`, spec: `{"replicas":5,"selector":{"a":"b"}}`,
+			create: rcSpec(`"replicas":1`), spec: rcSpec(`"replicas":5`),
 			status: `{"replicas":1,"observedGeneration":1}`, check: "status.observedGeneration",
 		},
 		{
 			name: "deployments", path: rulesDeps,
-			create: `{"selector":{"matchLabels":{"app":"d"}},"template":{"metadata":{"labels":{"app":"d"}}}}`,
-			spec:   `{"replicas":5,"selector":{"matchLabels":{"app":"d"}},"template":{"metadata":{"labels":{"app":"d"}}}}`,
+			create: deploymentSpec("d", ""),
+			spec:   deploymentSpec("d", `"replicas":5`),
 			status: `{"replicas":1,"observedGeneration":1}`, check: "status.observedGeneration",
 			kept: kept{labels: true},
 		},
@@ -416,6 +424,8 @@ func TestStatusUpdateMetadata(t *testing.T) {
 						want := written[field]
 						if keep {
 							want = nested(created, "metadata."+field)
+						} else if field == "labels" && tt.nameLabel {
+							want = map[string]any{"a": "2", "new": "x", "kubernetes.io/metadata.name": name}
 						}
 						if g := nested(stored, "metadata."+field); !reflect.DeepEqual(g, want) {
 							t.Errorf("metadata.%s = %v, want %v (kept: %v)", field, g, want, keep)
@@ -436,12 +446,13 @@ func TestStatusUpdateMetadata(t *testing.T) {
 	})
 }
 
-// Every resource with a status subresource has its status rule, and only
-// those: the registry refuses one without.
+// Every built-in resource has Kubernetes' rules; a custom resource with a
+// status subresource has its status rule, and only those: the registry
+// refuses one without.
 func TestStatusRuleDeclared(t *testing.T) {
 	for _, r := range builtins() {
-		if r.hasStatus != (r.statusUpdate != nil) {
-			t.Errorf("%s: hasStatus %v, status rule %v", r.plural, r.hasStatus, r.statusUpdate != nil)
+		if r.kube == nil {
+			t.Errorf("%s: no Kubernetes rules", r.plural)
 		}
 	}
 	tests := []struct {

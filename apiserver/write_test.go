@@ -5,22 +5,24 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 const rcPath = "/api/v1/namespaces/default/replicationcontrollers"
 
 func TestUpdate(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, c *client) {
-		rc := c.mustDo("POST", rcPath, "", `{"metadata":{"name":"rc"},"spec":{"replicas":1,"selector":{"a":"b"}}}`, 201)
+		rc := c.mustDo("POST", rcPath, "", rcBody("rc", 1), 201)
 		rv := str(rc, "metadata.resourceVersion")
 		uid := str(rc, "metadata.uid")
 
 		// Spec change bumps generation; status in the body is ignored.
 		// (A uid other than the stored one is a failed precondition:
 		// TestUpdateUIDPrecondition.)
-		body := fmt.Sprintf(`{"metadata":{"name":"rc","resourceVersion":%q,"uid":%q,"labels":{"x":"y"}},"spec":{"replicas":3,"selector":{"a":"b"}},"status":{"replicas":7}}`, rv, uid)
+		body := fmt.Sprintf(`{"metadata":{"name":"rc","resourceVersion":%q,"uid":%q,"labels":{"x":"y"}},"spec":%s,"status":{"replicas":7}}`, rv, uid, rcSpec(`"replicas":3`))
 		up := c.mustDo("PUT", rcPath+"/rc", "", body, 200)
-		if nested(up, "metadata.generation") != float64(2) || nested(up, "status") != nil || str(up, "metadata.uid") != uid || str(up, "metadata.labels.x") != "y" {
+		if nested(up, "metadata.generation") != float64(2) || nested(up, "status.replicas") != float64(0) || str(up, "metadata.uid") != uid || str(up, "metadata.labels.x") != "y" {
 			t.Errorf("update: %v", up)
 		}
 		// Stale resourceVersion: 409 with kube's message.
@@ -30,12 +32,12 @@ func TestUpdate(t *testing.T) {
 			t.Errorf("stale: %d %s", r.code, r.body)
 		}
 		// No resourceVersion: unconditional for built-ins; metadata-only change keeps generation.
-		up = c.mustDo("PUT", rcPath+"/rc", "", `{"metadata":{"name":"rc","labels":{"x":"z"}},"spec":{"replicas":3,"selector":{"a":"b"}}}`, 200)
+		up = c.mustDo("PUT", rcPath+"/rc", "", `{"metadata":{"name":"rc","labels":{"x":"z"}},"spec":`+rcSpec(`"replicas":3`)+`}`, 200)
 		if nested(up, "metadata.generation") != float64(2) || str(up, "metadata.labels.x") != "z" {
 			t.Errorf("unconditional: %v", up)
 		}
 		// A no-op update writes nothing.
-		same := c.mustDo("PUT", rcPath+"/rc", "", `{"metadata":{"name":"rc","labels":{"x":"z"}},"spec":{"replicas":3,"selector":{"a":"b"}}}`, 200)
+		same := c.mustDo("PUT", rcPath+"/rc", "", `{"metadata":{"name":"rc","labels":{"x":"z"}},"spec":`+rcSpec(`"replicas":3`)+`}`, 200)
 		if str(same, "metadata.resourceVersion") != str(up, "metadata.resourceVersion") {
 			t.Errorf("no-op update moved resourceVersion %s -> %s", str(up, "metadata.resourceVersion"), str(same, "metadata.resourceVersion"))
 		}
@@ -52,7 +54,7 @@ func TestUpdate(t *testing.T) {
 			t.Errorf("get status: %v", got)
 		}
 		// And a main-resource write keeps it.
-		up = c.mustDo("PUT", rcPath+"/rc", "", `{"metadata":{"name":"rc"},"spec":{"replicas":3,"selector":{"a":"b"}}}`, 200)
+		up = c.mustDo("PUT", rcPath+"/rc", "", `{"metadata":{"name":"rc"},"spec":`+rcSpec(`"replicas":3`)+`}`, 200)
 		if nested(up, "status.replicas") != float64(3) {
 			t.Errorf("status lost: %v", up)
 		}
@@ -79,7 +81,7 @@ func TestUpdate(t *testing.T) {
 		if r.code != 422 {
 			t.Errorf("negative scale: %d %s", r.code, r.body)
 		}
-		dep := c.mustDo("POST", "/apis/apps/v1/namespaces/default/deployments", "", `{"metadata":{"name":"d"},"spec":{"selector":{"matchLabels":{"app":"d"}},"template":{"metadata":{"labels":{"app":"d"}}}}}`, 201)
+		dep := c.mustDo("POST", "/apis/apps/v1/namespaces/default/deployments", "", `{"metadata":{"name":"d"},"spec":`+deploymentSpec("d", "")+`}`, 201)
 		if nested(dep, "spec.replicas") != float64(1) {
 			t.Errorf("deployment: %v", dep)
 		}
@@ -177,7 +179,7 @@ func TestDelete(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, c *client) {
 		const pods = "/api/v1/namespaces/default/pods"
 		// Unbound pod: gone at once, returned.
-		c.mustDo("POST", pods, "", `{"metadata":{"name":"unbound"}}`, 201)
+		c.mustDo("POST", pods, "", podBody(`{"name":"unbound"}`, ""), 201)
 		got := c.mustDo("DELETE", pods+"/unbound", "", "", 200)
 		if str(got, "kind") != "Pod" {
 			t.Errorf("delete pod: %v", got)
@@ -186,7 +188,7 @@ func TestDelete(t *testing.T) {
 		c.mustDo("DELETE", pods+"/unbound", "", "", 404)
 
 		// Bound pod: graceful until the node agent confirms with grace 0.
-		c.mustDo("POST", pods, "", `{"metadata":{"name":"bound"},"spec":{"nodeName":"n1","terminationGracePeriodSeconds":20}}`, 201)
+		c.mustDo("POST", pods, "", podBody(`{"name":"bound"}`, `"nodeName":"n1","terminationGracePeriodSeconds":20`), 201)
 		got = c.mustDo("DELETE", pods+"/bound", "", "", 200)
 		if str(got, "metadata.deletionTimestamp") == "" || nested(got, "metadata.deletionGracePeriodSeconds") != float64(20) {
 			t.Errorf("graceful: %v", got["metadata"])
@@ -195,34 +197,45 @@ func TestDelete(t *testing.T) {
 		if nested(got, "metadata.deletionGracePeriodSeconds") != float64(5) {
 			t.Errorf("shorter grace: %v", got["metadata"])
 		}
+		// A negative grace period is not refused: kube's BeforeDelete
+		// takes it as 1s.
+		got = c.mustDo("DELETE", pods+"/bound?gracePeriodSeconds=-1", "", "", 200)
+		if nested(got, "metadata.deletionGracePeriodSeconds") != float64(1) {
+			t.Errorf("negative grace: %v", got["metadata"])
+		}
 		c.mustDo("GET", pods+"/bound", "", "", 200)
 		c.mustDo("DELETE", pods+"/bound", "", `{"kind":"DeleteOptions","apiVersion":"v1","gracePeriodSeconds":0}`, 200)
 		c.mustDo("GET", pods+"/bound", "", "", 404)
 
 		// Preconditions.
-		svc := c.mustDo("POST", "/api/v1/namespaces/default/services", "", `{"metadata":{"name":"s"}}`, 201)
+		svc := c.mustDo("POST", "/api/v1/namespaces/default/services", "", `{"metadata":{"name":"s"},"spec":{"ports":[{"port":80}]}}`, 201)
 		r := c.do("DELETE", "/api/v1/namespaces/default/services/s", "", `{"preconditions":{"uid":"other"}}`)
-		if r.code != 409 || !strings.Contains(string(r.body), "Precondition failed: UID in precondition") {
+		// kube's BeforeDelete checks the preconditions first, naming the kind.
+		if r.code != 409 || !strings.Contains(string(r.body), `Operation cannot be fulfilled on Service \"s\": the UID in the precondition (other) does not match the UID in record`) {
 			t.Errorf("uid precondition: %d %s", r.code, r.body)
 		}
 		r = c.do("DELETE", "/api/v1/namespaces/default/services/s", "", `{"preconditions":{"resourceVersion":"1"}}`)
 		if r.code != 409 {
 			t.Errorf("rv precondition: %d %s", r.code, r.body)
 		}
-		// Services answer a Status Success.
+		// kube-apiserver's service store returns the deleted object
+		// (ReturnDeletedObject); a deployment's answers a Status, below.
 		r = c.do("DELETE", "/api/v1/namespaces/default/services/s", "", fmt.Sprintf(`{"preconditions":{"uid":%q}}`, str(svc, "metadata.uid")))
-		if st := r.status(t); r.code != 200 || st.Status != "Success" || st.Details.Name != "s" || st.Details.Kind != "services" || string(st.Details.UID) != str(svc, "metadata.uid") {
+		if got := r.obj(t); r.code != 200 || str(got, "kind") != "Service" || str(got, "metadata.name") != "s" || str(got, "metadata.uid") != str(svc, "metadata.uid") {
 			t.Errorf("service delete: %d %s", r.code, r.body)
 		}
+		c.mustDo("GET", "/api/v1/namespaces/default/services/s", "", "", 404)
 
 		// Finalizers keep the object until an update empties them.
-		c.mustDo("POST", "/api/v1/namespaces/default/services", "", `{"metadata":{"name":"f","finalizers":["example.com/x"]}}`, 201)
+		c.mustDo("POST", "/api/v1/namespaces/default/services", "", `{"metadata":{"name":"f","finalizers":["example.com/x"]},"spec":{"ports":[{"port":80}]}}`, 201)
 		got = c.mustDo("DELETE", "/api/v1/namespaces/default/services/f", "", "", 200)
 		if str(got, "metadata.deletionTimestamp") == "" || nested(got, "metadata.deletionGracePeriodSeconds") != float64(0) {
 			t.Errorf("finalizer delete: %v", got["metadata"])
 		}
+		// kube's update validation of the metadata refuses it (422).
 		r = c.do("PATCH", "/api/v1/namespaces/default/services/f", "application/merge-patch+json", `{"metadata":{"finalizers":["example.com/x","example.com/new"]}}`)
-		if r.code != 403 {
+		if st := r.status(t); r.code != 422 || st.Reason != metav1.StatusReasonInvalid || st.Details == nil || len(st.Details.Causes) != 1 ||
+			st.Details.Causes[0].Field != "metadata.finalizers" || !strings.Contains(st.Message, "no new finalizers can be added if the object is being deleted") {
 			t.Errorf("new finalizer on deleting object: %d %s", r.code, r.body)
 		}
 		c.mustDo("PATCH", "/api/v1/namespaces/default/services/f", "application/merge-patch+json", `{"metadata":{"finalizers":null}}`, 200)
@@ -230,26 +243,26 @@ func TestDelete(t *testing.T) {
 
 		// Propagation: replicationcontrollers orphan by default, others
 		// record the policy asked for.
-		c.mustDo("POST", rcPath, "", `{"metadata":{"name":"rc"},"spec":{"selector":{"a":"b"}}}`, 201)
+		c.mustDo("POST", rcPath, "", rcBody("rc", 1), 201)
 		got = c.mustDo("DELETE", rcPath+"/rc", "", "", 200)
 		if fs := fmt.Sprint(nested(got, "metadata.finalizers")); fs != "[orphan]" || str(got, "metadata.deletionTimestamp") == "" {
 			t.Errorf("rc default: %s", fs)
 		}
-		c.mustDo("POST", rcPath, "", `{"metadata":{"name":"rc2"},"spec":{"selector":{"a":"b"}}}`, 201)
+		c.mustDo("POST", rcPath, "", rcBody("rc2", 1), 201)
 		c.mustDo("DELETE", rcPath+"/rc2?propagationPolicy=Background", "", "", 200)
 		c.mustDo("GET", rcPath+"/rc2", "", "", 404)
 		const deps = "/apis/apps/v1/namespaces/default/deployments"
-		c.mustDo("POST", deps, "", `{"metadata":{"name":"d"},"spec":{"selector":{"matchLabels":{"a":"b"}},"template":{"metadata":{"labels":{"a":"b"}}}}}`, 201)
+		c.mustDo("POST", deps, "", `{"metadata":{"name":"d"},"spec":`+deploymentSpec("d", "")+`}`, 201)
 		got = c.mustDo("DELETE", deps+"/d", "", `{"propagationPolicy":"Foreground"}`, 200)
 		if fs := fmt.Sprint(nested(got, "metadata.finalizers")); fs != "[foregroundDeletion]" {
 			t.Errorf("foreground: %s", fs)
 		}
-		c.mustDo("POST", deps, "", `{"metadata":{"name":"d3","finalizers":["example.com/x"]},"spec":{"selector":{"matchLabels":{"a":"b"}},"template":{"metadata":{"labels":{"a":"b"}}}}}`, 201)
+		c.mustDo("POST", deps, "", `{"metadata":{"name":"d3","finalizers":["example.com/x"]},"spec":`+deploymentSpec("d", "")+`}`, 201)
 		r = c.do("DELETE", deps+"/d3", "", `{"orphanDependents":false}`)
 		if r.code != 202 {
 			t.Errorf("orphanDependents=false on a kept object: %d", r.code)
 		}
-		c.mustDo("POST", deps, "", `{"metadata":{"name":"d2"},"spec":{"selector":{"matchLabels":{"a":"b"}},"template":{"metadata":{"labels":{"a":"b"}}}}}`, 201)
+		c.mustDo("POST", deps, "", `{"metadata":{"name":"d2"},"spec":`+deploymentSpec("d", "")+`}`, 201)
 		r = c.do("DELETE", deps+"/d2", "", "")
 		if r.code != 200 || r.status(t).Status != "Success" {
 			t.Errorf("deployment background: %d %s", r.code, r.body)
@@ -262,7 +275,7 @@ func TestDelete(t *testing.T) {
 			{"bad policy", "/api/v1/namespaces/default/pods/x?propagationPolicy=Sideways", "", 422},
 			{"both", "/api/v1/namespaces/default/pods/x", `{"propagationPolicy":"Orphan","orphanDependents":true}`, 422},
 			{"malformed", "/api/v1/namespaces/default/pods/x", `{`, 400},
-			{"negative grace", "/api/v1/namespaces/default/pods/x?gracePeriodSeconds=-1", "", 422},
+			{"bad dryRun", "/api/v1/namespaces/default/pods/x", `{"dryRun":["Some"]}`, 422},
 		}
 		for _, b := range bad {
 			r := c.do("DELETE", b.path, "", b.body)

@@ -159,10 +159,15 @@ func TestAPIServerWritePatch(t *testing.T) {
 			want:  func(p *corev1.Pod) { p.Labels["team"] = "blue" },
 		},
 		{
+			// A change of a pod's spec moves its generation, as kube's
+			// pod strategy does.
 			name:  "json patch replaces a field",
 			pt:    types.JSONPatchType,
 			patch: `[{"op":"replace","path":"/spec/containers/1/image","value":"busybox:1.37"}]`,
-			want:  func(p *corev1.Pod) { p.Spec.Containers[1].Image = "busybox:1.37" },
+			want: func(p *corev1.Pod) {
+				p.Spec.Containers[1].Image = "busybox:1.37"
+				p.Generation++
+			},
 		},
 		{
 			name:  "json patch test passes then remove",
@@ -195,7 +200,10 @@ func TestAPIServerWritePatch(t *testing.T) {
 			name:  "strategic merge patch merges containers by name",
 			pt:    types.StrategicMergePatchType,
 			patch: `{"spec":{"containers":[{"name":"sidecar","image":"busybox:1.37"}]}}`,
-			want:  func(p *corev1.Pod) { p.Spec.Containers[1].Image = "busybox:1.37" },
+			want: func(p *corev1.Pod) {
+				p.Spec.Containers[1].Image = "busybox:1.37"
+				p.Generation++
+			},
 		},
 		{
 			// Without $setElementOrder, new items come before the stored
@@ -224,6 +232,7 @@ func TestAPIServerWritePatch(t *testing.T) {
 			want:  func(p *corev1.Pod) { p.Labels["team"] = "blue" },
 		},
 		{
+			// podIPs follows podIP (kube's conversion of a v1 pod).
 			name:   "merge patch of status changes status only",
 			pt:     types.MergePatchType,
 			status: true,
@@ -231,6 +240,7 @@ func TestAPIServerWritePatch(t *testing.T) {
 			want: func(p *corev1.Pod) {
 				p.Status.Phase = corev1.PodRunning
 				p.Status.PodIP = "10.0.0.7"
+				p.Status.PodIPs = []corev1.PodIP{{IP: "10.0.0.7"}}
 			},
 		},
 		{
@@ -238,7 +248,10 @@ func TestAPIServerWritePatch(t *testing.T) {
 			pt:     types.JSONPatchType,
 			status: true,
 			patch:  `[{"op":"add","path":"/status/podIP","value":"10.0.0.7"},{"op":"replace","path":"/spec/containers/0/image","value":"nginx:1.28"}]`,
-			want:   func(p *corev1.Pod) { p.Status.PodIP = "10.0.0.7" },
+			want: func(p *corev1.Pod) {
+				p.Status.PodIP = "10.0.0.7"
+				p.Status.PodIPs = []corev1.PodIP{{IP: "10.0.0.7"}}
+			},
 		},
 		{
 			name:   "strategic merge patch of status merges conditions by type",
@@ -399,6 +412,7 @@ func TestAPIServerWriteCreateUpdate(t *testing.T) {
 			want: func(p *corev1.Pod) {
 				p.Labels["team"] = "blue"
 				p.Spec.Containers[1].Image = "busybox:1.37"
+				p.Generation++ // the spec changed
 			},
 		},
 		{

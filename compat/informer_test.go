@@ -199,10 +199,11 @@ func TestSharedInformerFactory(t *testing.T) {
 				}
 
 				// Each change reached the handlers exactly once: no relist
-				// replayed anything.
+				// replayed anything. A pod's delete is an update (its
+				// deletionTimestamp written) and then the delete.
 				checkEvents(t, "pods", podEvents,
 					once("default/p0", "default/p1", "default/p2", "default/p3", "default/p4", "default/p5", "default/p6", "default/p7", "default/p8", "default/p9"),
-					once("default/p1", "default/p2", "default/p3"),
+					once("default/p0", "default/p1", "default/p2", "default/p3", "default/p4"),
 					once("default/p0", "default/p4"))
 				checkEvents(t, "replicationcontrollers", rcEvents,
 					once("default/r0", "default/r1", "default/r2"),

@@ -72,17 +72,17 @@ func TestProtobuf(t *testing.T) {
 				t.Errorf("protobuf list %v, JSON list %v", versionsOf(ptrs(list.Items)), want)
 			}
 			// A pod bound to a node is deleted gracefully (its kubelet
-			// confirms); grace period 0 deletes it at once.
+			// confirms); grace period 0 deletes it at once, after writing
+			// its deletionTimestamp as every graceful delete does.
 			if err := pods.Delete(ctx, "proto", metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
 				t.Fatalf("delete: %v", err)
 			}
-			expectEvents(t, w.ResultChan(), []wantEvent{
+			expectEvents(t, w.ResultChan(), append([]wantEvent{
 				{watch.Modified, "proto", updated.ResourceVersion},
 				{watch.Added, "more-0", ""},
 				{watch.Added, "more-1", ""},
 				{watch.Added, "more-2", ""},
-				{watch.Deleted, "proto", ""},
-			})
+			}, podDeleted("proto")...))
 
 			// On the wire: protobuf request bodies and responses; the
 			// watch as a protobuf stream.
