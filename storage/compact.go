@@ -16,8 +16,11 @@ type Compactor interface {
 // CompactEvery compacts s at every tick to the revision it saw at the tick
 // before, until ctx ends, so that every version stays readable for at least
 // one interval: long enough for a paged list or a watch that fell briefly
-// behind to finish. Several API servers over one etcd may each run it; a
-// compaction another already made is not an error.
+// behind to finish. A compaction someone else already made is not an error.
+// It is for a store of its own (the memory backend): the etcd backend's
+// compactor (etcd.Config.CompactionInterval) instead takes turns with the
+// other API servers on its etcd, as kube-apiserver's does, so that only one
+// of them compacts per interval.
 func CompactEvery(ctx context.Context, s Compactor, ticks <-chan time.Time, log *slog.Logger) {
 	var previous int64
 	for {

@@ -137,6 +137,14 @@ type Interface interface {
 	// Compact discards the versions older than rev; Lists at and Watches
 	// from a revision below rev then fail with ErrCompacted.
 	Compact(ctx context.Context, rev int64) error
+	// CompactedRevision returns the newest compaction revision the backend
+	// knows of (0: none) and a channel closed once it knows of a newer one.
+	// It covers the compactions made through Compact at once and, where
+	// the storage is shared (etcd), those made by anyone else once the
+	// backend has noticed them. Lists at and Watches from a revision below
+	// it fail with ErrCompacted, or are about to: a compaction may be
+	// announced a moment before it is made. It never decreases.
+	CompactedRevision() (rev int64, changed <-chan struct{})
 	// Close releases the backend; later calls fail with ErrClosed.
 	Close() error
 }

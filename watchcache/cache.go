@@ -102,6 +102,9 @@ type Cache[T Object] struct {
 	watchers map[*Watcher[T]]struct{}
 	snaps    snapshots[T]
 	stats    Stats
+	// compacted is the newest storage compaction the cache knows of: no
+	// list at, nor watch from, a revision below it is served from memory.
+	compacted int64
 }
 
 // Stats are counters for metrics.
@@ -113,6 +116,8 @@ type Stats struct {
 	Objects, WindowEvents int
 	// Watchers is the number of live watchers past their initial events.
 	Watchers int
+	// Compacted is the newest storage compaction the cache knows of.
+	Compacted int64
 	// Events counts the storage events applied; Relists the relists after
 	// compaction; TooSlow the watchers cut off for falling behind.
 	Events, Relists, TooSlow int64
@@ -123,7 +128,7 @@ func (c *Cache[T]) Stats() Stats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s := c.stats
-	s.ResourceVersion, s.Objects, s.WindowEvents, s.Watchers = c.rev, len(c.state), c.window.n, len(c.watchers)
+	s.ResourceVersion, s.Objects, s.WindowEvents, s.Watchers, s.Compacted = c.rev, len(c.state), c.window.n, len(c.watchers), c.compacted
 	return s
 }
 
@@ -182,13 +187,15 @@ func New[T Object](ctx context.Context, cfg Config[T]) (*Cache[T], error) {
 		watchers: make(map[*Watcher[T]]struct{}),
 	}
 	c.window.init(cfg.WindowSize)
+	compacted, compactions := cfg.Storage.CompactedRevision()
+	c.noteCompacted(compacted)
 	items, rev, w, err := c.listAndWatch(ctx)
 	if err != nil {
 		cancel()
 		return nil, fmt.Errorf("watchcache %s: %w", cfg.Prefix, err)
 	}
 	c.reset(items, rev)
-	go c.run(w)
+	go c.run(w, compactions)
 	return c, nil
 }
 
@@ -328,9 +335,25 @@ func (c *Cache[T]) advanceLocked(rev int64) {
 	c.advanced = make(chan struct{})
 }
 
+// noteCompacted records that storage is compacted at rev: from then on the
+// cache sends lists at and watches from a revision below rev to storage or
+// answers them 410 Expired, as storage would, rather than serve them from its
+// window and snapshots. The snapshots below rev are dropped.
+func (c *Cache[T]) noteCompacted(rev int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if rev <= c.compacted {
+		return
+	}
+	c.compacted = rev
+	c.snaps.removeBelow(rev)
+	c.log.Debug("watchcache: storage compacted", "rev", rev)
+}
+
 // run consumes the storage watch until the cache stops, re-watching after
-// errors and relisting when storage has compacted past the cache.
-func (c *Cache[T]) run(w storage.Watcher) {
+// errors and relisting when storage has compacted past the cache. It
+// follows storage's compactions, announced by compactions.
+func (c *Cache[T]) run(w storage.Watcher, compactions <-chan struct{}) {
 	defer close(c.done)
 	defer c.shutdown()
 	ticker := time.NewTicker(c.cfg.BookmarkInterval)
@@ -351,6 +374,10 @@ func (c *Cache[T]) run(w storage.Watcher) {
 			if w = c.rewatch(errors.Is(err, storage.ErrCompacted)); w == nil {
 				return
 			}
+		case <-compactions:
+			var rev int64
+			rev, compactions = c.cfg.Storage.CompactedRevision()
+			c.noteCompacted(rev)
 		case <-ticker.C:
 			c.bookmark()
 		case <-c.ctx.Done():

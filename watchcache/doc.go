@@ -11,6 +11,14 @@
 // cache relists, resets its window and closes every watcher with a 410
 // Expired error, because none of them can be continued without a gap.
 //
+// The cache follows storage's compactions (storage.Interface's
+// CompactedRevision: with etcd, those made by any API server or client
+// sharing it). A revision below the newest compaction is not served from
+// memory even while the window and the snapshots still hold it: a watch
+// from it is 410 Expired, and a list at it goes to storage, which answers
+// 410 Expired, so that every API server on one etcd agrees on what has
+// expired. Watches already running are not affected.
+//
 // # Resource versions
 //
 // A resourceVersion is a storage revision. The cache serves requests as
@@ -23,22 +31,23 @@
 //     current revision, otherwise from storage (the storage interface has no
 //     progress notification, so the cache cannot prove it is fresh).
 //   - N with resourceVersionMatch=Exact, or N with a limit and no match: from
-//     the cache when N is inside its window, else from storage at N
-//     (ErrCompacted → 410 Expired).
+//     the cache when N is inside its window and not compacted in storage,
+//     else from storage at N (ErrCompacted → 410 Expired).
 //   - NotOlderThan N beyond the cache: from storage at its latest revision;
 //     N beyond storage's revision → 504 "Too large resource version".
 //   - Continue tokens carry the key to resume from and the revision of the
 //     first page, so every page of a list is read at one revision; a token
-//     whose revision has left both the window and storage → 410 Expired.
+//     whose revision storage has compacted → 410 Expired.
 //
 // Watch
 //   - "" and "0": ADDED for every object in the cache's current state, then
 //     the events after it. Like kube-apiserver's watch cache, "" is served
 //     from the cache's latest state, which may trail storage by the events in
 //     flight; those events follow, so nothing is missed.
-//   - N: the events after N. N older than the window → 410 Expired; N newer
-//     than storage's revision → 504 Too large resource version; N newer than
-//     the cache but written → the watch starts and skips events up to N.
+//   - N: the events after N. N older than the window or than storage's
+//     compaction → 410 Expired; N newer than storage's revision → 504 Too
+//     large resource version; N newer than the cache but written → the
+//     watch starts and skips events up to N.
 //   - SendInitialEvents=true (resourceVersionMatch=NotOlderThan required, as
 //     in kube-apiserver): ADDED for the state at a revision not older than
 //     the one asked for ("" is a consistent read: storage's current

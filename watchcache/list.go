@@ -105,12 +105,22 @@ type page[T Object] struct {
 }
 
 // listAt serves a list at exactly rev: from a snapshot when the cache can
-// build one, else from storage.
+// build one and storage has not compacted rev, else from storage (which
+// answers ErrCompacted, 410, for a compacted rev).
 func (c *Cache[T]) listAt(ctx context.Context, rev int64, p page[T]) (*ListResult[T], error) {
-	if sn := c.snapshotAt(rev); sn != nil {
-		return c.pageFromSnapshot(sn, p), nil
+	if !c.compactedBefore(rev) {
+		if sn := c.snapshotAt(rev); sn != nil {
+			return c.pageFromSnapshot(sn, p), nil
+		}
 	}
 	return c.pageFromStorage(ctx, rev, p)
+}
+
+// compactedBefore reports whether storage is known to be compacted past rev.
+func (c *Cache[T]) compactedBefore(rev int64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return rev < c.compacted
 }
 
 func (c *Cache[T]) pageFromSnapshot(sn *snapshot[T], p page[T]) *ListResult[T] {

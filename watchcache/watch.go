@@ -326,14 +326,16 @@ func (w *Watcher[T]) end(err error) {
 }
 
 // checkStart checks that a watch can start after rv: the events after it
-// must still be in the window, and rv must have been written (waiting up to
-// FreshTimeout for it).
+// must still be in the window, storage must not have compacted them (the
+// window would still have them, but kube's clients expect a revision etcd
+// dropped to have expired for every API server on it), and rv must have
+// been written (waiting up to FreshTimeout for it).
 func (c *Cache[T]) checkStart(ctx context.Context, rv int64) error {
 	c.mu.Lock()
-	from, cur := c.window.from, c.rev
+	oldest, cur := max(c.window.from, c.compacted), c.rev
 	c.mu.Unlock()
-	if rv < from {
-		return errTooOld(rv, from)
+	if rv < oldest {
+		return errTooOld(rv, oldest)
 	}
 	if rv <= cur {
 		return nil

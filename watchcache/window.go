@@ -219,6 +219,11 @@ func (s *snapshots[T]) add(sn *snapshot[T]) {
 	s.list[oldest] = sn
 }
 
+// removeBelow drops the snapshots older than rev.
+func (s *snapshots[T]) removeBelow(rev int64) {
+	s.list = slices.DeleteFunc(s.list, func(sn *snapshot[T]) bool { return sn.rev < rev })
+}
+
 // merge returns base with the changed keys replaced (nil: removed), sorted.
 func merge[T Object](base []*item[T], changes map[string]*item[T]) []*item[T] {
 	keys := make([]string, 0, len(changes))

@@ -9,6 +9,15 @@
 // with storage.ErrCompacted iff r < c, and Watch from rev fails iff rev < c,
 // that is iff some write after rev may be gone: etcd keeps every write after
 // c, but not a delete at c itself.
+//
+// The periodic compactor (Config.CompactionInterval) speaks kube-apiserver's
+// protocol, through CompactRevKey, so that of all the API servers on one
+// etcd, listwatch's and kube-apiserver's, only one compacts per interval.
+// CompactedRevision follows every compaction: the store's own at once;
+// those made by others through CompactRevKey as soon as its watch sees the
+// key change; others (etcdctl compact) within
+// Config.CompactionPollInterval, or as soon as etcd answers ErrCompacted to
+// a read or a watch of the store.
 package etcd
 
 import (
@@ -49,8 +58,13 @@ type Config struct {
 	DialTimeout time.Duration
 	// CompactionInterval, when positive, compacts every interval to the
 	// revision seen one interval earlier, so history is kept for at least one
-	// interval. 0 disables compaction.
+	// interval, taking turns with the other API servers on the etcd as
+	// kube-apiserver does (see CompactRevKey). 0 disables compaction.
 	CompactionInterval time.Duration
+	// CompactionPollInterval is how often the store checks etcd for
+	// compactions made without CompactRevKey; 0 means
+	// DefaultCompactionPollInterval.
+	CompactionPollInterval time.Duration
 	// Logger receives the backend's logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -94,6 +108,8 @@ type Store struct {
 	closing  sync.Once
 	mu       sync.Mutex     // orders starting goroutines before Close waits
 	running  sync.WaitGroup // the compactor and watch goroutines
+
+	compaction compaction
 
 	// stallGrace is how long a watch waits for a consumer that stopped
 	// reading before it stops reading etcd, so that etcd's client does not
@@ -139,11 +155,18 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	lifetime, end := context.WithCancel(context.Background())
 	s := &Store{cli: cli, prefix: cfg.Prefix, log: log, lifetime: lifetime, end: end, stallGrace: time.Second}
+	s.compaction.init()
+	poll := cfg.CompactionPollInterval
+	if poll <= 0 {
+		poll = DefaultCompactionPollInterval
+	}
+	// No Close can race with these: s is not returned yet.
+	s.running.Go(func() { s.trackCompactions(poll) })
 	if cfg.CompactionInterval > 0 {
 		ticker := time.NewTicker(cfg.CompactionInterval)
-		s.running.Go(func() { // no Close can race: s is not returned yet
+		s.running.Go(func() {
 			defer ticker.Stop()
-			storage.CompactEvery(lifetime, s, ticker.C, log)
+			s.runCompactor(ticker.C)
 		})
 	}
 	return s, nil
@@ -163,12 +186,15 @@ func (s *Store) goRun(f func()) error {
 // Client returns the etcd client the store uses.
 func (s *Store) Client() *clientv3.Client { return s.cli }
 
-// mapErr turns etcd's and the store's own failures into storage errors.
+// mapErr turns etcd's and the store's own failures into storage errors. An
+// ErrCompacted is news of a compaction the store may not know of yet: the
+// compaction tracker is asked to look.
 func (s *Store) mapErr(err error) error {
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, rpctypes.ErrCompacted):
+		s.requestProbe()
 		return fmt.Errorf("%w (%v)", storage.ErrCompacted, err)
 	case errors.Is(err, rpctypes.ErrFutureRev):
 		return fmt.Errorf("%w (%v)", storage.ErrFutureRevision, err)
@@ -326,6 +352,10 @@ func (s *Store) List(ctx context.Context, prefix string, opts storage.ListOption
 	}
 	resp, err := s.cli.Get(ctx, from, getOpts...)
 	if err != nil {
+		if errors.Is(err, rpctypes.ErrCompacted) {
+			// etcd is compacted past opts.Revision at least.
+			s.noteCompacted(opts.Revision + 1)
+		}
 		return storage.ListResult{}, fmt.Errorf("list %q at %d: %w", prefix, opts.Revision, s.mapErr(err))
 	}
 	res := storage.ListResult{Revision: opts.Revision, More: resp.More}
@@ -358,19 +388,24 @@ func (s *Store) Revision(ctx context.Context) (int64, error) {
 	return resp.Header.Revision, nil
 }
 
-// Compact implements storage.Interface. Compacting at or below the revision
-// of an earlier compaction does nothing.
+// Compact implements storage.Interface: it compacts etcd at once, outside
+// the turns of the periodic compactor (and without writing CompactRevKey).
+// Compacting at or below the revision of an earlier compaction does nothing.
 func (s *Store) Compact(ctx context.Context, rev int64) error {
 	if err := s.begin(); err != nil {
 		return fmt.Errorf("compact %d: %w", rev, err)
 	}
 	_, err := s.cli.Compact(ctx, rev)
 	if errors.Is(err, rpctypes.ErrCompacted) {
+		// etcd is compacted at rev or further.
+		s.noteCompacted(rev)
+		s.requestProbe()
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("compact %d: %w", rev, s.mapErr(err))
 	}
+	s.noteCompacted(rev)
 	return nil
 }
 

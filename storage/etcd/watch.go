@@ -51,6 +51,9 @@ func (s *Store) Watch(ctx context.Context, prefix string, rev int64) (storage.Wa
 	}
 	resp, err := s.cli.Get(ctx, s.prefix+prefix+"\x00", append(opts, clientv3.WithCountOnly())...)
 	if err != nil {
+		if errors.Is(err, rpctypes.ErrCompacted) {
+			s.noteCompacted(rev + 1)
+		}
 		return nil, fmt.Errorf("watch %q from %d: %w", prefix, rev, s.mapErr(err))
 	}
 	if rev == 0 {
@@ -130,6 +133,9 @@ func (w *watcher) relay(rev *int64) (paused bool, err error) {
 		}
 	}()
 	for resp := range wch {
+		if resp.CompactRevision > 0 {
+			w.s.noteCompacted(resp.CompactRevision)
+		}
 		if err := resp.Err(); err != nil {
 			return false, w.s.mapErr(err)
 		}

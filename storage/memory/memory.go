@@ -95,7 +95,9 @@ type Store struct {
 	changes   []change                   // writes after compacted, by revision
 	rev       int64                      // latest revision written
 	compacted int64                      // revision of the last Compact
-	closed    bool
+	// compactedCh is closed and replaced whenever compacted grows.
+	compactedCh chan struct{}
+	closed      bool
 	// written is closed and replaced on every write, waking the watchers
 	// waiting for one.
 	written chan struct{}
@@ -114,6 +116,7 @@ func New(opts ...Option) *Store {
 		keys:        make(map[string]*keyHistory),
 		ordered:     btree.NewG(32, func(a, b *keyHistory) bool { return a.key < b.key }),
 		written:     make(chan struct{}),
+		compactedCh: make(chan struct{}),
 		watching:    make(map[*watcher]struct{}),
 		done:        make(chan struct{}),
 	}
@@ -309,6 +312,8 @@ func (s *Store) Compact(ctx context.Context, rev int64) error {
 		return nil
 	}
 	s.compacted = rev
+	close(s.compactedCh)
+	s.compactedCh = make(chan struct{})
 	var gone []*keyHistory
 	s.ordered.Ascend(func(h *keyHistory) bool {
 		// Keep the version current at rev, which Lists at rev read, and
@@ -333,6 +338,14 @@ func (s *Store) Compact(ctx context.Context, rev int64) error {
 	s.passBehind(s.changes[:i], rev)
 	s.changes = append([]change(nil), s.changes[i:]...)
 	return nil
+}
+
+// CompactedRevision implements storage.Interface: the revision of the last
+// Compact, which no one else can make.
+func (s *Store) CompactedRevision() (int64, <-chan struct{}) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.compacted, s.compactedCh
 }
 
 // passBehind moves to rev the cursor of every watcher behind it that has

@@ -9,7 +9,7 @@
 //
 // Compaction as the suite checks it: after Compact(c), List at r and Watch
 // from r fail with storage.ErrCompacted iff r < c — a watch from r fails iff
-// writes after r may be gone.
+// writes after r may be gone — and CompactedRevision is at least c.
 //
 // The random operations test logs its seed; set LISTWATCH_SEED to replay a
 // run. Bench holds the benchmarks every backend runs.
@@ -50,6 +50,7 @@ func Run(t *testing.T, newStore func(t *testing.T) storage.Interface) {
 		{"WatchPrevValues", testWatchPrevValues},
 		{"WatchSlowConsumerDoesNotBlockWriters", testWatchSlowConsumer},
 		{"Compaction", testCompaction},
+		{"CompactedRevision", testCompactedRevision},
 		{"FutureRevision", testFutureRevision},
 		{"StopIdempotent", testStopIdempotent},
 		{"ContextEndsWatch", testContextEndsWatch},
@@ -677,6 +678,46 @@ func testCompaction(t *testing.T, s storage.Interface) {
 	}
 	if err := s.Compact(ctx, r5+100); !errors.Is(err, storage.ErrFutureRevision) {
 		t.Errorf("Compact(future): %v, want ErrFutureRevision", err)
+	}
+}
+
+// testCompactedRevision checks that CompactedRevision knows of a Compact
+// as soon as it returns, announces it by closing the channel returned
+// before, and never goes back.
+func testCompactedRevision(t *testing.T, s storage.Interface) {
+	ctx := t.Context()
+	before, changed := s.CompactedRevision()
+	r1 := mustCreate(t, s, "/cr/a", "1")
+	r2 := mustUpdate(t, s, "/cr/a", "2", r1)
+	if before >= r1 {
+		t.Fatalf("CompactedRevision %d before any compaction at or after %d", before, r1)
+	}
+	if err := s.Compact(ctx, r2); err != nil {
+		t.Fatalf("Compact(%d): %v", r2, err)
+	}
+	after, changedAfter := s.CompactedRevision()
+	if after < r2 {
+		t.Errorf("CompactedRevision after Compact(%d) = %d", r2, after)
+	}
+	select {
+	case <-changed:
+	default:
+		t.Errorf("the channel of CompactedRevision before Compact(%d) is still open", r2)
+	}
+	// A compaction below the last changes nothing.
+	if err := s.Compact(ctx, r1); err != nil {
+		t.Fatalf("Compact(%d) after Compact(%d): %v", r1, r2, err)
+	}
+	if again, _ := s.CompactedRevision(); again != after {
+		t.Errorf("CompactedRevision after Compact(%d) following Compact(%d) = %d, want %d", r1, r2, again, after)
+	}
+	select {
+	case <-changedAfter:
+		t.Errorf("Compact(%d) after Compact(%d) announced a new compaction", r1, r2)
+	default:
+	}
+	if _, err := s.List(ctx, "/cr/", storage.ListOptions{Revision: r1}); !errors.Is(err, storage.ErrCompacted) {
+		t.Errorf("List at %d below CompactedRevision %d: %v, want ErrCompacted", r1, after, err)
 	}
 }
 
