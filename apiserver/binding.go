@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 
@@ -9,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	sigsjson "sigs.k8s.io/json"
 )
@@ -74,10 +76,10 @@ func (s *Server) handleBinding(w http.ResponseWriter, r *http.Request, req reque
 			return nil, conflict(req, "the object has been modified; please apply your changes to the latest version and try again")
 		}
 		if cur.GetDeletionTimestamp() != nil {
-			return nil, conflict(req, fmt.Sprintf("pod %s is being deleted, cannot be assigned to a host", req.name))
+			return nil, bindingConflict(req, fmt.Sprintf("pod %s is being deleted, cannot be assigned to a host", req.name))
 		}
 		if node := nestedString(cur.Object, "spec", "nodeName"); node != "" {
-			return nil, conflict(req, fmt.Sprintf("pod %s is already assigned to node %q", req.name, node))
+			return nil, bindingConflict(req, fmt.Sprintf("pod %s is already assigned to node %q", req.name, node))
 		}
 		if err := unstructured.SetNestedField(cur.Object, b.Target.Name, "spec", "nodeName"); err != nil {
 			return nil, apierrors.NewInternalError(err)
@@ -103,6 +105,13 @@ func (s *Server) handleBinding(w http.ResponseWriter, r *http.Request, req reque
 	st := metav1.Status{Status: metav1.StatusSuccess, Code: http.StatusCreated}
 	writeStatusObject(w, &st)
 	return nil
+}
+
+// bindingConflict is kube-apiserver's answer when its binding storage
+// refuses the pod's state: a conflict on pods/binding (the preconditions'
+// conflicts are on pods).
+func bindingConflict(req request, msg string) error {
+	return apierrors.NewConflict(schema.GroupResource{Resource: "pods/binding"}, req.name, errors.New(msg))
 }
 
 // setPodScheduled sets the PodScheduled condition to True.

@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"mime"
@@ -160,20 +161,6 @@ func strictProblems(r *resource, js []byte) []string {
 	return out
 }
 
-// duplicateFields lists the duplicate fields of any JSON document (a patch).
-func duplicateFields(js []byte) []string {
-	var v any
-	errs, err := sigsjson.UnmarshalStrict(js, &v, sigsjson.DisallowDuplicateFields)
-	if err != nil {
-		return nil
-	}
-	out := make([]string, 0, len(errs))
-	for _, e := range errs {
-		out = append(out, e.Error())
-	}
-	return out
-}
-
 // enforce applies fv to problems: Strict fails the request with 400,
 // Warn sends each as a Warning header, Ignore drops them.
 func enforce(w http.ResponseWriter, r *resource, fv fieldValidation, problems []string) error {
@@ -225,6 +212,13 @@ func decodeRequest(w http.ResponseWriter, r *http.Request, res *resource, body [
 	var problems []string
 	if res.kube != nil {
 		u, ext, problems, err = decodeTyped(res, js, metaOnly)
+		if err != nil && format != bodyProtobuf && len(bytes.TrimSpace(js)) > 0 {
+			// A body refused is answered with kube-apiserver's
+			// decoder's error, when that refuses it too.
+			if kerr := res.kube.BodyError(js); kerr != nil {
+				err = kerr
+			}
+		}
 	} else {
 		u, err = decodeBody(res, js)
 	}

@@ -90,14 +90,15 @@ func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request, req reques
 
 func (s *Server) writeDeleteResult(w http.ResponseWriter, r *http.Request, req request, opts metav1.DeleteOptions, obj *unstructured.Unstructured, gone bool) error {
 	if gone && !req.res.returnDeleted {
+		// kube-apiserver's store answers with a Status that carries no
+		// code.
 		st := metav1.Status{
 			Status: metav1.StatusSuccess,
-			Code:   http.StatusOK,
 			Details: &metav1.StatusDetails{
 				Name: obj.GetName(), Group: req.res.gvk.Group, Kind: req.res.plural, UID: obj.GetUID(),
 			},
 		}
-		writeStatusObject(w, &st)
+		writeStatusCode(w, http.StatusOK, &st)
 		return nil
 	}
 	code := http.StatusOK
@@ -355,6 +356,7 @@ func (s *Server) deleteBuiltin(ctx context.Context, req request, opts metav1.Del
 		// The answer carries the revision of the removal, as
 		// kube-apiserver's does.
 		out.SetResourceVersion(strconv.FormatInt(drev, 10))
+		s.serviceDeleted(ctx, res, out)
 		return out, true, nil
 	}
 }

@@ -101,9 +101,26 @@ func (s *Server) apiGroupList(*http.Request) (any, error) {
 func (s *Server) apiGroup(name string) (any, error) {
 	g, ok := s.group(name)
 	if !ok {
-		return nil, notFoundPath()
+		return nil, errNoHandler
 	}
 	return &g, nil
+}
+
+// unknownResource is the answer to a path under gv that names no resource
+// served: a NotFound Status under a built-in group version or the legacy
+// /api, which kube-apiserver serves with its REST handlers (go-restful);
+// Go's plain-text 404 under any other, which its REST handlers leave to
+// the custom resource handler and that to its last handler.
+func (s *Server) unknownResource(gv schema.GroupVersion) error {
+	if gv.Group == "" {
+		return notFoundPath()
+	}
+	for _, r := range s.reg.byGV[gv.String()] {
+		if !r.custom {
+			return notFoundPath()
+		}
+	}
+	return errNoHandler
 }
 
 var (
@@ -113,12 +130,17 @@ var (
 
 func (s *Server) resourceList(gv schema.GroupVersion) (any, error) {
 	if _, ok := s.reg.byGV[gv.String()]; !ok {
-		return nil, notFoundPath()
+		return nil, s.unknownResource(gv)
 	}
 	list := &metav1.APIResourceList{
 		TypeMeta:     metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"},
 		GroupVersion: gv.String(),
 		APIResources: []metav1.APIResource{},
+	}
+	if gv.Group == "" {
+		// kube-apiserver's list of the legacy group's resources has no
+		// apiVersion.
+		list.APIVersion = ""
 	}
 	for _, r := range s.reg.resources(gv.String()) {
 		verbs := collectionVerbs

@@ -2,85 +2,281 @@ package apiserver
 
 import (
 	"encoding/json"
-	"mime"
+	"errors"
+	"fmt"
 	"net/http"
+	"slices"
+	"strings"
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/mergepatch"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apiserver/pkg/endpoints/handlers/negotiation"
+	kjson "sigs.k8s.io/json"
+
+	"github.com/listwatch/listwatch/apiserver/internal/handlers"
 )
 
-// patchTypes are the patch formats this server applies.
-var patchTypes = map[string]types.PatchType{
-	string(types.JSONPatchType):           types.JSONPatchType,
-	string(types.MergePatchType):          types.MergePatchType,
-	string(types.StrategicMergePatchType): types.StrategicMergePatchType,
-}
+// A patch is answered as kube-apiserver's patch handler
+// (k8s.io/apiserver/pkg/endpoints/handlers/patch.go) answers it, errors
+// included: the patch is checked to be JSON first; the patch document is
+// decoded, and applied, to the stored object once it is found (a patch of a
+// missing object is 404 whatever the document); and a patched object its
+// decoder refuses is a 422 on the field "patch" quoting that object.
 
-func unsupportedPatch(r *resource) error {
-	accepted := "application/json-patch+json, application/merge-patch+json"
+// maxJSONPatchOperations is the most operations kube-apiserver applies in
+// one JSON patch.
+const maxJSONPatchOperations = 10000
+
+// patchTypes are the patch formats applied to objects of r, in
+// kube-apiserver's order: no strategic merge patch for custom resources,
+// which have no Go type to take merge keys from. (Server-side apply,
+// application/apply-patch+yaml, is not served yet.)
+func patchTypes(r *resource) []string {
+	pts := []string{string(types.JSONPatchType), string(types.MergePatchType)}
 	if !r.custom {
-		accepted += ", application/strategic-merge-patch+json"
+		pts = append(pts, string(types.StrategicMergePatchType))
 	}
-	return apierrors.NewGenericServerResponse(http.StatusUnsupportedMediaType, "patch", r.gr(), "",
-		"the body of the request was in an unknown format - accepted media types include: "+accepted, 0, false)
+	return pts
 }
 
-// applyPatch applies a patch document of type pt to the JSON of an object
-// of r (typed gives strategic merge patch its merge keys).
-func applyPatch(r *resource, pt types.PatchType, original, patch []byte) ([]byte, error) {
+// patchTypeOf reads a patch's Content-Type, without its parameters. Any
+// other is refused as kube-apiserver refuses it: for a built-in resource by
+// the route of its REST handlers (go-restful), which accepts nothing else,
+// with go-restful's message; for a custom resource by the patch handler,
+// with the types it accepts.
+func patchTypeOf(r *http.Request, res *resource) (types.PatchType, error) {
+	ct := r.Header.Get("Content-Type")
+	if i := strings.Index(ct, ";"); i >= 0 {
+		ct = ct[:i]
+	}
+	ct = strings.TrimSpace(ct)
+	supported := patchTypes(res)
+	if slices.Contains(supported, ct) {
+		return types.PatchType(ct), nil
+	}
+	if res.custom {
+		return "", negotiation.NewUnsupportedMediaTypeError(supported)
+	}
+	return "", apierrors.NewGenericServerResponse(http.StatusUnsupportedMediaType, "", schema.GroupResource{}, "",
+		"415: Unsupported Media Type", 0, false)
+}
+
+// patcher applies one patch document to objects of res.
+type patcher struct {
+	res   *resource
+	pt    types.PatchType
+	patch []byte
+	fv    fieldValidation
+	// decodeErr is the patch document's own decoding error, answered when
+	// the patch is applied.
+	decodeErr error
+	// problems are the unknown and duplicate fields of the document, as
+	// fieldValidation reports them.
+	problems []string
+	// doc and patched are the last strategic merge patch applied, as
+	// applying it left it, and its result.
+	doc, patched map[string]any
+}
+
+// newPatcher checks a patch document of type pt: 400 when it is not JSON,
+// before anything else. Decoding it is left to apply, but for its strict
+// problems.
+func newPatcher(res *resource, pt types.PatchType, patch []byte, fv fieldValidation) (*patcher, error) {
+	if !json.Valid(patch) {
+		return nil, badRequest("invalid JSON patch")
+	}
+	p := &patcher{res: res, pt: pt, patch: patch, fv: fv}
+	// kube-apiserver decodes the document strictly under Warn (its
+	// default) and Strict.
+	strict := fv != fieldValidationIgnore
+	var strictErrs []error
+	var err error
 	switch pt {
 	case types.JSONPatchType:
-		p, err := jsonpatch.DecodePatch(patch)
-		if err != nil {
-			return nil, badRequest("error decoding patch: %v", err)
+		if strict {
+			if strictErrs, err = handlers.DecodeJSONPatchStrict(patch); err != nil {
+				p.decodeErr = badRequest("error decoding patch: %v", err)
+				break
+			}
 		}
-		out, err := p.Apply(original)
-		if err != nil {
-			return nil, patchFailed(err)
+		ops, err := jsonpatch.DecodePatch(patch)
+		switch {
+		case err != nil:
+			p.decodeErr = apierrors.NewBadRequest(err.Error())
+		case len(ops) > maxJSONPatchOperations:
+			p.decodeErr = apierrors.NewRequestEntityTooLargeError(fmt.Sprintf(
+				"The allowed maximum operations in a JSON patch is %d, got %d", maxJSONPatchOperations, len(ops)))
 		}
-		return out, nil
 	case types.MergePatchType:
-		if !json.Valid(patch) {
-			return nil, badRequest("error decoding patch: invalid JSON")
+		if strict {
+			if strictErrs, err = kjson.UnmarshalStrict(patch, &map[string]any{}); err != nil {
+				p.decodeErr = badRequest("error decoding patch: %v", err)
+			}
 		}
-		out, err := jsonpatch.MergePatch(original, patch)
-		if err != nil {
-			return nil, patchFailed(err)
-		}
-		return out, nil
 	case types.StrategicMergePatchType:
-		typed := r.newTyped()
-		if typed == nil {
-			return nil, unsupportedPatch(r)
-		}
-		var doc map[string]any
-		if err := json.Unmarshal(patch, &doc); err != nil {
-			return nil, badRequest("error decoding patch: %v", err)
-		}
-		out, err := strategicpatch.StrategicMergePatch(original, patch, typed)
+		_, strictErrs, p.decodeErr = p.smpDocument()
+	}
+	for _, e := range strictErrs {
+		p.problems = append(p.problems, e.Error())
+	}
+	return p, nil
+}
+
+// smpDocument decodes a strategic merge patch, afresh for each attempt:
+// applying it consumes its directives.
+func (p *patcher) smpDocument() (map[string]any, []error, error) {
+	doc := map[string]any{}
+	if p.fv != fieldValidationIgnore {
+		strictErrs, err := kjson.UnmarshalStrict(p.patch, &doc)
 		if err != nil {
-			return nil, patchFailed(err)
+			return nil, nil, apierrors.NewBadRequest(err.Error())
+		}
+		return doc, strictErrs, nil
+	}
+	if err := kjson.UnmarshalCaseSensitivePreserveInts(p.patch, &doc); err != nil {
+		return nil, nil, apierrors.NewBadRequest(err.Error())
+	}
+	return doc, nil, nil
+}
+
+// apply applies the patch to cur (a private copy, which it may change)
+// and returns the patched object's JSON.
+func (p *patcher) apply(cur *unstructured.Unstructured) ([]byte, error) {
+	if p.decodeErr != nil {
+		return nil, p.decodeErr
+	}
+	if p.pt == types.StrategicMergePatchType {
+		return p.applyStrategic(cur)
+	}
+	orig, err := json.Marshal(cur.Object)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	return p.applyJSON(orig)
+}
+
+// decodeFailed is the answer to a patch whose result patched, applied to
+// cur, the server cannot decode (err): kube-apiserver's, when its decoder
+// refuses the object too.
+func (p *patcher) decodeFailed(cur *unstructured.Unstructured, patched []byte, err error) error {
+	if p.res.kube == nil {
+		return err
+	}
+	if p.pt == types.StrategicMergePatchType {
+		// kube-apiserver converts the patched map into the Go type, and
+		// quotes the patch.
+		typed := p.res.newTyped()
+		if typed == nil || p.patched == nil {
+			return err
+		}
+		if cerr := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(p.patched, typed, false); cerr != nil {
+			return apierrors.NewInvalid(schema.GroupKind{}, "", field.ErrorList{
+				field.Invalid(field.NewPath("patch"), fmt.Sprintf("%+v", p.doc), cerr.Error()),
+			})
+		}
+		return err
+	}
+	if p.res.kube.DecodeError(patched) == nil {
+		return err
+	}
+	return p.undecodable(cur, patched)
+}
+
+// applyJSON applies a JSON or merge patch to the JSON of an object.
+func (p *patcher) applyJSON(orig []byte) ([]byte, error) {
+	if p.pt == types.JSONPatchType {
+		ops, err := jsonpatch.DecodePatch(p.patch)
+		if err != nil {
+			return nil, apierrors.NewBadRequest(err.Error())
+		}
+		out, err := ops.Apply(orig)
+		if err != nil {
+			return nil, apierrors.NewGenericServerResponse(http.StatusUnprocessableEntity, "", schema.GroupResource{}, "", err.Error(), 0, false)
 		}
 		return out, nil
 	}
-	return nil, unsupportedPatch(r)
+	out, err := jsonpatch.MergePatch(orig, p.patch)
+	if errors.Is(err, jsonpatch.ErrBadJSONPatch) {
+		return nil, apierrors.NewBadRequest(err.Error())
+	}
+	return out, err
 }
 
-func patchFailed(err error) error {
-	return newStatus(http.StatusUnprocessableEntity, metav1.StatusReasonInvalid, "the patch could not be applied: "+err.Error())
+// undecodable is kube-apiserver's answer to a JSON or merge patch that
+// leaves an object its decoder refuses: 422 on the field "patch", quoting
+// the patched object as kube-apiserver patches it, the stored object
+// encoded by its codec (so that the quote has its field order).
+func (p *patcher) undecodable(cur *unstructured.Unstructured, patched []byte) error {
+	if orig, err := p.res.kube.EncodeJSON(cur); err == nil {
+		if out, err := p.applyJSON(orig); err == nil {
+			patched = out
+		}
+	}
+	err := p.res.kube.DecodeError(patched)
+	if err == nil {
+		err = errors.New("the patched object cannot be decoded")
+	}
+	return apierrors.NewInvalid(schema.GroupKind{}, "", field.ErrorList{
+		field.Invalid(field.NewPath("patch"), string(patched), err.Error()),
+	})
+}
+
+// applyStrategic applies a strategic merge patch to cur's map, with the
+// merge keys of the resource's Go type, answering as kube-apiserver does
+// when that fails.
+func (p *patcher) applyStrategic(cur *unstructured.Unstructured) ([]byte, error) {
+	typed := p.res.newTyped()
+	if typed == nil {
+		return nil, apierrors.NewInternalError(fmt.Errorf("no Go type for %s", p.res.gvk))
+	}
+	doc, _, err := p.smpDocument()
+	if err != nil {
+		return nil, err
+	}
+	patched, err := strategicpatch.StrategicMergeMapPatch(cur.Object, doc, typed)
+	if err != nil {
+		return nil, interpretStrategicMergePatchError(err)
+	}
+	p.doc, p.patched = doc, patched
+	out, err := json.Marshal(patched)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	return out, nil
+}
+
+// interpretStrategicMergePatchError is kube-apiserver's answer to a
+// strategic merge patch that cannot be applied: 400 for a malformed patch,
+// 422 for one that does not fit the object, and any other error as it is.
+func interpretStrategicMergePatchError(err error) error {
+	switch {
+	case errors.Is(err, mergepatch.ErrBadJSONDoc), errors.Is(err, mergepatch.ErrBadPatchFormatForPrimitiveList),
+		errors.Is(err, mergepatch.ErrBadPatchFormatForRetainKeys), errors.Is(err, mergepatch.ErrBadPatchFormatForSetElementOrderList),
+		errors.Is(err, mergepatch.ErrUnsupportedStrategicMergePatchFormat):
+		return apierrors.NewBadRequest(err.Error())
+	case errors.Is(err, mergepatch.ErrNoListOfLists), errors.Is(err, mergepatch.ErrPatchContentNotMatchRetainKeys):
+		return apierrors.NewGenericServerResponse(http.StatusUnprocessableEntity, "", schema.GroupResource{}, "", err.Error(), 0, false)
+	}
+	return err
 }
 
 func (s *Server) handlePatch(w http.ResponseWriter, r *http.Request, req request) error {
-	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	pt, ok := patchTypes[mt]
-	if err != nil || !ok || (pt == types.StrategicMergePatchType && req.res.custom) {
-		return unsupportedPatch(req.res)
+	res := req.res
+	if req.sub == "scale" {
+		res = scaleResource
 	}
-	patch, err := readBody(r)
+	pt, err := patchTypeOf(r, req.res)
+	if err != nil {
+		return err
+	}
+	body, err := readBody(r)
 	if err != nil {
 		return err
 	}
@@ -88,32 +284,32 @@ func (s *Server) handlePatch(w http.ResponseWriter, r *http.Request, req request
 	if err != nil {
 		return err
 	}
+	p, err := newPatcher(res, pt, body, fv)
+	if err != nil {
+		return err
+	}
 	if fv != fieldValidationIgnore {
-		if err := enforce(w, req.res, fv, duplicateFields(patch)); err != nil {
+		if err := enforce(w, req.res, fv, p.problems); err != nil {
 			return err
 		}
 	}
 	if req.sub == "scale" {
-		return s.updateScale(w, r, req, func(cur *unstructured.Unstructured) ([]byte, error) {
-			orig, err := json.Marshal(cur.Object)
-			if err != nil {
-				return nil, apierrors.NewInternalError(err)
-			}
-			return applyPatch(scaleResource, pt, orig, patch)
-		})
+		return s.updateScale(w, r, req, p.apply)
 	}
 	// Unknown fields can only come from the patch (the stored object has
 	// none), so the patched object is checked; the last attempt's findings
 	// are the ones reported.
 	var problems []string
 	out, err := s.update(r.Context(), req, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-		orig, err := json.Marshal(cur.Object)
-		if err != nil {
-			return nil, apierrors.NewInternalError(err)
-		}
-		patched, err := applyPatch(req.res, pt, orig, patch)
+		patched, err := p.apply(cur)
 		if err != nil {
 			return nil, err
+		}
+		// An object that cannot be decoded is refused before its unknown
+		// fields, as kube-apiserver does.
+		u, err := decodeBody(req.res, patched)
+		if err != nil {
+			return nil, p.decodeFailed(cur, patched, err)
 		}
 		if fv != fieldValidationIgnore {
 			problems = strictProblems(req.res, patched)
@@ -122,10 +318,6 @@ func (s *Server) handlePatch(w http.ResponseWriter, r *http.Request, req request
 			if err := enforce(nil, req.res, fv, problems); err != nil {
 				return nil, err
 			}
-		}
-		u, err := decodeBody(req.res, patched)
-		if err != nil {
-			return nil, err
 		}
 		if u.GetName() != req.name {
 			return nil, badRequest("the name of the object (%s) does not match the name on the URL (%s)", u.GetName(), req.name)

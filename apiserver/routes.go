@@ -69,7 +69,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	case len(parts) >= 4 && parts[0] == "apis":
 		gv, rest = schema.GroupVersion{Group: parts[1], Version: parts[2]}, parts[3:]
 	default:
-		WriteStatus(w, notFoundPath())
+		WriteStatus(w, errNoHandler)
 		return
 	}
 	req, err := s.parseResourcePath(gv, rest)
@@ -99,7 +99,10 @@ func (s *Server) parseResourcePath(gv schema.GroupVersion, p []string) (request,
 		p = p[2:]
 	}
 	res := s.reg.lookup(gv, p[0])
-	if res == nil || len(p) > 3 {
+	if res == nil {
+		return req, s.unknownResource(gv)
+	}
+	if len(p) > 3 {
 		return req, notFoundPath()
 	}
 	req.res = res

@@ -63,20 +63,27 @@ func toScale(r *resource, u *unstructured.Unstructured) (*unstructured.Unstructu
 		return nil, apierrors.NewInternalError(err)
 	}
 	statusReplicas, _, _ := unstructured.NestedInt64(u.Object, "status", "replicas")
-	md := map[string]any{
-		"name":              u.GetName(),
-		"namespace":         u.GetNamespace(),
-		"uid":               string(u.GetUID()),
-		"resourceVersion":   u.GetResourceVersion(),
-		"creationTimestamp": u.Object["metadata"].(map[string]any)["creationTimestamp"],
+	// The Go type gives the Scale kube-apiserver's shape (no spec.replicas
+	// when there are none, for one).
+	sc := &autoscalingv1.Scale{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:              u.GetName(),
+			Namespace:         u.GetNamespace(),
+			UID:               u.GetUID(),
+			ResourceVersion:   u.GetResourceVersion(),
+			CreationTimestamp: u.GetCreationTimestamp(),
+		},
+		Spec:   autoscalingv1.ScaleSpec{Replicas: int32(replicas(u.Object))},
+		Status: autoscalingv1.ScaleStatus{Replicas: int32(statusReplicas), Selector: sel},
 	}
-	return &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": scaleResource.apiVersion(),
-		"kind":       "Scale",
-		"metadata":   md,
-		"spec":       map[string]any{"replicas": replicas(u.Object)},
-		"status":     map[string]any{"replicas": statusReplicas, "selector": sel},
-	}}, nil
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(sc)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	out := &unstructured.Unstructured{Object: obj}
+	out.SetAPIVersion(scaleResource.apiVersion())
+	out.SetKind(scaleResource.gvk.Kind)
+	return out, nil
 }
 
 // updateScale writes the Scale that scaleBody computes from the current

@@ -56,6 +56,13 @@ type Config struct {
 	// Logger receives request errors and cache events; nil discards them.
 	Logger     *slog.Logger
 	WatchCache WatchCacheConfig
+	// ServiceClusterIPRange is where services get their cluster IPs: a
+	// CIDR, or two of different IP families separated by a comma, as
+	// kube-apiserver's --service-cluster-ip-range; "" is 10.96.0.0/12.
+	ServiceClusterIPRange string
+	// ServiceNodePortRange is where NodePort and LoadBalancer services get
+	// their node ports, as --service-node-port-range; "" is 30000-32767.
+	ServiceNodePortRange string
 }
 
 // Server serves the Kubernetes REST API over a storage backend.
@@ -80,6 +87,10 @@ type Server struct {
 	wg     sync.WaitGroup
 
 	closeOnce sync.Once
+
+	// services allocates the cluster IPs and node ports of services
+	// (services.go).
+	services *serviceAllocations
 }
 
 // New builds a server for cfg; ctx bounds the lifetime of its background
@@ -107,6 +118,10 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 			}
 			s.caches[r] = c
 		}
+	}
+	if err := s.initServices(); err != nil {
+		s.Close()
+		return nil, err
 	}
 	s.handler = s.routes()
 	return s, nil

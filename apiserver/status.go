@@ -19,11 +19,28 @@ import (
 // keep theirs, storage errors map to 404/409/410/504, and anything else is
 // a 500 InternalError.
 func WriteStatus(w http.ResponseWriter, err error) {
+	if errors.Is(err, errNoHandler) {
+		// Go's plain-text 404, as kube-apiserver's last handler answers.
+		http.Error(w, "404 page not found", http.StatusNotFound)
+		return
+	}
 	st := statusOf(err)
 	writeStatusObject(w, &st)
 }
 
+// errNoHandler is a path that nothing in kube-apiserver serves: neither a
+// built-in group version nor a custom resource's (an unknown group, or a
+// version of one that is not served). Its answer is not a Status.
+var errNoHandler = errors.New("404 page not found")
+
+// writeStatusObject writes st with the HTTP code it carries.
 func writeStatusObject(w http.ResponseWriter, st *metav1.Status) {
+	writeStatusCode(w, int(st.Code), st)
+}
+
+// writeStatusCode writes st with HTTP code code, which st may not carry:
+// kube-apiserver's Success Status of a delete has no code.
+func writeStatusCode(w http.ResponseWriter, code int, st *metav1.Status) {
 	st.Kind, st.APIVersion = "Status", "v1"
 	body, err := json.Marshal(st)
 	if err != nil {
@@ -35,7 +52,7 @@ func writeStatusObject(w http.ResponseWriter, st *metav1.Status) {
 	if st.Code == http.StatusTooManyRequests && st.Details != nil && st.Details.RetryAfterSeconds > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(int(st.Details.RetryAfterSeconds)))
 	}
-	w.WriteHeader(int(st.Code))
+	w.WriteHeader(code)
 	_, _ = w.Write(append(body, '\n'))
 }
 

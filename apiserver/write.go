@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
 
 	"github.com/listwatch/listwatch/apiserver/filters"
 	"github.com/listwatch/listwatch/apiserver/internal/kube"
@@ -80,6 +81,8 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, req reques
 // may then hold only its apiVersion, kind and metadata (decodeRequest).
 func (s *Server) create(ctx context.Context, req request, u *unstructured.Unstructured, ext runtime.Object) (*unstructured.Unstructured, error) {
 	res := req.res
+	ctx, svc := s.serviceWrite(ctx, req)
+	defer svc.done(false)
 	u.SetResourceVersion("")
 	u.SetUID("")
 	u.SetDeletionTimestamp(nil)
@@ -100,9 +103,13 @@ func (s *Server) create(ctx context.Context, req request, u *unstructured.Unstru
 		}
 		u.SetUID(types.UID(newUID()))
 		u.SetCreationTimestamp(now())
+		if err := s.allocateServiceCreate(ctx, req, u, ext); err != nil {
+			return nil, err
+		}
 		if err := res.kube.Create(ctx, s.kubeRequest(ctx, req, "create", u.GetName()), u, ext); err != nil {
 			return nil, err
 		}
+		s.decorateService(req, u)
 	} else if err := s.prepareCustomCreate(ctx, res, u); err != nil {
 		return nil, err
 	}
@@ -137,6 +144,7 @@ func (s *Server) create(ctx context.Context, req request, u *unstructured.Unstru
 	if err != nil {
 		return nil, s.storageErr(req, err)
 	}
+	svc.done(true)
 	u.SetResourceVersion(strconv.FormatInt(rev, 10))
 	return u, nil
 }
@@ -251,11 +259,13 @@ type errDeleteInstead struct {
 
 func (errDeleteInstead) Error() string { return "delete instead" }
 
-// shouldDeleteDuringUpdate reports whether an update leaves an object being
-// deleted with nothing left to wait for, so that it is removed instead of
-// written: no finalizers, and for a namespace no spec.finalizers either.
-func shouldDeleteDuringUpdate(r *resource, u *unstructured.Unstructured) bool {
-	if u.GetDeletionTimestamp() == nil || len(u.GetFinalizers()) > 0 {
+// shouldDeleteDuringUpdate reports whether an update of cur to u leaves an
+// object being deleted with nothing left to wait for, so that it is
+// removed instead of written: kube-apiserver's store's rule (no finalizers
+// left, and cur deleted with no grace period pending: a pod waiting out
+// its grace period stays), and for a namespace no spec.finalizers either.
+func shouldDeleteDuringUpdate(ctx context.Context, r *resource, u, cur *unstructured.Unstructured) bool {
+	if !genericregistry.ShouldDeleteDuringUpdate(ctx, "", u, cur) {
 		return false
 	}
 	if r == namespacesResource || r.gvk == namespacesResource.gvk {
@@ -276,6 +286,8 @@ type mutateFunc func(cur *unstructured.Unstructured) (*unstructured.Unstructured
 // finalizer went. It returns the object as stored.
 func (s *Server) update(ctx context.Context, req request, mutate mutateFunc) (*unstructured.Unstructured, error) {
 	key := keyFor(req.res, req.namespace, req.name)
+	ctx, svc := s.serviceWrite(ctx, req)
+	defer svc.done(false)
 	for {
 		var out *unstructured.Unstructured
 		rev, err := storage.GuaranteedUpdate(ctx, s.cfg.Storage, key, func(kv storage.KeyValue) ([]byte, error) {
@@ -302,7 +314,7 @@ func (s *Server) update(ctx context.Context, req request, mutate mutateFunc) (*u
 				// stored and write nothing.
 				return nil, errNoChange{desired}
 			}
-			if shouldDeleteDuringUpdate(req.res, desired) {
+			if shouldDeleteDuringUpdate(ctx, req.res, desired, cur) {
 				return nil, errDeleteInstead{desired, kv.Revision}
 			}
 			out = desired
@@ -312,6 +324,7 @@ func (s *Server) update(ctx context.Context, req request, mutate mutateFunc) (*u
 		var del errDeleteInstead
 		switch {
 		case err == nil:
+			svc.done(true)
 			out.SetResourceVersion(strconv.FormatInt(rev, 10))
 			return out, nil
 		case errors.As(err, &noChange):
@@ -325,6 +338,8 @@ func (s *Server) update(ctx context.Context, req request, mutate mutateFunc) (*u
 				return nil, s.storageErr(req, err)
 			}
 			del.obj.SetResourceVersion(strconv.FormatInt(drev, 10))
+			svc.done(true)
+			s.serviceDeleted(ctx, req.res, del.obj)
 			return del.obj, nil
 		default:
 			return nil, s.storageErr(req, err)
@@ -352,9 +367,16 @@ func (s *Server) prepareUpdate(ctx context.Context, req request, cur, desired *u
 		if req.sub == "binding" {
 			// A binding sets the pod's node directly, with no strategy,
 			// as kube-apiserver's binding storage does.
-			return nil
+			return res.kube.ReadBack(desired)
 		}
-		return res.kube.Update(ctx, s.kubeRequest(ctx, req, "update", req.name), desired, cur)
+		if err := s.allocateServiceUpdate(ctx, req, desired, cur); err != nil {
+			return err
+		}
+		if err := res.kube.Update(ctx, s.kubeRequest(ctx, req, "update", req.name), desired, cur); err != nil {
+			return err
+		}
+		s.decorateService(req, desired)
+		return nil
 	}
 	switch req.sub {
 	case "status":

@@ -162,7 +162,9 @@ func TestPatch(t *testing.T) {
 			{"bad json patch", pods + "/p", "application/json-patch+json", `{"op":1}`, 400},
 			{"json patch fails", pods + "/p", "application/json-patch+json", `[{"op":"test","path":"/metadata/name","value":"x"}]`, 422},
 			{"rename", pods + "/p", "application/merge-patch+json", `{"metadata":{"name":"q"}}`, 400},
-			{"wrong type", pods + "/p", "application/merge-patch+json", `{"spec":{"containers":5}}`, 400},
+			// A patched object the decoder refuses is 422 on the field
+			// "patch", as kube-apiserver's patch handler answers.
+			{"wrong type", pods + "/p", "application/merge-patch+json", `{"spec":{"containers":5}}`, 422},
 			{"missing", pods + "/nope", "application/merge-patch+json", `{}`, 404},
 			{"invalid label", pods + "/p", "application/merge-patch+json", `{"metadata":{"labels":{"a":"-x-"}}}`, 422},
 		}

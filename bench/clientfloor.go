@@ -30,7 +30,6 @@ import (
 
 	lwcache "github.com/listwatch/listwatch/cache"
 	"github.com/listwatch/listwatch/client"
-	lwinformers "github.com/listwatch/listwatch/informers"
 )
 
 // floorRounds is how many times each side of a floor workload runs.
@@ -100,7 +99,7 @@ func measureBareDecode(rec *recording, n int) (time.Duration, uint64, error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	lw := lwcache.Unerase[*corev1.Pod](c.ListerWatcher(lwinformers.PodsResource, "", nil))
+	lw := lwcache.Unerase[*corev1.Pod](c.ListerWatcher(corev1.SchemeGroupVersion.WithResource("pods"), "", nil))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	w, err := lw.Watch(ctx, metav1.ListOptions{ResourceVersion: "1", AllowWatchBookmarks: true})

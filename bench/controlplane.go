@@ -51,7 +51,6 @@ import (
 	"github.com/listwatch/listwatch/controllermanager"
 	"github.com/listwatch/listwatch/controllers/podlifecycle"
 	"github.com/listwatch/listwatch/controllers/replication"
-	"github.com/listwatch/listwatch/informers"
 	"github.com/listwatch/listwatch/storage/etcd"
 )
 
@@ -180,7 +179,7 @@ func runControllersSide(n int) (time.Duration, map[string]int64, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	rcs := client.NewResource[*corev1.ReplicationController](driver, informers.ReplicationControllersResource, "").Namespace(cpNamespace)
+	rcs := client.For[*corev1.ReplicationController](driver, "").Namespace(cpNamespace)
 	replicas := int32(n)
 	rc := &corev1.ReplicationController{
 		ObjectMeta: metav1.ObjectMeta{Name: cpRCName, Namespace: cpNamespace},
@@ -230,7 +229,7 @@ func runFloorSide(n int) (time.Duration, map[string]int64, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	pods := client.NewResource[*corev1.Pod](c, informers.PodsResource, "").Namespace(cpNamespace)
+	pods := client.For[*corev1.Pod](c, "").Namespace(cpNamespace)
 	// The pods carry the same controller reference as the RC's would.
 	owner := &corev1.ReplicationController{ObjectMeta: metav1.ObjectMeta{Name: cpRCName, Namespace: cpNamespace, UID: types.UID(rand.Text())}}
 	ref := controller.NewControllerRef(owner, corev1.SchemeGroupVersion.WithKind("ReplicationController"))
@@ -396,7 +395,7 @@ func startControlPlane(ctx context.Context) (_ *controlPlane, err error) {
 		return nil, err
 	}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: cpNamespace}}
-	if _, err := client.NewResource[*corev1.Namespace](c, informers.NamespacesResource, "").Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+	if _, err := client.For[*corev1.Namespace](c, "").Create(ctx, ns, metav1.CreateOptions{}); err != nil {
 		return nil, fmt.Errorf("create namespace: %w", err)
 	}
 	return cp, nil

@@ -742,7 +742,11 @@ func TestAPIServerProtobufAndJSONWatchesAgree(t *testing.T) {
 			if err := direct.Delete(t.Context(), "w0", metav1.DeleteOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			wantTypes := []cache.EventType{cache.EventAdded, cache.EventModified, cache.EventModified, cache.EventModified, cache.EventDeleted, cache.EventDeleted}
+			// Each delete of a pod is graceful, as in kube-apiserver: the
+			// pod is written with its deletionTimestamp (MODIFIED), then
+			// removed (DELETED).
+			wantTypes := []cache.EventType{cache.EventAdded, cache.EventModified, cache.EventModified, cache.EventModified,
+				cache.EventModified, cache.EventDeleted, cache.EventModified, cache.EventDeleted}
 			read := func(w cache.Watcher[*corev1.Pod]) []cache.Event[*corev1.Pod] {
 				var evs []cache.Event[*corev1.Pod]
 				for range wantTypes {

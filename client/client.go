@@ -102,6 +102,7 @@ type request struct {
 	body        []byte
 	contentType string
 	accept      string
+	list        bool // reads a collection, not one object
 }
 
 func (c *Client) url(req *request) string {

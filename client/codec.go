@@ -31,6 +31,9 @@ type codec[T cache.Object] struct {
 	apiVersion, kind string
 	proto            bool // T can be read from protobuf
 	unstructured     bool // T is *unstructured.Unstructured
+	// metadata: the objects are *metav1.PartialObjectMetadata, read from
+	// objects of any kind.
+	metadata bool
 	// dropManaged leaves metadata.managedFields out of decoded objects.
 	dropManaged bool
 	// share makes decoded objects share the strings and small maps they
@@ -52,17 +55,42 @@ func (c *codec[T]) decoder() *jsondecode.Decoder {
 }
 
 func newCodec[T cache.Object](gv schema.GroupVersion) (*codec[T], error) {
-	t := reflect.TypeFor[T]()
-	if t.Kind() != reflect.Pointer || t.Elem().Kind() != reflect.Struct {
-		return nil, fmt.Errorf("client: object type %s is not a pointer to a struct", t)
+	return newCodecOf[T](gv, reflect.TypeFor[T]())
+}
+
+// Go types the codec gives a meaning of their own.
+var (
+	unstructuredType = reflect.TypeFor[*unstructured.Unstructured]()
+	metadataType     = reflect.TypeFor[*metav1.PartialObjectMetadata]()
+)
+
+// metadataGVK is the kind of the objects a metadata-only read returns.
+var metadataGVK = metav1.SchemeGroupVersion.WithKind("PartialObjectMetadata")
+
+// newCodecOf returns the codec that makes objects of Go type t, handed out
+// as T: t itself, or an interface t implements (cache.Object, when the
+// type is known only at run time, from the resource registry).
+func newCodecOf[T cache.Object](gv schema.GroupVersion, t reflect.Type) (*codec[T], error) {
+	if t == nil || t.Kind() != reflect.Pointer || t.Elem().Kind() != reflect.Struct {
+		return nil, fmt.Errorf("client: object type %v is not a pointer to a struct", t)
+	}
+	if held := reflect.TypeFor[T](); !t.AssignableTo(held) {
+		return nil, fmt.Errorf("client: object type %s is not a %s", t, held)
 	}
 	c := &codec[T]{elem: t.Elem(), apiVersion: gv.String()}
-	if t == reflect.TypeFor[*unstructured.Unstructured]() {
+	switch t {
+	case unstructuredType:
 		c.unstructured = true
+		return c, nil
+	case metadataType:
+		// Any kind, read as JSON only: the server's partial form when it
+		// has one, the whole object otherwise, of which only the metadata
+		// is kept.
+		c.metadata = true
 		return c, nil
 	}
 	c.kind = t.Elem().Name()
-	_, c.proto = any(c.new()).(protoUnmarshaler)
+	_, c.proto = reflect.New(c.elem).Interface().(protoUnmarshaler)
 	return c, nil
 }
 
@@ -79,6 +107,12 @@ var errWrongKind = errors.New("object of the wrong kind")
 // objects read from JSON and protobuf are alike.
 func (c *codec[T]) setKind(obj T, apiVersion, kind string) error {
 	if c.unstructured {
+		return nil
+	}
+	if c.metadata {
+		if tm, ok := obj.GetObjectKind().(*metav1.TypeMeta); ok {
+			tm.APIVersion, tm.Kind = metadataGVK.GroupVersion().String(), metadataGVK.Kind
+		}
 		return nil
 	}
 	if kind != "" && kind != c.kind || apiVersion != "" && apiVersion != c.apiVersion {

@@ -21,6 +21,7 @@ type APIResource struct {
 	Namespaced bool
 	Singular   string
 	ShortNames []string
+	Categories []string
 	Verbs      []string
 }
 
@@ -66,7 +67,7 @@ func (c *Client) ServerResources(ctx context.Context) ([]APIResource, error) {
 				continue
 			}
 			out = append(out, APIResource{GVR: gv.WithResource(r.Name), Kind: r.Kind, Namespaced: r.Namespaced,
-				Singular: r.SingularName, ShortNames: r.ShortNames, Verbs: r.Verbs})
+				Singular: r.SingularName, ShortNames: r.ShortNames, Categories: r.Categories, Verbs: r.Verbs})
 		}
 	}
 	return out, nil

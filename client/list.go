@@ -173,7 +173,7 @@ func errOr(err, def error) error {
 
 // checkListKind checks that a list is one of the resource's kind.
 func (c *codec[T]) checkListKind(apiVersion, kind string) error {
-	if c.unstructured {
+	if c.unstructured || c.metadata {
 		if kind == "" || !strings.HasSuffix(kind, "List") {
 			return fmt.Errorf("%w: %q is not a list", errWrongKind, kind)
 		}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"reflect"
 	"strings"
 	"sync/atomic"
 
@@ -18,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/listwatch/listwatch/cache"
+	"github.com/listwatch/listwatch/resources"
 )
 
 // Resource is the client of one resource in one namespace (every namespace,
@@ -42,8 +44,19 @@ var _ cache.ListerWatcher[*unstructured.Unstructured] = (*Resource[*unstructured
 // NewResource returns the client of resource gvr in namespace, for objects
 // of type T. Built-in types are read as protobuf unless the configuration
 // prefers JSON; unstructured objects as JSON.
+//
+// For a built-in resource, For finds gvr from T alone.
+// *metav1.PartialObjectMetadata reads the objects' metadata alone, as
+// NewMetadata does.
 func NewResource[T cache.Object](c *Client, gvr schema.GroupVersionResource, namespace string) *Resource[T] {
-	codec, err := newCodec[T](gvr.GroupVersion())
+	return newResourceOf[T](c, gvr, namespace, reflect.TypeFor[T]())
+}
+
+// newResourceOf is NewResource for objects of Go type t handed out as T,
+// which t implements: the erased form of a built-in resource is a
+// Resource[cache.Object] whose objects are of the registry's Go type.
+func newResourceOf[T cache.Object](c *Client, gvr schema.GroupVersionResource, namespace string, t reflect.Type) *Resource[T] {
+	codec, err := newCodecOf[T](gvr.GroupVersion(), t)
 	r := &Resource[T]{c: c, gvr: gvr, namespace: namespace, codec: codec, err: err, jsonOnly: new(atomic.Bool)}
 	if err == nil && (!codec.proto || c.preferJSON) {
 		r.jsonOnly.Store(true)
@@ -51,10 +64,48 @@ func NewResource[T cache.Object](c *Client, gvr schema.GroupVersionResource, nam
 	return r
 }
 
+// ErrNotBuiltin is the error of a For whose Go type is not that of a
+// built-in resource in the registry (package resources).
+var ErrNotBuiltin = errors.New("not the Go type of a built-in resource")
+
+// For returns the client of the built-in resource whose objects have Go
+// type T (For[*corev1.ConfigMap] is core/v1 configmaps), in namespace (all
+// when ""; ignored for a cluster-scoped resource), its resource found in
+// the registry from T alone. As with NewResource, a client that cannot
+// work fails every call, and Err tells it at once: for a type the registry
+// does not know, with ErrNotBuiltin. Custom resources and unstructured
+// objects take NewResource, or NewUnstructured, with their
+// GroupVersionResource.
+func For[T cache.Object](c *Client, namespace string) *Resource[T] {
+	res, ok := resources.For[T]()
+	if !ok {
+		err := fmt.Errorf("client: %s: %w; name its resource with NewResource", reflect.TypeFor[T](), ErrNotBuiltin)
+		return &Resource[T]{c: c, namespace: namespace, err: err, jsonOnly: new(atomic.Bool)}
+	}
+	if !res.Namespaced {
+		namespace = ""
+	}
+	return NewResource[T](c, res.GVR(), namespace)
+}
+
+// Err returns the error every call of the client fails with, if any: T
+// cannot be decoded, or (For) is not the type of a built-in resource.
+func (r *Resource[T]) Err() error { return r.err }
+
 // NewUnstructured returns the client of resource gvr in namespace, for any
 // resource, custom ones included.
 func NewUnstructured(c *Client, gvr schema.GroupVersionResource, namespace string) *Resource[*unstructured.Unstructured] {
 	return NewResource[*unstructured.Unstructured](c, gvr, namespace)
+}
+
+// NewMetadata returns the client of the metadata of resource gvr's objects
+// in namespace, for any resource: objects are *metav1.PartialObjectMetadata.
+// It asks for the partial form kube-apiserver serves (a list of
+// PartialObjectMetadata), and takes the metadata out of whole objects from
+// a server that sends those instead. Writes send and answer whole objects,
+// of which the metadata is kept: use it to read.
+func NewMetadata(c *Client, gvr schema.GroupVersionResource, namespace string) *Resource[*metav1.PartialObjectMetadata] {
+	return NewResource[*metav1.PartialObjectMetadata](c, gvr, namespace)
 }
 
 // Namespace returns the client of the same resource in namespace ns.
@@ -128,7 +179,22 @@ const (
 	acceptJSON  = "application/json"
 	acceptProto = mediaTypeProtobuf + ", application/json"
 	contentJSON = "application/json"
+	// The partial forms of metadata-only reads, plain JSON the fallback
+	// of a server without them.
+	acceptMetadata     = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1, application/json"
+	acceptMetadataList = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1, application/json"
 )
+
+// jsonAccept is the Accept header of req asking for JSON.
+func (r *Resource[T]) jsonAccept(req *request) string {
+	switch {
+	case !r.codec.metadata:
+		return acceptJSON
+	case req.list:
+		return acceptMetadataList
+	}
+	return acceptMetadata
+}
 
 // do sends req asking for protobuf when the type allows it, and asks again
 // for JSON when the server refuses protobuf: 406, or 415 to a request
@@ -139,7 +205,7 @@ func (r *Resource[T]) do(ctx context.Context, req *request) (*http.Response, err
 		return nil, r.err
 	}
 	if r.jsonOnly.Load() {
-		req.accept = acceptJSON
+		req.accept = r.jsonAccept(req)
 		return r.c.send(ctx, req)
 	}
 	req.accept = acceptProto
@@ -147,7 +213,7 @@ func (r *Resource[T]) do(ctx context.Context, req *request) (*http.Response, err
 	var se *StatusError
 	if errors.As(err, &se) && (se.ErrStatus.Code == http.StatusNotAcceptable || (se.ErrStatus.Code == http.StatusUnsupportedMediaType && len(req.body) == 0)) {
 		r.jsonOnly.Store(true)
-		req.accept = acceptJSON
+		req.accept = r.jsonAccept(req)
 		return r.c.send(ctx, req)
 	}
 	return resp, err
@@ -211,7 +277,7 @@ func (r *Resource[T]) Get(ctx context.Context, name string, opts metav1.GetOptio
 // opts.Continue on.
 func (r *Resource[T]) List(ctx context.Context, opts metav1.ListOptions) (*cache.List[T], error) {
 	opts.Watch = false
-	req := &request{verb: http.MethodGet, path: r.path(""), query: listQuery(opts)}
+	req := &request{verb: http.MethodGet, path: r.path(""), query: listQuery(opts), list: true}
 	resp, err := r.do(ctx, req)
 	if err != nil {
 		return nil, err

@@ -3,100 +3,51 @@ package client
 import (
 	"context"
 
-	appsv1 "k8s.io/api/apps/v1"
-	batchv1 "k8s.io/api/batch/v1"
-	coordinationv1 "k8s.io/api/coordination/v1"
-	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/listwatch/listwatch/cache"
+	"github.com/listwatch/listwatch/resources"
 )
 
-// builtin is a resource whose Go type the client knows.
-type builtin struct {
-	namespaced bool
-	lw         func(c *Client, gvr schema.GroupVersionResource, ns string, tweak func(*metav1.ListOptions)) cache.ListerWatcher[cache.Object]
-	get        func(ctx context.Context, c *Client, gvr schema.GroupVersionResource, ns, name string) (cache.Object, error)
-}
+// The built-in resources, those read as their Go types, are the resource
+// registry's (package resources): every resource it holds is decoded into
+// the Go type it states, every other one as *unstructured.Unstructured.
+// When the type is known only at run time, from the registry, the client
+// of the resource is a Resource[cache.Object] whose codec makes objects of
+// that type, which the informer factory's cache.Unerase hands on as T.
 
-func typed[T cache.Object](namespaced bool) builtin {
-	return builtin{namespaced: namespaced, lw: erasedLW[T], get: erasedGet[T]}
-}
-
-func erasedGet[T cache.Object](ctx context.Context, c *Client, gvr schema.GroupVersionResource, ns, name string) (cache.Object, error) {
-	obj, err := NewResource[T](c, gvr, ns).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return nil, err
+// builtin returns the registry's resource gvr, and namespace as that
+// resource takes it: "" for a cluster-scoped one.
+func builtin(gvr schema.GroupVersionResource, namespace string) (*resources.Resource, string, bool) {
+	r, ok := resources.Lookup(gvr)
+	if !ok {
+		return nil, namespace, false
 	}
-	return obj, nil
+	if !r.Namespaced {
+		namespace = ""
+	}
+	return r, namespace, true
 }
 
 // Get reads one object of any resource: built-in ones as their Go types,
 // others as *unstructured.Unstructured. A cluster-scoped built-in resource
 // ignores namespace.
 func (c *Client) Get(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string) (cache.Object, error) {
-	if b, ok := builtins[gvr]; ok {
-		if !b.namespaced {
-			namespace = ""
-		}
-		return b.get(ctx, c, gvr, namespace, name)
+	if r, ns, ok := builtin(gvr, namespace); ok {
+		return newResourceOf[cache.Object](c, gvr, ns, r.GoType()).Get(ctx, name, metav1.GetOptions{})
 	}
-	return erasedGet[*unstructured.Unstructured](ctx, c, gvr, namespace, name)
-}
-
-// erasedLW is the ListerWatcher of T erased as the factory wants it: the
-// factory's Unerase[T] then gets the typed one back, at no cost per object.
-func erasedLW[T cache.Object](c *Client, gvr schema.GroupVersionResource, ns string, tweak func(*metav1.ListOptions)) cache.ListerWatcher[cache.Object] {
-	r := NewResource[T](c, gvr, ns).sharing()
-	if !c.keepManaged {
-		r = r.WithoutManagedFields()
+	obj, err := NewUnstructured(c, gvr, namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
 	}
-	var lw cache.ListerWatcher[T] = r
-	if tweak != nil {
-		lw = tweaked[T]{lw: lw, tweak: tweak}
-	}
-	return cache.Erase(lw)
-}
-
-// builtins are the resources served with their Go types; the others are
-// served as unstructured objects.
-var builtins = map[schema.GroupVersionResource]builtin{
-	corev1.SchemeGroupVersion.WithResource("pods"):                   typed[*corev1.Pod](true),
-	corev1.SchemeGroupVersion.WithResource("replicationcontrollers"): typed[*corev1.ReplicationController](true),
-	corev1.SchemeGroupVersion.WithResource("services"):               typed[*corev1.Service](true),
-	//lint:ignore SA1019 core/v1 Endpoints are still served and read.
-	corev1.SchemeGroupVersion.WithResource("endpoints"):              typed[*corev1.Endpoints](true),
-	corev1.SchemeGroupVersion.WithResource("events"):                 typed[*corev1.Event](true),
-	corev1.SchemeGroupVersion.WithResource("configmaps"):             typed[*corev1.ConfigMap](true),
-	corev1.SchemeGroupVersion.WithResource("secrets"):                typed[*corev1.Secret](true),
-	corev1.SchemeGroupVersion.WithResource("serviceaccounts"):        typed[*corev1.ServiceAccount](true),
-	corev1.SchemeGroupVersion.WithResource("persistentvolumeclaims"): typed[*corev1.PersistentVolumeClaim](true),
-	corev1.SchemeGroupVersion.WithResource("namespaces"):             typed[*corev1.Namespace](false),
-	corev1.SchemeGroupVersion.WithResource("nodes"):                  typed[*corev1.Node](false),
-	corev1.SchemeGroupVersion.WithResource("persistentvolumes"):      typed[*corev1.PersistentVolume](false),
-	appsv1.SchemeGroupVersion.WithResource("deployments"):            typed[*appsv1.Deployment](true),
-	appsv1.SchemeGroupVersion.WithResource("replicasets"):            typed[*appsv1.ReplicaSet](true),
-	appsv1.SchemeGroupVersion.WithResource("statefulsets"):           typed[*appsv1.StatefulSet](true),
-	appsv1.SchemeGroupVersion.WithResource("daemonsets"):             typed[*appsv1.DaemonSet](true),
-	batchv1.SchemeGroupVersion.WithResource("jobs"):                  typed[*batchv1.Job](true),
-	batchv1.SchemeGroupVersion.WithResource("cronjobs"):              typed[*batchv1.CronJob](true),
-	coordinationv1.SchemeGroupVersion.WithResource("leases"):         typed[*coordinationv1.Lease](true),
-	discoveryv1.SchemeGroupVersion.WithResource("endpointslices"):    typed[*discoveryv1.EndpointSlice](true),
-	rbacv1.SchemeGroupVersion.WithResource("roles"):                  typed[*rbacv1.Role](true),
-	rbacv1.SchemeGroupVersion.WithResource("rolebindings"):           typed[*rbacv1.RoleBinding](true),
-	rbacv1.SchemeGroupVersion.WithResource("clusterroles"):           typed[*rbacv1.ClusterRole](false),
-	rbacv1.SchemeGroupVersion.WithResource("clusterrolebindings"):    typed[*rbacv1.ClusterRoleBinding](false),
+	return obj, nil
 }
 
 // IsClusterScoped reports whether gvr is a built-in resource that lives
 // outside namespaces.
 func IsClusterScoped(gvr schema.GroupVersionResource) bool {
-	b, ok := builtins[gvr]
-	return ok && !b.namespaced
+	return resources.IsClusterScoped(gvr)
 }
 
 // ListerWatcher makes the client an informers.Source: it returns the
@@ -113,13 +64,33 @@ func IsClusterScoped(gvr schema.GroupVersionResource) bool {
 // resource lists), which a caller must DeepCopy before changing (see
 // intern.go).
 func (c *Client) ListerWatcher(gvr schema.GroupVersionResource, namespace string, tweak func(*metav1.ListOptions)) cache.ListerWatcher[cache.Object] {
-	if b, ok := builtins[gvr]; ok {
-		if !b.namespaced {
-			namespace = ""
-		}
-		return b.lw(c, gvr, namespace, tweak)
+	if r, ns, ok := builtin(gvr, namespace); ok {
+		return forInformer(c, newResourceOf[cache.Object](c, gvr, ns, r.GoType()), tweak)
 	}
-	return erasedLW[*unstructured.Unstructured](c, gvr, namespace, tweak)
+	return cache.Erase(forInformer(c, NewUnstructured(c, gvr, namespace), tweak))
+}
+
+// MetadataListerWatcher makes the client an informers.MetadataSource: it
+// is ListerWatcher for the metadata of the objects alone
+// (*metav1.PartialObjectMetadata, see NewMetadata), of any resource.
+func (c *Client) MetadataListerWatcher(gvr schema.GroupVersionResource, namespace string, tweak func(*metav1.ListOptions)) cache.ListerWatcher[cache.Object] {
+	_, ns, _ := builtin(gvr, namespace)
+	return cache.Erase(forInformer(c, NewMetadata(c, gvr, ns), tweak))
+}
+
+// forInformer makes r the ListerWatcher of an informer's read-only cache:
+// objects sharing what they repeat, without managedFields unless the
+// configuration keeps them, and tweak applied to every request.
+func forInformer[T cache.Object](c *Client, r *Resource[T], tweak func(*metav1.ListOptions)) cache.ListerWatcher[T] {
+	r = r.sharing()
+	if !c.keepManaged {
+		r = r.WithoutManagedFields()
+	}
+	var lw cache.ListerWatcher[T] = r
+	if tweak != nil {
+		lw = tweaked[T]{lw: lw, tweak: tweak}
+	}
+	return lw
 }
 
 // tweaked applies a tweak to the options of every call.

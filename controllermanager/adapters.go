@@ -15,7 +15,6 @@ import (
 	"github.com/listwatch/listwatch/client"
 	"github.com/listwatch/listwatch/controllers/endpoints"
 	"github.com/listwatch/listwatch/controllers/podlifecycle"
-	"github.com/listwatch/listwatch/informers"
 	"github.com/listwatch/listwatch/leaderelection"
 	"github.com/listwatch/listwatch/record"
 )
@@ -36,7 +35,7 @@ type podLifecycleClient struct {
 var _ podlifecycle.PodClient = (*podLifecycleClient)(nil)
 
 func newPodLifecycleClient(c *client.Client) *podLifecycleClient {
-	return &podLifecycleClient{pods: client.NewResource[*corev1.Pod](c, informers.PodsResource, "")}
+	return &podLifecycleClient{pods: client.For[*corev1.Pod](c, "")}
 }
 
 // Bind posts a Binding to pods/{name}/binding, as a scheduler does. A
@@ -101,7 +100,7 @@ var _ endpoints.Client = endpointsClient{}
 
 func newEndpointsClient(c *client.Client) endpointsClient {
 	//lint:ignore SA1019 see endpointsClient.
-	return endpointsClient{eps: client.NewResource[*corev1.Endpoints](c, informers.EndpointsResource, "")}
+	return endpointsClient{eps: client.For[*corev1.Endpoints](c, "")}
 }
 
 //lint:ignore SA1019 see endpointsClient.
@@ -126,7 +125,7 @@ type leaseClient struct {
 var _ leaderelection.LeaseClient = leaseClient{}
 
 func newLeaseClient(c *client.Client) leaseClient {
-	return leaseClient{leases: client.NewResource[*coordinationv1.Lease](c, informers.LeasesResource, "")}
+	return leaseClient{leases: client.For[*coordinationv1.Lease](c, "")}
 }
 
 func (l leaseClient) Get(ctx context.Context, namespace, name string) (*coordinationv1.Lease, error) {
@@ -149,7 +148,7 @@ type eventSink struct {
 var _ record.Sink = eventSink{}
 
 func newEventSink(c *client.Client) eventSink {
-	return eventSink{events: client.NewResource[*corev1.Event](c, informers.EventsResource, "")}
+	return eventSink{events: client.For[*corev1.Event](c, "")}
 }
 
 func (s eventSink) Create(ctx context.Context, ev *corev1.Event) (*corev1.Event, error) {

@@ -37,6 +37,7 @@ import (
 	"github.com/listwatch/listwatch/controller"
 	"github.com/listwatch/listwatch/controllers/endpoints"
 	"github.com/listwatch/listwatch/controllers/garbagecollector"
+	"github.com/listwatch/listwatch/controllers/namespace"
 	"github.com/listwatch/listwatch/controllers/podlifecycle"
 	"github.com/listwatch/listwatch/controllers/replication"
 	"github.com/listwatch/listwatch/informers"
@@ -51,11 +52,12 @@ const (
 	PodLifecycle     = "podlifecycle"
 	Endpoints        = "endpoints"
 	GarbageCollector = "garbagecollector"
+	Namespace        = "namespace"
 )
 
 // AllControllers lists every controller, in the order they start.
 func AllControllers() []string {
-	return []string{Replication, PodLifecycle, Endpoints, GarbageCollector}
+	return []string{Replication, PodLifecycle, Endpoints, GarbageCollector, Namespace}
 }
 
 // Defaults of the Lease the replicas compete for.
@@ -97,6 +99,8 @@ type Config struct {
 	Replication replication.Options
 	// PodLifecycle tunes the simulated nodes.
 	PodLifecycle podlifecycle.Options
+	// Namespace tunes the namespace controller.
+	Namespace namespace.Options
 	// Events tunes the event broadcaster.
 	Events record.Options
 	// Logger defaults to slog.Default().
@@ -563,6 +567,19 @@ func (m *Manager) buildControllers(ctx context.Context, factory *informers.Share
 				return nil, err
 			}
 			runs = append(runs, runnable{name, gc.Run})
+		case Namespace:
+			opts := m.cfg.Namespace
+			if opts.Logger == nil {
+				opts.Logger = m.log
+			}
+			if opts.Metrics == nil {
+				opts.Metrics = m.queueMetrics
+			}
+			nc, err := namespace.New(factory.Namespaces().Informer(), namespace.NewClient(m.client), opts)
+			if err != nil {
+				return nil, err
+			}
+			runs = append(runs, runnable{name, nc.Run})
 		}
 	}
 	return runs, nil

@@ -29,6 +29,16 @@ type Source interface {
 	ListerWatcher(gvr schema.GroupVersionResource, namespace string, tweak func(*metav1.ListOptions)) cache.ListerWatcher[cache.Object]
 }
 
+// MetadataSource is a Source that can also list and watch the metadata of
+// a resource's objects alone, as *metav1.PartialObjectMetadata; the REST
+// client is one. The factory uses it for informers of
+// *metav1.PartialObjectMetadata (MetadataFor), and takes the metadata out
+// of the whole objects of a Source that is not one.
+type MetadataSource interface {
+	Source
+	MetadataListerWatcher(gvr schema.GroupVersionResource, namespace string, tweak func(*metav1.ListOptions)) cache.ListerWatcher[cache.Object]
+}
+
 // SourceFunc adapts a function to Source.
 type SourceFunc func(gvr schema.GroupVersionResource, namespace string, tweak func(*metav1.ListOptions)) cache.ListerWatcher[cache.Object]
 
@@ -128,14 +138,22 @@ func (i *Informer[T]) Release() {
 
 // InformerFor returns a hold on the shared informer of resource gvr with
 // objects of type T, creating the informer on first request. A new informer
-// runs from the next Start.
+// runs from the next Start. For a built-in resource, For finds gvr from T
+// alone; T *metav1.PartialObjectMetadata holds the objects' metadata alone
+// (MetadataFor).
 func InformerFor[T cache.Object](f *SharedInformerFactory, gvr schema.GroupVersionResource) *Informer[T] {
+	return informerOf[T](f, gvr, nil)
+}
+
+// informerOf is InformerFor, reading from lw rather than from the source
+// when lw is not nil.
+func informerOf[T cache.Object](f *SharedInformerFactory, gvr schema.GroupVersionResource, lw cache.ListerWatcher[cache.Object]) *Informer[T] {
 	key := informerKey{gvr: gvr, typ: reflect.TypeFor[T]()}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	e, ok := f.informers[key]
 	if !ok {
-		e = &entry{informer: newTyped[T](f, gvr)}
+		e = &entry{informer: newTyped[T](f, gvr, lw)}
 		f.informers[key] = e
 	}
 	e.refs++
@@ -145,8 +163,9 @@ func InformerFor[T cache.Object](f *SharedInformerFactory, gvr schema.GroupVersi
 	return &Informer[T]{f: f, key: key, informer: inf}
 }
 
-// newTyped builds the informer of gvr for T with the factory's options.
-func newTyped[T cache.Object](f *SharedInformerFactory, gvr schema.GroupVersionResource) *cache.SharedIndexInformer[T] {
+// newTyped builds the informer of gvr for T with the factory's options,
+// reading from erased, or from the source when erased is nil.
+func newTyped[T cache.Object](f *SharedInformerFactory, gvr schema.GroupVersionResource, erased cache.ListerWatcher[cache.Object]) *cache.SharedIndexInformer[T] {
 	resync := f.opts.DefaultResync
 	if d, ok := f.opts.Resync[gvr]; ok {
 		resync = d
@@ -155,10 +174,22 @@ func newTyped[T cache.Object](f *SharedInformerFactory, gvr schema.GroupVersionR
 	if !f.opts.KeepManagedFields {
 		transform = StripManagedFields[T]
 	}
-	lw := cache.Unerase[T](f.source.ListerWatcher(gvr, f.opts.Namespace, f.opts.TweakListOptions))
+	switch ms, ok := f.source.(MetadataSource); {
+	case erased != nil:
+	case reflect.TypeFor[T]() != metadataType:
+		erased = f.source.ListerWatcher(gvr, f.opts.Namespace, f.opts.TweakListOptions)
+	case ok:
+		erased = ms.MetadataListerWatcher(gvr, f.opts.Namespace, f.opts.TweakListOptions)
+	default:
+		erased = metadataOnly{f.source.ListerWatcher(gvr, f.opts.Namespace, f.opts.TweakListOptions)}
+	}
+	lw := cache.Unerase[T](erased)
 	ropts := f.opts.Reflector
 	if ropts.Name == "" {
 		ropts.Name = gvr.String()
+		if gvr.Empty() {
+			ropts.Name = reflect.TypeFor[T]().String()
+		}
 	}
 	return cache.NewSharedIndexInformer(lw, cache.SharedInformerOptions[T]{
 		ResyncPeriod:      resync,

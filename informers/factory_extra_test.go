@@ -2,6 +2,7 @@ package informers_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"slices"
 	"sync"
@@ -10,9 +11,12 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -53,10 +57,10 @@ func TestFactory_ResyncPeriods(t *testing.T) {
 		{name: "default", opts: informers.Options{DefaultResync: 30 * time.Second},
 			wantPods: 30 * time.Second, wantNamespaces: 30 * time.Second},
 		{name: "per-resource overrides default", opts: informers.Options{DefaultResync: 30 * time.Second,
-			Resync: map[schema.GroupVersionResource]time.Duration{informers.PodsResource: 5 * time.Minute}},
+			Resync: map[schema.GroupVersionResource]time.Duration{podsGVR: 5 * time.Minute}},
 			wantPods: 5 * time.Minute, wantNamespaces: 30 * time.Second},
 		{name: "per-resource zero disables", opts: informers.Options{DefaultResync: 30 * time.Second,
-			Resync: map[schema.GroupVersionResource]time.Duration{informers.PodsResource: 0}},
+			Resync: map[schema.GroupVersionResource]time.Duration{podsGVR: 0}},
 			wantPods: 0, wantNamespaces: 30 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -139,7 +143,7 @@ func TestFactory_FieldSelectorTweakReachesListerWatcher(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		pods := cachetest.New[*corev1.Pod]()
 		src := &tweakSource{testSource: testSource{sources: map[schema.GroupVersionResource]cache.ListerWatcher[cache.Object]{
-			informers.PodsResource: cache.Erase[*corev1.Pod](pods),
+			podsGVR: cache.Erase[*corev1.Pod](pods),
 		}}}
 		const sel = "metadata.name=p1"
 		f := informers.NewSharedInformerFactory(src, informers.Options{
@@ -162,7 +166,7 @@ func TestFactory_FieldSelectorTweakReachesListerWatcher(t *testing.T) {
 			t.Errorf("tweak sets field selector %q, want %q", probe.FieldSelector, sel)
 		}
 		f.Start(t.Context())
-		if got := f.WaitForCacheSync(t.Context()); !got[informers.PodsResource] {
+		if got := f.WaitForCacheSync(t.Context()); !got[podsGVR] {
 			t.Fatalf("WaitForCacheSync = %v", got)
 		}
 		pods.Create(newPod("a", "p1b", nil))
@@ -186,16 +190,20 @@ func TestFactory_FieldSelectorTweakReachesListerWatcher(t *testing.T) {
 	})
 }
 
-// accessorCase is one typed accessor with a Source of its type.
+// accessorCase is one way to ask for a typed informer, with a Source of
+// its type.
 type accessorCase struct {
 	name string
 	gvr  schema.GroupVersionResource
 	lw   cache.ListerWatcher[cache.Object]
-	// check asks the accessor for its informer (before Start) and returns
-	// a check to run after sync.
+	// check asks for the informer (before Start) and returns a check to
+	// run after sync.
 	check func(t *testing.T, f *informers.SharedInformerFactory) func()
 }
 
+// newAccessorCase checks that get, an accessor or For[T], hands out the
+// informer of the registry's resource of T, which InformerFor with gvr
+// (stated here, not read from the registry) hands out too.
 func newAccessorCase[T cache.Object](name string, gvr schema.GroupVersionResource, obj T, get func(*informers.SharedInformerFactory) *informers.Informer[T]) accessorCase {
 	src := cachetest.New[T]()
 	return accessorCase{
@@ -231,19 +239,23 @@ func newAccessorCase[T cache.Object](name string, gvr schema.GroupVersionResourc
 
 func TestFactory_TypedAccessors(t *testing.T) {
 	om := func(ns, name string) metav1.ObjectMeta { return metav1.ObjectMeta{Namespace: ns, Name: name} }
+	core, apps := corev1.SchemeGroupVersion, appsv1.SchemeGroupVersion
 	cases := []accessorCase{
-		newAccessorCase("namespaces", informers.NamespacesResource, &corev1.Namespace{ObjectMeta: om("", "n1")}, (*informers.SharedInformerFactory).Namespaces),
-		newAccessorCase("pods", informers.PodsResource, &corev1.Pod{ObjectMeta: om("a", "p1")}, (*informers.SharedInformerFactory).Pods),
-		newAccessorCase("replicationcontrollers", informers.ReplicationControllersResource, &corev1.ReplicationController{ObjectMeta: om("a", "rc1")}, (*informers.SharedInformerFactory).ReplicationControllers),
-		newAccessorCase("services", informers.ServicesResource, &corev1.Service{ObjectMeta: om("a", "s1")}, (*informers.SharedInformerFactory).Services),
+		newAccessorCase("namespaces", core.WithResource("namespaces"), &corev1.Namespace{ObjectMeta: om("", "n1")}, (*informers.SharedInformerFactory).Namespaces),
+		newAccessorCase("pods", core.WithResource("pods"), &corev1.Pod{ObjectMeta: om("a", "p1")}, (*informers.SharedInformerFactory).Pods),
+		newAccessorCase("replicationcontrollers", core.WithResource("replicationcontrollers"), &corev1.ReplicationController{ObjectMeta: om("a", "rc1")}, (*informers.SharedInformerFactory).ReplicationControllers),
+		newAccessorCase("services", core.WithResource("services"), &corev1.Service{ObjectMeta: om("a", "s1")}, (*informers.SharedInformerFactory).Services),
 		//lint:ignore SA1019 the accessor under test serves core/v1 Endpoints.
-		newAccessorCase("endpoints", informers.EndpointsResource, &corev1.Endpoints{ObjectMeta: om("a", "e1")}, (*informers.SharedInformerFactory).Endpoints),
-		newAccessorCase("events", informers.EventsResource, &corev1.Event{ObjectMeta: om("a", "ev1")}, (*informers.SharedInformerFactory).Events),
-		newAccessorCase("leases", informers.LeasesResource, &coordinationv1.Lease{ObjectMeta: om("a", "l1")}, (*informers.SharedInformerFactory).Leases),
-		newAccessorCase("deployments", informers.DeploymentsResource, &appsv1.Deployment{ObjectMeta: om("a", "d1")}, (*informers.SharedInformerFactory).Deployments),
-	}
-	if len(cases) != len(informers.Resources()) {
-		t.Fatalf("%d cases for %d resources", len(cases), len(informers.Resources()))
+		newAccessorCase("endpoints", core.WithResource("endpoints"), &corev1.Endpoints{ObjectMeta: om("a", "e1")}, (*informers.SharedInformerFactory).Endpoints),
+		// For finds any built-in resource from its type alone.
+		newAccessorCase("For events", core.WithResource("events"), &corev1.Event{ObjectMeta: om("a", "ev1")}, informers.For[*corev1.Event]),
+		newAccessorCase("For leases", coordinationv1.SchemeGroupVersion.WithResource("leases"), &coordinationv1.Lease{ObjectMeta: om("a", "l1")}, informers.For[*coordinationv1.Lease]),
+		newAccessorCase("For deployments", apps.WithResource("deployments"), &appsv1.Deployment{ObjectMeta: om("a", "d1")}, informers.For[*appsv1.Deployment]),
+		newAccessorCase("For replicasets", apps.WithResource("replicasets"), &appsv1.ReplicaSet{ObjectMeta: om("a", "rs1")}, informers.For[*appsv1.ReplicaSet]),
+		newAccessorCase("For configmaps", core.WithResource("configmaps"), &corev1.ConfigMap{ObjectMeta: om("a", "cm1")}, informers.For[*corev1.ConfigMap]),
+		newAccessorCase("For nodes", core.WithResource("nodes"), &corev1.Node{ObjectMeta: om("", "node1")}, informers.For[*corev1.Node]),
+		newAccessorCase("For clusterroles", rbacv1.SchemeGroupVersion.WithResource("clusterroles"), &rbacv1.ClusterRole{ObjectMeta: om("", "cr1")}, informers.For[*rbacv1.ClusterRole]),
+		newAccessorCase("For jobs", batchv1.SchemeGroupVersion.WithResource("jobs"), &batchv1.Job{ObjectMeta: om("a", "j1")}, informers.For[*batchv1.Job]),
 	}
 	synctest.Test(t, func(t *testing.T) {
 		src := &testSource{sources: map[schema.GroupVersionResource]cache.ListerWatcher[cache.Object]{}}
@@ -278,4 +290,116 @@ func TestFactory_TypedAccessors(t *testing.T) {
 			t.Errorf("source asked %v, want %v", src.asked, want)
 		}
 	})
+}
+
+// TestFactory_ForUnknownType: For of a type the registry does not know
+// never asks the source, and its informer tells why it cannot sync.
+func TestFactory_ForUnknownType(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f, _, src := setup(t, informers.Options{})
+		h := informers.For[*unstructured.Unstructured](f)
+		defer h.Release()
+		if h2 := informers.For[*unstructured.Unstructured](f); h2.Informer() != h.Informer() {
+			t.Error("two requests for one type got two informers")
+		} else {
+			h2.Release()
+		}
+		f.Start(t.Context())
+		synctest.Wait()
+		st := h.Informer().SyncStatus()
+		if st.Synced || !errors.Is(st.LastError, informers.ErrNotBuiltin) {
+			t.Errorf("status %+v, want ErrNotBuiltin", st)
+		}
+		src.mu.Lock()
+		defer src.mu.Unlock()
+		if len(src.asked) != 0 {
+			t.Errorf("source asked %v, want nothing", src.asked)
+		}
+	})
+}
+
+// metadataSource is a testSource that also serves metadata-only
+// ListerWatchers, recording each request.
+type metadataSource struct {
+	*testSource
+	meta  map[schema.GroupVersionResource]cache.ListerWatcher[cache.Object]
+	asked []string
+}
+
+func (m *metadataSource) MetadataListerWatcher(gvr schema.GroupVersionResource, ns string, _ func(*metav1.ListOptions)) cache.ListerWatcher[cache.Object] {
+	m.testSource.mu.Lock()
+	defer m.testSource.mu.Unlock()
+	m.asked = append(m.asked, gvr.Resource+"@"+ns)
+	return m.meta[gvr]
+}
+
+// TestFactory_Metadata: a metadata informer reads the source's metadata
+// form when it has one, and the metadata of its whole objects otherwise;
+// either way it is an informer of its own beside the typed one.
+func TestFactory_Metadata(t *testing.T) {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "p1", UID: "u1", Labels: map[string]string{"app": "x"},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "ReplicationController", Name: "rc", UID: "u0"}}},
+		Spec: corev1.PodSpec{NodeName: "n"}}
+	for _, tc := range []struct {
+		name      string
+		metaForm  bool     // the source is a MetadataSource
+		wantTyped []string // what the factory asks of the typed form
+	}{
+		{name: "from the whole objects", wantTyped: []string{"pods@", "pods@"}},
+		{name: "from a MetadataSource", metaForm: true, wantTyped: []string{"pods@"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				pods := cachetest.New[*corev1.Pod]()
+				if _, err := pods.Create(pod); err != nil {
+					t.Fatal(err)
+				}
+				ts := &testSource{sources: map[schema.GroupVersionResource]cache.ListerWatcher[cache.Object]{podsGVR: cache.Erase[*corev1.Pod](pods)}}
+				var src informers.Source = ts
+				var ms *metadataSource
+				if tc.metaForm {
+					metas := cachetest.New[*metav1.PartialObjectMetadata]()
+					if _, err := metas.Create(&metav1.PartialObjectMetadata{ObjectMeta: *pod.ObjectMeta.DeepCopy()}); err != nil {
+						t.Fatal(err)
+					}
+					ms = &metadataSource{testSource: ts, meta: map[schema.GroupVersionResource]cache.ListerWatcher[cache.Object]{
+						podsGVR: cache.Erase[*metav1.PartialObjectMetadata](metas)}}
+					src = ms
+				}
+				f := informers.NewSharedInformerFactory(src, informers.Options{Reflector: cache.ReflectorOptions{Logger: quiet}})
+				t.Cleanup(f.Shutdown)
+				h := informers.MetadataFor(f, podsGVR)
+				defer h.Release()
+				typed := f.Pods()
+				defer typed.Release()
+				if any(h.Informer()) == any(typed.Informer()) {
+					t.Fatal("the metadata informer is the typed one")
+				}
+				f.Start(t.Context())
+				if got := f.WaitForCacheSync(t.Context()); !got[podsGVR] {
+					t.Fatalf("WaitForCacheSync = %v", got)
+				}
+				got, err := h.Lister().Namespace("a").Get("p1")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got.UID != "u1" || got.Labels["app"] != "x" || len(got.OwnerReferences) != 1 || got.OwnerReferences[0].UID != "u0" {
+					t.Errorf("metadata %+v", got.ObjectMeta)
+				}
+				if !tc.metaForm && (got.Kind != "PartialObjectMetadata" || got.APIVersion != "meta.k8s.io/v1") {
+					t.Errorf("kind %s %s, want meta.k8s.io/v1 PartialObjectMetadata", got.APIVersion, got.Kind)
+				}
+				ts.mu.Lock()
+				defer ts.mu.Unlock()
+				// The typed informer, and the metadata one when the
+				// source has no metadata form.
+				if !slices.Equal(ts.asked, tc.wantTyped) {
+					t.Errorf("source asked %v, want %v", ts.asked, tc.wantTyped)
+				}
+				if ms != nil && !slices.Equal(ms.asked, []string{"pods@"}) {
+					t.Errorf("metadata source asked %v, want pods once", ms.asked)
+				}
+			})
+		})
+	}
 }

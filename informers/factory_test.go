@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -26,6 +28,11 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+var (
+	podsGVR       = corev1.SchemeGroupVersion.WithResource("pods")
+	namespacesGVR = corev1.SchemeGroupVersion.WithResource("namespaces")
+)
 
 // testSource serves resources from cachetest Sources and records what the
 // factory asked for.
@@ -77,7 +84,7 @@ func newPod(ns, name string, lbl map[string]string) *corev1.Pod {
 func setup(t *testing.T, opts informers.Options) (*informers.SharedInformerFactory, *cachetest.Source[*corev1.Pod], *testSource) {
 	pods := cachetest.New[*corev1.Pod]()
 	src := &testSource{sources: map[schema.GroupVersionResource]cache.ListerWatcher[cache.Object]{
-		informers.PodsResource: cache.Erase[*corev1.Pod](pods),
+		podsGVR: cache.Erase[*corev1.Pod](pods),
 	}}
 	if opts.Reflector.Logger == nil {
 		opts.Reflector.Logger = quiet
@@ -118,7 +125,7 @@ func TestFactory_SharesOneInformerPerResource(t *testing.T) {
 		}
 		f.Start(t.Context())
 		f.Start(t.Context()) // idempotent
-		if got := f.WaitForCacheSync(t.Context()); !got[informers.PodsResource] {
+		if got := f.WaitForCacheSync(t.Context()); !got[podsGVR] {
 			t.Fatalf("WaitForCacheSync = %v", got)
 		}
 		pods.Create(newPod("a", "p2", nil))
@@ -163,7 +170,7 @@ func TestFactory_Options(t *testing.T) {
 			Namespace:         "a",
 			TweakListOptions:  func(o *metav1.ListOptions) { o.LabelSelector = "app=web" },
 			KeepManagedFields: true,
-			Resync:            map[schema.GroupVersionResource]time.Duration{informers.PodsResource: time.Minute},
+			Resync:            map[schema.GroupVersionResource]time.Duration{podsGVR: time.Minute},
 		})
 		pods.Create(newPod("a", "web", map[string]string{"app": "web"}))
 		pods.Create(newPod("a", "db", map[string]string{"app": "db"}))
@@ -207,7 +214,7 @@ func TestFactory_StartOnlyNewAndReleaseStops(t *testing.T) {
 		synctest.Wait()
 		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 		defer cancel()
-		if got := f.WaitForCacheSync(ctx); !got[informers.PodsResource] || got[informers.NamespacesResource] {
+		if got := f.WaitForCacheSync(ctx); !got[podsGVR] || got[namespacesGVR] {
 			t.Errorf("WaitForCacheSync = %v, want pods only", got)
 		}
 		// Namespaces are not served: the reason is readable.
@@ -250,11 +257,11 @@ func TestFactory_ShutdownWaitsForEveryGoroutine(t *testing.T) {
 			AddFunc: func(*corev1.Pod, bool) { <-release },
 		})
 		f.Namespaces()
-		f.Deployments()
+		informers.For[*appsv1.Deployment](f)
 		f.Services()
 		f.Endpoints()
-		f.Events()
-		f.Leases()
+		informers.For[*corev1.Event](f)
+		informers.For[*coordinationv1.Lease](f)
 		f.ReplicationControllers()
 		f.Start(t.Context())
 		synctest.Wait()

@@ -1,43 +1,86 @@
 package informers
 
 import (
-	appsv1 "k8s.io/api/apps/v1"
-	coordinationv1 "k8s.io/api/coordination/v1"
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/listwatch/listwatch/cache"
+	"github.com/listwatch/listwatch/resources"
 )
 
-// The resources of the typed accessors.
-var (
-	NamespacesResource             = corev1.SchemeGroupVersion.WithResource("namespaces")
-	PodsResource                   = corev1.SchemeGroupVersion.WithResource("pods")
-	ReplicationControllersResource = corev1.SchemeGroupVersion.WithResource("replicationcontrollers")
-	ServicesResource               = corev1.SchemeGroupVersion.WithResource("services")
-	EndpointsResource              = corev1.SchemeGroupVersion.WithResource("endpoints")
-	EventsResource                 = corev1.SchemeGroupVersion.WithResource("events")
-	LeasesResource                 = coordinationv1.SchemeGroupVersion.WithResource("leases")
-	DeploymentsResource            = appsv1.SchemeGroupVersion.WithResource("deployments")
-)
+// ErrNotBuiltin is the error of the informer For returns for a Go type
+// that is not that of a built-in resource in the resource registry
+// (package resources).
+var ErrNotBuiltin = errors.New("not the Go type of a built-in resource")
+
+// For returns a hold on the shared informer of the built-in resource whose
+// objects have Go type T (For[*appsv1.ReplicaSet] is apps/v1 replicasets),
+// the resource found in the registry from T alone: it is InformerFor with
+// that resource. Custom resources and unstructured objects take
+// InformerFor with their GroupVersionResource. For a type the registry
+// does not know, the informer's lists fail with ErrNotBuiltin, as those of
+// a resource the source cannot serve fail: its SyncStatus tells, and
+// WaitForCacheSync reports it (under the zero GroupVersionResource) as not
+// synced.
+//
+// Like InformerFor, each call takes a reference that Release gives up:
+// callers that share one informer keep the hold they got.
+func For[T cache.Object](f *SharedInformerFactory) *Informer[T] {
+	r, ok := resources.For[T]()
+	if !ok {
+		err := fmt.Errorf("informers: %s: %w; name its resource with InformerFor", reflect.TypeFor[T](), ErrNotBuiltin)
+		return informerOf[T](f, schema.GroupVersionResource{}, failing{err})
+	}
+	return InformerFor[T](f, r.GVR())
+}
+
+// failing is the ListerWatcher whose every call fails with err.
+type failing struct{ err error }
+
+func (l failing) List(context.Context, metav1.ListOptions) (*cache.List[cache.Object], error) {
+	return nil, l.err
+}
+
+func (l failing) Watch(context.Context, metav1.ListOptions) (cache.Watcher[cache.Object], error) {
+	return nil, l.err
+}
+
+// MetadataFor returns a hold on the shared informer of the metadata of
+// resource gvr's objects, any resource's: InformerFor of
+// *metav1.PartialObjectMetadata. Its cache holds each object's metadata
+// alone, which is all some controllers (the garbage collector) read.
+func MetadataFor(f *SharedInformerFactory, gvr schema.GroupVersionResource) *Informer[*metav1.PartialObjectMetadata] {
+	return InformerFor[*metav1.PartialObjectMetadata](f, gvr)
+}
+
+// The accessors of the resources the controllers of this module share;
+// For serves every other built-in resource.
 
 // Namespaces returns a hold on the shared informer of core/v1 namespaces.
 func (f *SharedInformerFactory) Namespaces() *Informer[*corev1.Namespace] {
-	return InformerFor[*corev1.Namespace](f, NamespacesResource)
+	return For[*corev1.Namespace](f)
 }
 
 // Pods returns a hold on the shared informer of core/v1 pods.
 func (f *SharedInformerFactory) Pods() *Informer[*corev1.Pod] {
-	return InformerFor[*corev1.Pod](f, PodsResource)
+	return For[*corev1.Pod](f)
 }
 
 // ReplicationControllers returns a hold on the shared informer of core/v1
 // replication controllers.
 func (f *SharedInformerFactory) ReplicationControllers() *Informer[*corev1.ReplicationController] {
-	return InformerFor[*corev1.ReplicationController](f, ReplicationControllersResource)
+	return For[*corev1.ReplicationController](f)
 }
 
 // Services returns a hold on the shared informer of core/v1 services.
 func (f *SharedInformerFactory) Services() *Informer[*corev1.Service] {
-	return InformerFor[*corev1.Service](f, ServicesResource)
+	return For[*corev1.Service](f)
 }
 
 // Endpoints returns a hold on the shared informer of core/v1 endpoints.
@@ -45,27 +88,5 @@ func (f *SharedInformerFactory) Services() *Informer[*corev1.Service] {
 //lint:ignore SA1019 the controllers of this project still read core/v1 Endpoints.
 func (f *SharedInformerFactory) Endpoints() *Informer[*corev1.Endpoints] {
 	//lint:ignore SA1019 see above.
-	return InformerFor[*corev1.Endpoints](f, EndpointsResource)
-}
-
-// Events returns a hold on the shared informer of core/v1 events.
-func (f *SharedInformerFactory) Events() *Informer[*corev1.Event] {
-	return InformerFor[*corev1.Event](f, EventsResource)
-}
-
-// Leases returns a hold on the shared informer of coordination.k8s.io/v1
-// leases.
-func (f *SharedInformerFactory) Leases() *Informer[*coordinationv1.Lease] {
-	return InformerFor[*coordinationv1.Lease](f, LeasesResource)
-}
-
-// Deployments returns a hold on the shared informer of apps/v1 deployments.
-func (f *SharedInformerFactory) Deployments() *Informer[*appsv1.Deployment] {
-	return InformerFor[*appsv1.Deployment](f, DeploymentsResource)
-}
-
-// Resources lists the resources of the typed accessors.
-func Resources() []schema.GroupVersionResource {
-	return []schema.GroupVersionResource{NamespacesResource, PodsResource, ReplicationControllersResource,
-		ServicesResource, EndpointsResource, EventsResource, LeasesResource, DeploymentsResource}
+	return For[*corev1.Endpoints](f)
 }

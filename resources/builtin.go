@@ -134,7 +134,7 @@ var builtins = []*Resource{
 
 	// storage.k8s.io/v1
 	of[*storagev1.CSIDriver](storagev1.SchemeGroupVersion, "CSIDriver", Resource{Plural: "csidrivers", Singular: "csidriver"}),
-	of[*storagev1.CSINode](storagev1.SchemeGroupVersion, "CSINode", Resource{Plural: "csinodes", Singular: "csinode"}),
+	of[*storagev1.CSINode](storagev1.SchemeGroupVersion, "CSINode", Resource{Plural: "csinodes", Singular: "csinode", Subresources: []string{Status}}),
 	of[*storagev1.CSIStorageCapacity](storagev1.SchemeGroupVersion, "CSIStorageCapacity", Resource{Plural: "csistoragecapacities", Singular: "csistoragecapacity", Namespaced: true}),
 	of[*storagev1.StorageClass](storagev1.SchemeGroupVersion, "StorageClass", Resource{Plural: "storageclasses", Singular: "storageclass", ShortNames: []string{"sc"}}),
 	of[*storagev1.VolumeAttachment](storagev1.SchemeGroupVersion, "VolumeAttachment", Resource{Plural: "volumeattachments", Singular: "volumeattachment",

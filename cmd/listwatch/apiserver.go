@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/klog/v2"
 
 	"github.com/listwatch/listwatch/apiserver"
 	"github.com/listwatch/listwatch/apiserver/filters"
@@ -54,6 +55,11 @@ type serverConfig struct {
 
 	CustomResourcesFile string
 
+	// ServiceClusterIPRange and ServiceNodePortRange are where services
+	// get their cluster IPs and node ports; "" takes the defaults.
+	ServiceClusterIPRange string
+	ServiceNodePortRange  string
+
 	MaxRequestsInFlight         int
 	MaxMutatingRequestsInFlight int
 	MaxRequestBodyBytes         int64
@@ -68,9 +74,19 @@ func (c *serverConfig) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.TLSKeyFile, "tls-private-key-file", "", "private key of --tls-cert-file")
 	fs.StringVar(&c.CertDir, "cert-dir", "./.listwatch/pki", "directory of the generated CA and serving certificate")
 	fs.StringVar(&c.CustomResourcesFile, "custom-resources", "", "YAML or JSON file declaring custom resources")
+	serviceRangeFlags(fs, &c.ServiceClusterIPRange, &c.ServiceNodePortRange)
 	fs.IntVar(&c.MaxRequestsInFlight, "max-requests-inflight", filters.DefaultMaxRequestsInFlight, "cap on concurrent read-only requests, watches excluded (0: none)")
 	fs.IntVar(&c.MaxMutatingRequestsInFlight, "max-mutating-requests-inflight", filters.DefaultMaxMutatingRequestsInFlight, "cap on concurrent writes (0: none)")
 	fs.Int64Var(&c.MaxRequestBodyBytes, "max-request-body-bytes", filters.DefaultMaxRequestBodyBytes, "cap on request body size in bytes")
+}
+
+// serviceRangeFlags adds --service-cluster-ip-range and
+// --service-node-port-range to fs.
+func serviceRangeFlags(fs *flag.FlagSet, clusterIPRange, nodePortRange *string) {
+	fs.StringVar(clusterIPRange, "service-cluster-ip-range", "",
+		"CIDR of the services' cluster IPs, or two of different IP families, comma-separated, for dual stack (default "+apiserver.DefaultServiceClusterIPRange+")")
+	fs.StringVar(nodePortRange, "service-node-port-range", "",
+		"port range of the node ports of NodePort and LoadBalancer services, as 30000-32767 or 30000+2768 (default "+apiserver.DefaultServiceNodePortRange+")")
 }
 
 // logLevelFlag adds --log-level to fs.
@@ -80,8 +96,12 @@ func logLevelFlag(fs *flag.FlagSet) *slog.Level {
 	return level
 }
 
+// newLogger returns the process's logger; Kubernetes' own packages, which
+// log through klog, log through it too.
 func newLogger(w io.Writer, level slog.Level) *slog.Logger {
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
+	l := slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
+	klog.SetSlogLogger(l)
+	return l
 }
 
 func runAPIServer(ctx context.Context, args []string) error {
@@ -176,6 +196,9 @@ func startServer(ctx context.Context, cfg serverConfig, log *slog.Logger) (_ *ru
 	if auth == nil {
 		log.Warn("no --token-auth-file: authentication is off, every request is served")
 	}
+	if err := apiserver.CheckServiceRanges(cfg.ServiceClusterIPRange, cfg.ServiceNodePortRange); err != nil {
+		return nil, err
+	}
 	var crs []apiserver.CustomResource
 	if cfg.CustomResourcesFile != "" {
 		if crs, err = apiserver.LoadCustomResources(cfg.CustomResourcesFile); err != nil {
@@ -195,7 +218,10 @@ func startServer(ctx context.Context, cfg serverConfig, log *slog.Logger) (_ *ru
 	s.store = store
 	cleanup = append(cleanup, func() { store.close() })
 
-	api, err := apiserver.New(bg, apiserver.Config{Storage: store, CustomResources: crs, Logger: log})
+	api, err := apiserver.New(bg, apiserver.Config{
+		Storage: store, CustomResources: crs, Logger: log,
+		ServiceClusterIPRange: cfg.ServiceClusterIPRange, ServiceNodePortRange: cfg.ServiceNodePortRange,
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -420,6 +446,46 @@ func (s *runningServer) bootstrap(ctx context.Context) {
 		}
 	}
 	s.bootstrapped.Store(true)
+	s.createKubernetesService(ctx)
+}
+
+// createKubernetesService creates the "kubernetes" service in the default
+// namespace as kube-apiserver's kubernetes service controller does: the
+// first IP of the service cluster IP range, port https/443 to the secure
+// port, no selector. An existing one is left as it is; one that cannot be
+// made (its IP held by another service) is logged. Unlike kube's
+// controller this runs once, at start, and makes no Endpoints.
+func (s *runningServer) createKubernetesService(ctx context.Context) {
+	_, port, err := net.SplitHostPort(strings.TrimPrefix(s.URL, "https://"))
+	if err != nil {
+		return
+	}
+	body := fmt.Sprintf(`{"apiVersion":"v1","kind":"Service","metadata":{"name":"kubernetes","labels":{"component":"apiserver","provider":"kubernetes"}},`+
+		`"spec":{"type":"ClusterIP","clusterIP":%q,"ipFamilyPolicy":"SingleStack","sessionAffinity":"None","ports":[{"name":"https","protocol":"TCP","port":443,"targetPort":%s}]}}`,
+		s.api.KubernetesServiceIP().String(), port)
+	for attempt := 0; ; attempt++ {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, "/api/v1/namespaces/default/services", strings.NewReader(body))
+		if err != nil {
+			return
+		}
+		req.Header.Set("Content-Type", "application/json")
+		var resp responseBuffer
+		s.api.Handler().ServeHTTP(&resp, req)
+		switch code := resp.code(); {
+		case code == http.StatusCreated || code == http.StatusConflict:
+			return
+		case code < http.StatusInternalServerError:
+			s.log.Warn("cannot create the kubernetes service", "code", code, "body", strings.TrimSpace(resp.body.String()))
+			return
+		case attempt == 0 || attempt%20 == 0:
+			s.log.Warn("creating the kubernetes service; will retry", "code", code, "body", strings.TrimSpace(resp.body.String()))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
 }
 
 // createNamespace creates namespace ns by calling the API routes in-process;

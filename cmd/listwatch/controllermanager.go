@@ -16,7 +16,7 @@ import (
 )
 
 func init() {
-	register("controller-manager", "run the controllers (replication, pod lifecycle, endpoints, garbage collector) against an API server", runControllerManager)
+	register("controller-manager", "run the controllers (replication, pod lifecycle, endpoints, garbage collector, namespace) against an API server", runControllerManager)
 	components = append(components, component{name: "controller-manager", flags: upControllerManager.addUpFlags, run: upControllerManager.run})
 }
 

@@ -30,7 +30,6 @@ import (
 	"github.com/listwatch/listwatch/controllermanager"
 	"github.com/listwatch/listwatch/controllers/podlifecycle"
 	"github.com/listwatch/listwatch/controllers/replication"
-	"github.com/listwatch/listwatch/informers"
 	"github.com/listwatch/listwatch/internal/kubeconfig"
 )
 
@@ -103,8 +102,8 @@ func clusterAt(t *testing.T, kc string) *e2eCluster {
 	return &e2eCluster{
 		kubeconfig: kc,
 		client:     c,
-		pods:       client.NewResource[*corev1.Pod](c, informers.PodsResource, ""),
-		rcs:        client.NewResource[*corev1.ReplicationController](c, informers.ReplicationControllersResource, ""),
+		pods:       client.For[*corev1.Pod](c, ""),
+		rcs:        client.For[*corev1.ReplicationController](c, ""),
 	}
 }
 
@@ -356,7 +355,7 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool
 
 func (c *e2eCluster) createNamespace(t *testing.T, name string) {
 	t.Helper()
-	ns := client.NewResource[*corev1.Namespace](c.client, informers.NamespacesResource, "")
+	ns := client.For[*corev1.Namespace](c.client, "")
 	if _, err := ns.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -618,7 +617,7 @@ func TestControllerManagerE2E(t *testing.T) {
 				}
 			}
 			// The recorder wrote the creations as Events on the RC.
-			events := client.NewResource[*corev1.Event](c.client, informers.EventsResource, ns)
+			events := client.For[*corev1.Event](c.client, ns)
 			waitFor(t, 10*time.Second, "SuccessfulCreate events", func() (bool, string) {
 				l, err := events.List(ctx, metav1.ListOptions{})
 				if err != nil {
@@ -785,7 +784,7 @@ func TestControllerManagerE2E(t *testing.T) {
 		)
 		c.createNamespace(t, ns)
 		first := c.startManagerProcess(t, lease, burst)
-		leases := client.NewResource[*coordinationv1.Lease](c.client, informers.LeasesResource, controllermanager.DefaultLeaseNamespace)
+		leases := client.For[*coordinationv1.Lease](c.client, controllermanager.DefaultLeaseNamespace)
 		var holder string
 		waitFor(t, 20*time.Second, "the first manager to take the lease", func() (bool, string) {
 			l, err := leases.Get(ctx, lease, metav1.GetOptions{})

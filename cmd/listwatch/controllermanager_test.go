@@ -18,7 +18,6 @@ import (
 
 	"github.com/listwatch/listwatch/client"
 	"github.com/listwatch/listwatch/controllermanager"
-	"github.com/listwatch/listwatch/informers"
 )
 
 func TestControllerManagerFlags(t *testing.T) {
@@ -28,7 +27,7 @@ func TestControllerManagerFlags(t *testing.T) {
 		check func(t *testing.T, c controllermanager.Config)
 	}{
 		{name: "defaults", check: func(t *testing.T, c controllermanager.Config) {
-			if c.LeaderElection.Disabled || c.BindAddress != "127.0.0.1:10257" || len(c.Controllers) != 4 || c.Client.QPS != client.DefaultQPS ||
+			if c.LeaderElection.Disabled || c.BindAddress != "127.0.0.1:10257" || len(c.Controllers) != len(controllermanager.AllControllers()) || c.Client.QPS != client.DefaultQPS ||
 				c.LeaderElection.LeaseDuration != 15*time.Second || c.PodLifecycle.StartDelay != time.Second {
 				t.Errorf("defaults: %+v", c)
 			}
@@ -131,7 +130,7 @@ func TestUpWalkthrough(t *testing.T) {
 	}
 	c.waitConverged(t, "default", "web", 5, 30*time.Second)
 	//lint:ignore SA1019 the endpoints controller writes core/v1 Endpoints.
-	eps := client.NewResource[*corev1.Endpoints](c.client, informers.EndpointsResource, "default")
+	eps := client.For[*corev1.Endpoints](c.client, "default")
 	waitFor(t, 10*time.Second, "5 endpoint addresses", func() (bool, string) {
 		ep, err := eps.Get(ctx, "web", metav1.GetOptions{})
 		if err != nil {

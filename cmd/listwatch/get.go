@@ -8,20 +8,18 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sort"
-	"strconv"
+	"regexp"
+	"slices"
 	"strings"
 	"text/tabwriter"
-	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 
 	"github.com/listwatch/listwatch/cache"
 	"github.com/listwatch/listwatch/client"
+	"github.com/listwatch/listwatch/resources"
 )
 
 func init() {
@@ -30,86 +28,134 @@ func init() {
 	})
 }
 
-// getKind is a resource `listwatch get` knows by name.
-type getKind struct {
+// getTarget is one resource `listwatch get` reads.
+type getTarget struct {
 	gvr        schema.GroupVersionResource
+	kind       string
 	namespaced bool
-	names      []string // plural first, then singular and short names
-	// header and row print the table; wide adds columns for -o wide.
-	header func(wide bool) []string
-	row    func(obj cache.Object, wide bool, now time.Time) []string
 }
 
-var getKinds = []getKind{
-	{gvr: corev1.SchemeGroupVersion.WithResource("pods"), namespaced: true, names: []string{"pods", "pod", "po"},
-		header: func(wide bool) []string {
-			h := []string{"NAME", "READY", "STATUS", "RESTARTS", "AGE"}
-			if wide {
-				h = append(h, "IP", "NODE")
-			}
-			return h
-		}, row: podRow},
-	{gvr: corev1.SchemeGroupVersion.WithResource("replicationcontrollers"), namespaced: true, names: []string{"replicationcontrollers", "replicationcontroller", "rc"},
-		header: func(wide bool) []string {
-			h := []string{"NAME", "DESIRED", "CURRENT", "READY", "AGE"}
-			if wide {
-				h = append(h, "SELECTOR")
-			}
-			return h
-		}, row: rcRow},
-	{gvr: corev1.SchemeGroupVersion.WithResource("services"), namespaced: true, names: []string{"services", "service", "svc"},
-		header: func(wide bool) []string {
-			h := []string{"NAME", "TYPE", "CLUSTER-IP", "EXTERNAL-IP", "PORT(S)", "AGE"}
-			if wide {
-				h = append(h, "SELECTOR")
-			}
-			return h
-		}, row: serviceRow},
-	{gvr: corev1.SchemeGroupVersion.WithResource("namespaces"), names: []string{"namespaces", "namespace", "ns"},
-		header: func(bool) []string { return []string{"NAME", "STATUS", "AGE"} },
-		row: func(obj cache.Object, _ bool, now time.Time) []string {
-			ns, _ := obj.(*corev1.Namespace)
-			if ns == nil {
-				return genericRow(obj, false, now)
-			}
-			return []string{ns.Name, string(ns.Status.Phase), age(ns.CreationTimestamp, now)}
-		}},
-	{gvr: corev1.SchemeGroupVersion.WithResource("endpoints"), namespaced: true, names: []string{"endpoints", "endpoint", "ep"},
-		header: func(bool) []string { return []string{"NAME", "ENDPOINTS", "AGE"} }, row: endpointsRow},
-	{gvr: corev1.SchemeGroupVersion.WithResource("events"), namespaced: true, names: []string{"events", "event", "ev"},
-		header: func(bool) []string { return []string{"LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"} }, row: eventRow},
-	{gvr: appsv1.SchemeGroupVersion.WithResource("deployments"), namespaced: true, names: []string{"deployments", "deployment", "deploy"},
-		header: func(bool) []string { return []string{"NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"} }, row: deploymentRow},
-	{gvr: corev1.SchemeGroupVersion.WithResource("nodes"), names: []string{"nodes", "node", "no"},
-		header: func(bool) []string { return []string{"NAME", "STATUS", "AGE"} }, row: nodeRow},
-	{gvr: corev1.SchemeGroupVersion.WithResource("configmaps"), namespaced: true, names: []string{"configmaps", "configmap", "cm"},
-		header: genericHeader, row: genericRow},
-	{gvr: corev1.SchemeGroupVersion.WithResource("secrets"), namespaced: true, names: []string{"secrets", "secret"},
-		header: genericHeader, row: genericRow},
-	{gvr: corev1.SchemeGroupVersion.WithResource("serviceaccounts"), namespaced: true, names: []string{"serviceaccounts", "serviceaccount", "sa"},
-		header: genericHeader, row: genericRow},
-	{gvr: appsv1.SchemeGroupVersion.WithResource("replicasets"), namespaced: true, names: []string{"replicasets", "replicaset", "rs"},
-		header: genericHeader, row: genericRow},
-	{gvr: schema.GroupVersionResource{Group: "coordination.k8s.io", Version: "v1", Resource: "leases"}, namespaced: true, names: []string{"leases", "lease"},
-		header: genericHeader, row: genericRow},
+// qualifiedKind is how kubectl names a resource's objects when it shows
+// several resources at once: kind, lower case, dot group ("deployment.apps").
+func (t getTarget) qualifiedKind() string {
+	k := strings.ToLower(t.kind)
+	if t.gvr.Group != "" {
+		k += "." + t.gvr.Group
+	}
+	return k
 }
 
-// lookupKind finds a resource by any of its names, or by the full
-// "resource.version.group" form for any other resource (custom ones).
-func lookupKind(name string) (getKind, error) {
-	name = strings.ToLower(name)
-	for _, k := range getKinds {
-		for _, n := range k.names {
-			if n == name {
-				return k, nil
-			}
+// versionRE matches a Kubernetes API version: v1, v2beta3, v1alpha1.
+var versionRE = regexp.MustCompile(`^v[0-9]+((alpha|beta)[0-9]+)?$`)
+
+// resourceName holds what a resource is called by: its plural, singular,
+// kind (lower case, as kubectl takes it too) and short names, and the
+// categories it is in.
+type resourceName struct {
+	gvr                    schema.GroupVersionResource
+	kind, singular         string
+	shortNames, categories []string
+	namespaced             bool
+}
+
+func (r resourceName) target() getTarget {
+	return getTarget{gvr: r.gvr, kind: r.kind, namespaced: r.namespaced}
+}
+
+// matches reports whether name (lower case, without group or version)
+// names r.
+func (r resourceName) matches(name string) bool {
+	return name == r.gvr.Resource || name == r.singular || name == strings.ToLower(r.kind) || slices.Contains(r.shortNames, name)
+}
+
+// registryNames are the built-in resources' names, from the registry.
+func registryNames() []resourceName {
+	var out []resourceName
+	for _, r := range resources.Builtin.All() {
+		out = append(out, resourceName{gvr: r.GVR(), kind: r.GVK.Kind, singular: r.Singular, shortNames: r.ShortNames,
+			categories: r.Categories, namespaced: r.Namespaced})
+	}
+	return out
+}
+
+// discoveryNames are the names of every resource the server serves, from
+// its discovery documents (custom resources among them).
+func discoveryNames(ctx context.Context, c *client.Client) ([]resourceName, error) {
+	served, err := c.ServerResources(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("discovery: %w", err)
+	}
+	out := make([]resourceName, 0, len(served))
+	for _, s := range served {
+		out = append(out, resourceName{gvr: s.GVR, kind: s.Kind, singular: s.Singular, shortNames: s.ShortNames,
+			categories: s.Categories, namespaced: s.Namespaced})
+	}
+	return out, nil
+}
+
+// resolveGet finds the resources arg names, as kubectl does: a resource's
+// plural, singular, kind or short name, "resource.group" or
+// "resource.version.group", or a category ("all") standing for every
+// resource in it. The built-in resources are found in the registry; any
+// other (custom resources, and the custom members of a category) in the
+// server's discovery, asked only when the registry does not settle it.
+func resolveGet(ctx context.Context, c *client.Client, arg string) ([]getTarget, error) {
+	name := strings.ToLower(arg)
+	var group, version string
+	if res, rest, ok := strings.Cut(name, "."); ok {
+		name, group = res, rest
+		if v, g, ok := strings.Cut(rest, "."); ok && versionRE.MatchString(v) {
+			version, group = v, g
 		}
 	}
-	if parts := strings.SplitN(name, ".", 3); len(parts) == 3 && parts[0] != "" && parts[1] != "" {
-		gvr := schema.GroupVersionResource{Resource: parts[0], Version: parts[1], Group: parts[2]}
-		return getKind{gvr: gvr, namespaced: !client.IsClusterScoped(gvr), names: []string{parts[0]}, header: genericHeader, row: genericRow}, nil
+	direct := func(names []resourceName) (getTarget, bool) {
+		for _, r := range names {
+			if r.matches(name) && (group == "" || r.gvr.Group == group) && (version == "" || r.gvr.Version == version) {
+				return r.target(), true
+			}
+		}
+		return getTarget{}, false
 	}
-	return getKind{}, fmt.Errorf("unknown resource %q (built-in names, short names, or resource.version.group)", name)
+	inCategory := func(names []resourceName) []getTarget {
+		var out []getTarget
+		for _, r := range names {
+			if group == "" && slices.Contains(r.categories, name) {
+				out = append(out, r.target())
+			}
+		}
+		return out
+	}
+	builtin := registryNames()
+	if t, ok := direct(builtin); ok {
+		return []getTarget{t}, nil
+	}
+	found := inCategory(builtin)
+	served, err := discoveryNames(ctx, c)
+	switch {
+	case err != nil && len(found) > 0:
+		// The category's built-in members are enough to go on with.
+		return found, nil
+	case err != nil && version != "" && group != "":
+		// Named in full: the server need not tell what it is.
+		gvr := schema.GroupVersionResource{Group: group, Version: version, Resource: name}
+		return []getTarget{{gvr: gvr, namespaced: !client.IsClusterScoped(gvr)}}, nil
+	case err != nil:
+		return nil, fmt.Errorf("unknown resource %q: %w", arg, err)
+	}
+	if len(found) == 0 {
+		if t, ok := direct(served); ok {
+			return []getTarget{t}, nil
+		}
+	}
+	for _, t := range inCategory(served) {
+		if _, isBuiltin := resources.Lookup(t.gvr); !isBuiltin {
+			found = append(found, t)
+		}
+	}
+	if len(found) == 0 {
+		return nil, fmt.Errorf("unknown resource %q: the server doesn't have a resource type %q", arg, arg)
+	}
+	return found, nil
 }
 
 // getOptions are the flags of `listwatch get`.
@@ -174,10 +220,6 @@ func runGet(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	kind, err := lookupKind(pos[0])
-	if err != nil {
-		return err
-	}
 	cfg, err := client.LoadConfig(client.LoadOptions{Kubeconfig: o.kubeconfig, Context: o.context, Namespace: o.namespace})
 	if err != nil {
 		return err
@@ -186,63 +228,309 @@ func runGet(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	ns := cfg.Namespace
-	if o.allNamespaces || !kind.namespaced {
-		ns = ""
+	targets, err := resolveGet(ctx, c, pos[0])
+	if err != nil {
+		return err
 	}
-	p := &printer{kind: kind, out: stdout, output: o.output, allNS: o.allNamespaces && kind.namespaced}
-	name := ""
+	g := &getter{c: c, o: o, namespace: cfg.Namespace, stdout: stdout, stderr: stderr}
 	if len(pos) == 2 {
-		name = pos[1]
+		g.name = pos[1]
 	}
-	lw := c.ListerWatcher(kind.gvr, ns, func(lo *metav1.ListOptions) {
-		lo.LabelSelector = o.selector
-		if name != "" {
-			lo.FieldSelector = "metadata.name=" + name
+	if len(targets) > 1 && (g.name != "" || o.watch) {
+		return fmt.Errorf("%q stands for %d resources: a name, and -w, take one resource", pos[0], len(targets))
+	}
+	if o.output == "json" || o.output == "yaml" {
+		return g.objects(ctx, targets)
+	}
+	return g.tables(ctx, targets)
+}
+
+// getter runs one `listwatch get`.
+type getter struct {
+	c              *client.Client
+	o              getOptions
+	namespace      string // the kubeconfig's, or -n
+	name           string // the object asked for, if one
+	stdout, stderr io.Writer
+}
+
+// namespaceOf is the namespace t is read in: "" for every namespace.
+func (g *getter) namespaceOf(t getTarget) string {
+	if g.o.allNamespaces || !t.namespaced {
+		return ""
+	}
+	return g.namespace
+}
+
+// tweak sets the selectors of every list and watch.
+func (g *getter) tweak(lo *metav1.ListOptions) {
+	lo.LabelSelector = g.o.selector
+	if g.name != "" {
+		lo.FieldSelector = "metadata.name=" + g.name
+	}
+}
+
+// noneFound tells that nothing matched, as kubectl does.
+func (g *getter) noneFound(targets []getTarget) {
+	ns := ""
+	if len(targets) > 0 {
+		ns = g.namespaceOf(targets[0])
+	}
+	if ns == "" {
+		fmt.Fprintln(g.stderr, "No resources found")
+	} else {
+		fmt.Fprintf(g.stderr, "No resources found in %s namespace.\n", ns)
+	}
+}
+
+// tables prints the Tables the server prints the targets as: kubectl get's
+// view. Column definitions of priority 0 are shown, every one with -o
+// wide; NAMESPACE comes first with -A; several resources (a category) are
+// shown one table after another, the names prefixed with their kind.
+func (g *getter) tables(ctx context.Context, targets []getTarget) error {
+	var printers []*tablePrinter
+	var tables []*metav1.Table
+	rows := 0
+	for _, t := range targets {
+		p := &tablePrinter{out: g.stdout, wide: g.o.output == "wide", allNS: g.o.allNamespaces && t.namespaced}
+		if len(targets) > 1 {
+			p.prefix = t.qualifiedKind() + "/"
 		}
-	})
-	var rv string
-	if name != "" && !o.watch {
-		obj, err := c.Get(ctx, kind.gvr, ns, name)
+		tr := client.NewTables(g.c, t.gvr, g.namespaceOf(t))
+		var tbl *metav1.Table
+		var err error
+		if g.name != "" && !g.o.watch {
+			tbl, err = tr.Get(ctx, g.name)
+		} else {
+			tbl, err = listTable(ctx, tr, g.tweak)
+		}
+		if err != nil {
+			return err
+		}
+		printers, tables = append(printers, p), append(tables, tbl)
+		rows += len(tbl.Rows)
+	}
+	if rows == 0 && !g.o.watch {
+		g.noneFound(targets)
+		return nil
+	}
+	blank := false
+	for i, tbl := range tables {
+		if len(tbl.Rows) == 0 && !g.o.watch {
+			continue
+		}
+		if blank {
+			fmt.Fprintln(g.stdout)
+		}
+		if err := printers[i].print(tbl); err != nil {
+			return err
+		}
+		blank = true
+	}
+	if !g.o.watch {
+		return nil
+	}
+	t := targets[0]
+	return watchTables(ctx, client.NewTables(g.c, t.gvr, g.namespaceOf(t)), tables[0].ResourceVersion, g.tweak, printers[0])
+}
+
+// listTable reads every page of a collection's Table: the rows of all of
+// them under the first page's columns and resourceVersion.
+func listTable(ctx context.Context, tr *client.Tables, tweak func(*metav1.ListOptions)) (*metav1.Table, error) {
+	var all *metav1.Table
+	for cont := ""; ; {
+		opts := metav1.ListOptions{Limit: 500, Continue: cont}
+		tweak(&opts)
+		tbl, err := tr.List(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		if all == nil {
+			all = tbl
+		} else {
+			all.Rows = append(all.Rows, tbl.Rows...)
+		}
+		if cont = tbl.Continue; cont == "" {
+			all.Continue = ""
+			return all, nil
+		}
+	}
+}
+
+// watchTables prints the rows of every change from resourceVersion rv on,
+// resuming the watch when the server ends it, until ctx is done.
+func watchTables(ctx context.Context, tr *client.Tables, rv string, tweak func(*metav1.ListOptions), p *tablePrinter) error {
+	for ctx.Err() == nil {
+		opts := metav1.ListOptions{ResourceVersion: rv}
+		tweak(&opts)
+		w, err := tr.Watch(ctx, opts)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		err = func() error {
+			defer w.Stop()
+			for {
+				ev, err := w.Next()
+				switch {
+				case err == io.EOF:
+					return nil
+				case err != nil:
+					return err
+				case ev.Type == cache.EventError:
+					return fmt.Errorf("watch: %s", ev.Status.Message)
+				case ev.Table == nil:
+					continue
+				}
+				if err := p.print(ev.Table); err != nil {
+					return err
+				}
+				rv = tableVersion(ev.Table, rv)
+			}
+		}()
+		if err != nil && ctx.Err() == nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// tableVersion is the resourceVersion a watch event's Table brings the
+// watch to: its last row's object's, else the Table's own, else rv.
+func tableVersion(t *metav1.Table, rv string) string {
+	for i := len(t.Rows) - 1; i >= 0; i-- {
+		if m := client.RowMetadata(t.Rows[i]); m != nil && m.ResourceVersion != "" {
+			return m.ResourceVersion
+		}
+	}
+	if t.ResourceVersion != "" {
+		return t.ResourceVersion
+	}
+	return rv
+}
+
+// tablePrinter prints Tables under one header: the column definitions of
+// the first Table that has them (a watch's later events carry none).
+type tablePrinter struct {
+	out         io.Writer
+	wide        bool   // every column, not only those of priority 0
+	allNS       bool   // a NAMESPACE column first
+	prefix      string // before each name: "kind.group/" when several resources are shown
+	columns     []metav1.TableColumnDefinition
+	wroteHeader bool
+}
+
+func (p *tablePrinter) print(t *metav1.Table) error {
+	if len(p.columns) == 0 {
+		p.columns = t.ColumnDefinitions
+	}
+	if len(p.columns) == 0 {
+		if len(t.Rows) == 0 {
+			return nil
+		}
+		return errors.New("the server sent table rows without columns")
+	}
+	var shown []int
+	for i, col := range p.columns {
+		if col.Priority == 0 || p.wide {
+			shown = append(shown, i)
+		}
+	}
+	tw := tabwriter.NewWriter(p.out, 10, 4, 3, ' ', 0)
+	if !p.wroteHeader {
+		var h []string
+		if p.allNS {
+			h = append(h, "NAMESPACE")
+		}
+		for _, i := range shown {
+			h = append(h, strings.ToUpper(p.columns[i].Name))
+		}
+		fmt.Fprintln(tw, strings.Join(h, "\t"))
+		p.wroteHeader = true
+	}
+	for _, row := range t.Rows {
+		var cells []string
+		if p.allNS {
+			ns := ""
+			if m := client.RowMetadata(row); m != nil {
+				ns = m.Namespace
+			}
+			cells = append(cells, ns)
+		}
+		for _, i := range shown {
+			var cell string
+			if i < len(row.Cells) {
+				cell = cellString(row.Cells[i])
+			}
+			if p.prefix != "" && p.columns[i].Format == "name" {
+				cell = p.prefix + cell
+			}
+			cells = append(cells, cell)
+		}
+		fmt.Fprintln(tw, strings.Join(cells, "\t"))
+	}
+	return tw.Flush()
+}
+
+// cellString prints a cell as kubectl does; numbers as the server wrote
+// them.
+func cellString(v any) string {
+	switch c := v.(type) {
+	case nil:
+		return "<none>"
+	case string:
+		return c
+	case json.Number:
+		return c.String()
+	}
+	return fmt.Sprint(v)
+}
+
+// objects prints the targets' objects as JSON or YAML: one object for a
+// name, else a List of them all; with -w, each change after.
+func (g *getter) objects(ctx context.Context, targets []getTarget) error {
+	p := &objectPrinter{out: g.stdout, output: g.o.output}
+	if g.name != "" && !g.o.watch {
+		t := targets[0]
+		obj, err := g.c.Get(ctx, t.gvr, g.namespaceOf(t), g.name)
 		if err != nil {
 			return err
 		}
 		return p.print([]cache.Object{obj}, true)
 	}
 	var items []cache.Object
-	for cont := ""; ; {
-		l, err := lw.List(ctx, metav1.ListOptions{Limit: 500, Continue: cont})
-		if err != nil {
-			return err
-		}
-		items = append(items, l.Items...)
-		if rv == "" {
-			rv = l.ResourceVersion
-		}
-		if cont = l.Continue; cont == "" {
-			break
+	var rv string
+	for _, t := range targets {
+		lw := g.c.ListerWatcher(t.gvr, g.namespaceOf(t), g.tweak)
+		for cont := ""; ; {
+			l, err := lw.List(ctx, metav1.ListOptions{Limit: 500, Continue: cont})
+			if err != nil {
+				return err
+			}
+			items = append(items, l.Items...)
+			if rv == "" {
+				rv = l.ResourceVersion
+			}
+			if cont = l.Continue; cont == "" {
+				break
+			}
 		}
 	}
-	if len(items) == 0 && !o.watch && o.output == "" {
-		if ns == "" {
-			fmt.Fprintln(stderr, "No resources found")
-		} else {
-			fmt.Fprintf(stderr, "No resources found in %s namespace.\n", ns)
-		}
-		return nil
-	}
-	if err := p.print(items, name != ""); err != nil {
+	if err := p.print(items, g.name != ""); err != nil {
 		return err
 	}
-	if !o.watch {
+	if !g.o.watch {
 		return nil
 	}
-	return watchAndPrint(ctx, lw, rv, p)
+	t := targets[0]
+	return watchObjects(ctx, g.c.ListerWatcher(t.gvr, g.namespaceOf(t), g.tweak), rv, p)
 }
 
-// watchAndPrint prints every change from resourceVersion rv on, resuming
+// watchObjects prints every change from resourceVersion rv on, resuming
 // the watch when the server ends it, until ctx is done.
-func watchAndPrint(ctx context.Context, lw cache.ListerWatcher[cache.Object], rv string, p *printer) error {
+func watchObjects(ctx context.Context, lw cache.ListerWatcher[cache.Object], rv string, p *objectPrinter) error {
 	for ctx.Err() == nil {
 		w, err := lw.Watch(ctx, metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true})
 		if err != nil {
@@ -252,332 +540,57 @@ func watchAndPrint(ctx context.Context, lw cache.ListerWatcher[cache.Object], rv
 			return err
 		}
 		stop := context.AfterFunc(ctx, w.Stop)
-		for {
-			ev, err := w.Next()
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				stop()
-				w.Stop()
-				return err
-			}
-			switch ev.Type {
-			case cache.EventError:
-				stop()
-				w.Stop()
-				return fmt.Errorf("watch: %s", ev.Status.Message)
-			case cache.EventBookmark:
-			default:
-				if err := p.print([]cache.Object{ev.Object}, true); err != nil {
-					stop()
-					w.Stop()
+		err = func() error {
+			defer w.Stop()
+			for {
+				ev, err := w.Next()
+				switch {
+				case err == io.EOF:
+					return nil
+				case err != nil:
 					return err
+				case ev.Type == cache.EventError:
+					return fmt.Errorf("watch: %s", ev.Status.Message)
+				case ev.Type != cache.EventBookmark:
+					if err := p.print([]cache.Object{ev.Object}, true); err != nil {
+						return err
+					}
 				}
+				rv = ev.Object.GetResourceVersion()
 			}
-			rv = ev.Object.GetResourceVersion()
-		}
+		}()
 		stop()
-		w.Stop()
+		if err != nil && ctx.Err() == nil {
+			return err
+		}
 	}
 	return nil
 }
 
-// printer writes objects as a table, JSON or YAML; the table's header is
-// written once.
-type printer struct {
-	kind        getKind
-	out         io.Writer
-	output      string
-	allNS       bool
-	wroteHeader bool
-	now         func() time.Time
+// objectPrinter writes objects as JSON or YAML.
+type objectPrinter struct {
+	out    io.Writer
+	output string
 }
 
-func (p *printer) print(objs []cache.Object, single bool) error {
-	sort.SliceStable(objs, func(i, j int) bool {
-		if objs[i].GetNamespace() != objs[j].GetNamespace() {
-			return objs[i].GetNamespace() < objs[j].GetNamespace()
-		}
-		return objs[i].GetName() < objs[j].GetName()
-	})
-	switch p.output {
-	case "json", "yaml":
-		var v any = objs
-		if single && len(objs) == 1 {
-			v = objs[0]
-		} else {
-			v = map[string]any{"apiVersion": "v1", "kind": "List", "items": objs, "metadata": map[string]any{}}
-		}
-		b, err := json.MarshalIndent(v, "", "    ")
-		if err != nil {
-			return err
-		}
-		if p.output == "yaml" {
-			if b, err = yaml.JSONToYAML(b); err != nil {
-				return err
-			}
-		} else {
-			b = append(b, '\n')
-		}
-		_, err = p.out.Write(b)
+func (p *objectPrinter) print(objs []cache.Object, single bool) error {
+	var v any
+	if single && len(objs) == 1 {
+		v = objs[0]
+	} else {
+		v = map[string]any{"apiVersion": "v1", "kind": "List", "items": objs, "metadata": map[string]any{}}
+	}
+	b, err := json.MarshalIndent(v, "", "    ")
+	if err != nil {
 		return err
 	}
-	now := time.Now()
-	if p.now != nil {
-		now = p.now()
-	}
-	wide := p.output == "wide"
-	tw := tabwriter.NewWriter(p.out, 0, 8, 3, ' ', 0)
-	if !p.wroteHeader {
-		h := p.kind.header(wide)
-		if p.allNS {
-			h = append([]string{"NAMESPACE"}, h...)
+	if p.output == "yaml" {
+		if b, err = yaml.JSONToYAML(b); err != nil {
+			return err
 		}
-		fmt.Fprintln(tw, strings.Join(h, "\t"))
-		p.wroteHeader = true
+	} else {
+		b = append(b, '\n')
 	}
-	for _, obj := range objs {
-		r := p.kind.row(obj, wide, now)
-		if p.allNS {
-			r = append([]string{obj.GetNamespace()}, r...)
-		}
-		fmt.Fprintln(tw, strings.Join(r, "\t"))
-	}
-	return tw.Flush()
-}
-
-func genericHeader(bool) []string { return []string{"NAME", "AGE"} }
-
-func genericRow(obj cache.Object, _ bool, now time.Time) []string {
-	return []string{obj.GetName(), age(obj.GetCreationTimestamp(), now)}
-}
-
-// age prints a duration as kubectl does: 45s, 12m, 3h20m, 5d, 2y.
-func age(t metav1.Time, now time.Time) string {
-	if t.IsZero() {
-		return "<unknown>"
-	}
-	d := now.Sub(t.Time)
-	switch {
-	case d < 0:
-		return "0s"
-	case d < 2*time.Minute:
-		return fmt.Sprintf("%ds", int(d.Seconds()))
-	case d < 10*time.Minute:
-		s := int(d.Seconds()) % 60
-		if s == 0 {
-			return fmt.Sprintf("%dm", int(d.Minutes()))
-		}
-		return fmt.Sprintf("%dm%ds", int(d.Minutes()), s)
-	case d < 3*time.Hour:
-		return fmt.Sprintf("%dm", int(d.Minutes()))
-	case d < 8*time.Hour:
-		m := int(d.Minutes()) % 60
-		if m == 0 {
-			return fmt.Sprintf("%dh", int(d.Hours()))
-		}
-		return fmt.Sprintf("%dh%dm", int(d.Hours()), m)
-	case d < 48*time.Hour:
-		return fmt.Sprintf("%dh", int(d.Hours()))
-	case d < 8*24*time.Hour:
-		h := int(d.Hours()) % 24
-		if h == 0 {
-			return fmt.Sprintf("%dd", int(d.Hours())/24)
-		}
-		return fmt.Sprintf("%dd%dh", int(d.Hours())/24, h)
-	case d < 2*365*24*time.Hour:
-		return fmt.Sprintf("%dd", int(d.Hours())/24)
-	}
-	return fmt.Sprintf("%dy", int(d.Hours())/24/365)
-}
-
-func podRow(obj cache.Object, wide bool, now time.Time) []string {
-	pod, ok := obj.(*corev1.Pod)
-	if !ok {
-		return genericRow(obj, wide, now)
-	}
-	ready, restarts := 0, int32(0)
-	reason := string(pod.Status.Phase)
-	if pod.Status.Reason != "" {
-		reason = pod.Status.Reason
-	}
-	var lastRestart time.Time
-	for _, cs := range pod.Status.ContainerStatuses {
-		if cs.Ready {
-			ready++
-		}
-		restarts += cs.RestartCount
-		if t := cs.LastTerminationState.Terminated; t != nil && t.FinishedAt.After(lastRestart) {
-			lastRestart = t.FinishedAt.Time
-		}
-		switch {
-		case cs.State.Waiting != nil && cs.State.Waiting.Reason != "":
-			reason = cs.State.Waiting.Reason
-		case cs.State.Terminated != nil && cs.State.Terminated.Reason != "":
-			reason = cs.State.Terminated.Reason
-		}
-	}
-	if pod.DeletionTimestamp != nil {
-		reason = "Terminating"
-	}
-	rs := strconv.Itoa(int(restarts))
-	if !lastRestart.IsZero() {
-		rs += " (" + age(metav1.NewTime(lastRestart), now) + " ago)"
-	}
-	r := []string{pod.Name, fmt.Sprintf("%d/%d", ready, len(pod.Spec.Containers)), reason, rs, age(pod.CreationTimestamp, now)}
-	if wide {
-		r = append(r, orNone(pod.Status.PodIP), orNone(pod.Spec.NodeName))
-	}
-	return r
-}
-
-func orNone(s string) string {
-	if s == "" {
-		return "<none>"
-	}
-	return s
-}
-
-func selectorString(sel map[string]string) string {
-	if len(sel) == 0 {
-		return "<none>"
-	}
-	keys := make([]string, 0, len(sel))
-	for k := range sel {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for i, k := range keys {
-		keys[i] = k + "=" + sel[k]
-	}
-	return strings.Join(keys, ",")
-}
-
-func rcRow(obj cache.Object, wide bool, now time.Time) []string {
-	rc, ok := obj.(*corev1.ReplicationController)
-	if !ok {
-		return genericRow(obj, wide, now)
-	}
-	desired := int32(1)
-	if rc.Spec.Replicas != nil {
-		desired = *rc.Spec.Replicas
-	}
-	r := []string{rc.Name, fmt.Sprint(desired), fmt.Sprint(rc.Status.Replicas), fmt.Sprint(rc.Status.ReadyReplicas), age(rc.CreationTimestamp, now)}
-	if wide {
-		r = append(r, selectorString(rc.Spec.Selector))
-	}
-	return r
-}
-
-func serviceRow(obj cache.Object, wide bool, now time.Time) []string {
-	svc, ok := obj.(*corev1.Service)
-	if !ok {
-		return genericRow(obj, wide, now)
-	}
-	var ports []string
-	for _, p := range svc.Spec.Ports {
-		s := fmt.Sprintf("%d/%s", p.Port, p.Protocol)
-		if p.NodePort != 0 {
-			s = fmt.Sprintf("%d:%d/%s", p.Port, p.NodePort, p.Protocol)
-		}
-		ports = append(ports, s)
-	}
-	ext := svc.Spec.ExternalIPs
-	for _, in := range svc.Status.LoadBalancer.Ingress {
-		ext = append(ext, in.IP+in.Hostname)
-	}
-	extS := strings.Join(ext, ",")
-	if extS == "" {
-		extS = "<none>"
-		if svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
-			extS = "<pending>"
-		}
-	}
-	typ := string(svc.Spec.Type)
-	if typ == "" {
-		typ = string(corev1.ServiceTypeClusterIP)
-	}
-	r := []string{svc.Name, typ, orNone(svc.Spec.ClusterIP), extS, orNone(strings.Join(ports, ",")), age(svc.CreationTimestamp, now)}
-	if wide {
-		r = append(r, selectorString(svc.Spec.Selector))
-	}
-	return r
-}
-
-func endpointsRow(obj cache.Object, wide bool, now time.Time) []string {
-	//lint:ignore SA1019 core/v1 Endpoints are still served and printed.
-	ep, ok := obj.(*corev1.Endpoints)
-	if !ok {
-		return genericRow(obj, wide, now)
-	}
-	var addrs []string
-	for _, s := range ep.Subsets {
-		for _, a := range s.Addresses {
-			for _, p := range s.Ports {
-				addrs = append(addrs, fmt.Sprintf("%s:%d", a.IP, p.Port))
-			}
-			if len(s.Ports) == 0 {
-				addrs = append(addrs, a.IP)
-			}
-		}
-	}
-	shown := addrs
-	if len(shown) > 3 {
-		shown = shown[:3]
-	}
-	s := strings.Join(shown, ",")
-	if len(addrs) > 3 {
-		s += fmt.Sprintf(" + %d more...", len(addrs)-3)
-	}
-	return []string{ep.Name, orNone(s), age(ep.CreationTimestamp, now)}
-}
-
-func eventRow(obj cache.Object, wide bool, now time.Time) []string {
-	ev, ok := obj.(*corev1.Event)
-	if !ok {
-		return genericRow(obj, wide, now)
-	}
-	last := ev.LastTimestamp
-	if last.IsZero() {
-		last = metav1.NewTime(ev.EventTime.Time)
-	}
-	if last.IsZero() {
-		last = ev.CreationTimestamp
-	}
-	object := strings.ToLower(ev.InvolvedObject.Kind) + "/" + ev.InvolvedObject.Name
-	return []string{age(last, now), ev.Type, ev.Reason, object, strings.TrimSpace(ev.Message)}
-}
-
-func deploymentRow(obj cache.Object, wide bool, now time.Time) []string {
-	d, ok := obj.(*appsv1.Deployment)
-	if !ok {
-		return genericRow(obj, wide, now)
-	}
-	desired := int32(1)
-	if d.Spec.Replicas != nil {
-		desired = *d.Spec.Replicas
-	}
-	return []string{d.Name, fmt.Sprintf("%d/%d", d.Status.ReadyReplicas, desired), fmt.Sprint(d.Status.UpdatedReplicas),
-		fmt.Sprint(d.Status.AvailableReplicas), age(d.CreationTimestamp, now)}
-}
-
-func nodeRow(obj cache.Object, wide bool, now time.Time) []string {
-	n, ok := obj.(*corev1.Node)
-	if !ok {
-		return genericRow(obj, wide, now)
-	}
-	status := "Unknown"
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			status = "NotReady"
-			if c.Status == corev1.ConditionTrue {
-				status = "Ready"
-			}
-		}
-	}
-	if n.Spec.Unschedulable {
-		status += ",SchedulingDisabled"
-	}
-	return []string{n.Name, status, age(n.CreationTimestamp, now)}
+	_, err = p.out.Write(b)
+	return err
 }

@@ -59,6 +59,8 @@ type upConfig struct {
 	// CustomResourcesFile declares custom resources; empty: none.
 	CustomResourcesFile string
 	CompactionInterval  time.Duration
+	// ServiceClusterIPRange and ServiceNodePortRange: see serverConfig.
+	ServiceClusterIPRange, ServiceNodePortRange string
 }
 
 // Names of what `up` keeps in its directory.
@@ -76,6 +78,7 @@ func runUp(ctx context.Context, args []string) error {
 	fs.StringVar(&cfg.StorageBackend, "storage-backend", backendEtcd, "storage backend: etcd (embedded, in --dir) or memory")
 	fs.StringVar(&cfg.CustomResourcesFile, "custom-resources", "", "YAML or JSON file declaring custom resources")
 	fs.DurationVar(&cfg.CompactionInterval, "compaction-interval", 5*time.Minute, "interval of storage compaction (0: never)")
+	serviceRangeFlags(fs, &cfg.ServiceClusterIPRange, &cfg.ServiceNodePortRange)
 	level := logLevelFlag(fs)
 	for _, c := range components {
 		if c.flags != nil {
@@ -122,6 +125,8 @@ func up(ctx context.Context, cfg upConfig, out io.Writer, log *slog.Logger) erro
 		Tokens:                      &tokens,
 		CertDir:                     filepath.Join(dir, "pki"),
 		CustomResourcesFile:         cfg.CustomResourcesFile,
+		ServiceClusterIPRange:       cfg.ServiceClusterIPRange,
+		ServiceNodePortRange:        cfg.ServiceNodePortRange,
 		MaxRequestsInFlight:         filters.DefaultMaxRequestsInFlight,
 		MaxMutatingRequestsInFlight: filters.DefaultMaxMutatingRequestsInFlight,
 		MaxRequestBodyBytes:         filters.DefaultMaxRequestBodyBytes,

@@ -1,41 +1,49 @@
 package garbagecollector
 
 import (
-	appsv1 "k8s.io/api/apps/v1"
-	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
+	"reflect"
+	"slices"
 
-	"github.com/listwatch/listwatch/cache"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/listwatch/listwatch/resources"
 )
 
-// typedResource is the Resource of a namespaced built-in kind whose
-// informer holds objects of type T, the type the REST client decodes it
-// into and other controllers ask the factory for.
-func typedResource[T cache.Object](gv schema.GroupVersion, resource, kind string) Resource {
-	return Resource{GVR: gv.WithResource(resource), GVK: gv.WithKind(kind), Namespaced: true, Subscribe: InformerOf[T]()}
+// sharedTyped are the Go types whose typed informers the other controllers
+// of this module hold (the ReplicationManager, the endpoints controller,
+// the pod lifecycle controller; deployments for the Deployment
+// controller): the collector shares those rather than keeping a metadata
+// informer of its own beside them.
+var sharedTyped = map[reflect.Type]Subscriber{
+	reflect.TypeFor[*corev1.Pod]():                   InformerOf[*corev1.Pod](),
+	reflect.TypeFor[*corev1.ReplicationController](): InformerOf[*corev1.ReplicationController](),
+	reflect.TypeFor[*corev1.Service]():               InformerOf[*corev1.Service](),
+	//lint:ignore SA1019 core/v1 Endpoints are still served, owned and informed on.
+	reflect.TypeFor[*corev1.Endpoints]():  InformerOf[*corev1.Endpoints](),
+	reflect.TypeFor[*appsv1.Deployment](): InformerOf[*appsv1.Deployment](),
 }
 
-// BuiltinResources returns the built-in resources that owner references
-// commonly join: pods, replication controllers, services, endpoints,
-// config maps, secrets, deployments, replica sets, stateful sets, daemon
-// sets and jobs. Each subscribes through the informer of its Go type, so
-// the collector shares the informers of the controllers that use them.
-// Add custom resources with a nil Subscribe.
+// BuiltinResources returns every built-in resource of the resource
+// registry (package resources) that can be listed, watched and deleted:
+// all of them, namespaced and cluster-scoped. Those whose typed informers
+// other controllers hold (pods, replication controllers, services,
+// endpoints, deployments) subscribe through the informer of their Go type,
+// so that the collector shares it; every other one through a metadata-only
+// informer (Metadata), as Kubernetes' collector does, which caches no
+// object's spec or data. Add custom resources with a nil Subscribe.
 func BuiltinResources() []Resource {
-	core, apps, batch := corev1.SchemeGroupVersion, appsv1.SchemeGroupVersion, batchv1.SchemeGroupVersion
-	return []Resource{
-		typedResource[*corev1.Pod](core, "pods", "Pod"),
-		typedResource[*corev1.ReplicationController](core, "replicationcontrollers", "ReplicationController"),
-		typedResource[*corev1.Service](core, "services", "Service"),
-		//lint:ignore SA1019 core/v1 Endpoints are still served and owned.
-		typedResource[*corev1.Endpoints](core, "endpoints", "Endpoints"),
-		typedResource[*corev1.ConfigMap](core, "configmaps", "ConfigMap"),
-		typedResource[*corev1.Secret](core, "secrets", "Secret"),
-		typedResource[*appsv1.Deployment](apps, "deployments", "Deployment"),
-		typedResource[*appsv1.ReplicaSet](apps, "replicasets", "ReplicaSet"),
-		typedResource[*appsv1.StatefulSet](apps, "statefulsets", "StatefulSet"),
-		typedResource[*appsv1.DaemonSet](apps, "daemonsets", "DaemonSet"),
-		typedResource[*batchv1.Job](batch, "jobs", "Job"),
+	var out []Resource
+	for _, r := range resources.Builtin.All() {
+		verbs := r.DiscoveryVerbs()
+		if !slices.Contains(verbs, "list") || !slices.Contains(verbs, "watch") || !slices.Contains(verbs, "delete") {
+			continue
+		}
+		sub := sharedTyped[r.GoType()]
+		if sub == nil {
+			sub = Metadata()
+		}
+		out = append(out, Resource{GVR: r.GVR(), GVK: r.GVK, Namespaced: r.Namespaced, Subscribe: sub})
 	}
+	return out
 }

@@ -49,9 +49,10 @@ type Resource struct {
 	GVK        schema.GroupVersionKind
 	Namespaced bool
 	// Subscribe connects the collector to the resource's shared informer;
-	// nil means InformerOf[cache.Object]() (an informer of its own, since the
-	// factory keys informers by object type too). Pass InformerOf with the
-	// type other controllers use (InformerOf[*corev1.Pod]()) to share theirs.
+	// nil means Metadata(): an informer of the objects' metadata alone,
+	// which is all the collector reads, shared with any other user of the
+	// resource's metadata informer. Pass InformerOf with the type other
+	// controllers use (InformerOf[*corev1.Pod]()) to share theirs instead.
 	Subscribe Subscriber
 }
 
@@ -81,6 +82,13 @@ func InformerOf[T cache.Object]() Subscriber {
 		}, nil
 	}
 }
+
+// Metadata returns the Subscriber that uses the factory's metadata-only
+// informer of the resource (informers.MetadataFor), as Kubernetes' garbage
+// collector watches the resources no other controller of the process
+// caches whole: owner references, finalizers and deletion timestamps are
+// metadata.
+func Metadata() Subscriber { return InformerOf[*metav1.PartialObjectMetadata]() }
 
 // Options configure a GarbageCollector. The zero value works.
 type Options struct {
@@ -171,7 +179,7 @@ func New(factory *informers.SharedInformerFactory, client Client, resources []Re
 	for _, r := range gc.byGVK {
 		sub := r.Subscribe
 		if sub == nil {
-			sub = InformerOf[cache.Object]()
+			sub = Metadata()
 		}
 		hasSynced, release, err := sub(factory, r.GVR, handler{g: gc.graph, res: r})
 		if err != nil {

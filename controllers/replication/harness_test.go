@@ -255,8 +255,8 @@ func newEnv(t testing.TB, opts Options) *env {
 	rcs := cachetest.New[*corev1.ReplicationController]()
 	api := &fakeAPI{pods: pods, rcs: rcs}
 	f := informers.NewSharedInformerFactory(mapSource{
-		informers.PodsResource:                   cache.Erase[*corev1.Pod](pods),
-		informers.ReplicationControllersResource: cache.Erase[*corev1.ReplicationController](rcs),
+		corev1.SchemeGroupVersion.WithResource("pods"):                   cache.Erase[*corev1.Pod](pods),
+		corev1.SchemeGroupVersion.WithResource("replicationcontrollers"): cache.Erase[*corev1.ReplicationController](rcs),
 	}, informers.Options{Reflector: cache.ReflectorOptions{Logger: quiet}})
 	if opts.Logger == nil {
 		opts.Logger = quiet

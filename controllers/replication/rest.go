@@ -9,7 +9,6 @@ import (
 
 	"github.com/listwatch/listwatch/client"
 	"github.com/listwatch/listwatch/controller"
-	"github.com/listwatch/listwatch/informers"
 )
 
 // REST is the manager's API access over a REST client: it is both the
@@ -28,8 +27,8 @@ var (
 // NewREST returns the manager's API access through c.
 func NewREST(c *client.Client) *REST {
 	return &REST{
-		rcs:  client.NewResource[*corev1.ReplicationController](c, informers.ReplicationControllersResource, ""),
-		pods: client.NewResource[*corev1.Pod](c, informers.PodsResource, ""),
+		rcs:  client.For[*corev1.ReplicationController](c, ""),
+		pods: client.For[*corev1.Pod](c, ""),
 	}
 }
 

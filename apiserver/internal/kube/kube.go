@@ -190,7 +190,14 @@ func (k *Rules) Create(ctx context.Context, req Request, u *unstructured.Unstruc
 	if err != nil {
 		return err
 	}
-	if err := rest.BeforeCreate(k.entry.main, k.context(ctx, req), in); err != nil {
+	ctx = k.context(ctx, req)
+	if err := k.admit(ctx, req, in, nil); err != nil {
+		return err
+	}
+	if err := rest.BeforeCreate(k.entry.main, ctx, in); err != nil {
+		return err
+	}
+	if err := k.validate(ctx, req, in, nil); err != nil {
 		return err
 	}
 	return k.fromInternal(u, in)
@@ -214,7 +221,14 @@ func (k *Rules) Update(ctx context.Context, req Request, u, old *unstructured.Un
 	if err != nil {
 		return err
 	}
-	if err := rest.BeforeUpdate(strategy, k.context(ctx, req), in, oldIn); err != nil {
+	ctx = k.context(ctx, req)
+	if err := k.admit(ctx, req, in, oldIn); err != nil {
+		return err
+	}
+	if err := rest.BeforeUpdate(strategy, ctx, in, oldIn); err != nil {
+		return err
+	}
+	if err := k.validate(ctx, req, in, oldIn); err != nil {
 		return err
 	}
 	return k.fromInternal(u, in)
@@ -281,6 +295,9 @@ func (k *Rules) fromInternal(u *unstructured.Unstructured, in runtime.Object) er
 	}
 	if err := scheme.Convert(in, ext, nil); err != nil {
 		return apierrors.NewInternalError(fmt.Errorf("convert %v from internal: %w", k.gvk, err))
+	}
+	if ext, err = k.readBack(ext); err != nil {
+		return err
 	}
 	return k.setUnstructured(u, ext)
 }

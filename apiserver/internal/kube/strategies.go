@@ -97,7 +97,7 @@ var strategies = map[schema.GroupResource]entry{
 	{Group: "coordination.k8s.io", Resource: "leases"}: {main: lease.Strategy},
 
 	{Group: "storage.k8s.io", Resource: "csidrivers"}:              {main: csidriver.Strategy, returnDeleted: true},
-	{Group: "storage.k8s.io", Resource: "csinodes"}:                {main: csinode.Strategy, returnDeleted: true},
+	{Group: "storage.k8s.io", Resource: "csinodes"}:                {main: csinode.Strategy, status: csinode.StatusStrategy, returnDeleted: true},
 	{Group: "storage.k8s.io", Resource: "csistoragecapacities"}:    {main: csistoragecapacity.Strategy},
 	{Group: "storage.k8s.io", Resource: "storageclasses"}:          {main: storageclass.Strategy, returnDeleted: true},
 	{Group: "storage.k8s.io", Resource: "volumeattachments"}:       {main: volumeattachment.Strategy, status: volumeattachment.StatusStrategy, returnDeleted: true},

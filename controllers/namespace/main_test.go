@@ -1,0 +1,30 @@
+package namespace
+
+import (
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	closeEtcd()
+	if code == 0 {
+		// The etcd client's and member's goroutines end a moment after
+		// Close: wait for them rather than report them.
+		var err error
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			if err = goleak.Find(); err == nil || time.Now().After(deadline) {
+				break
+			}
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
