@@ -76,7 +76,7 @@ func TestTypedClientsOfBuiltinResources(t *testing.T) {
 				}
 				_, err = cs.AppsV1().ReplicaSets("default").Create(ctx, &appsv1.ReplicaSet{
 					ObjectMeta: metav1.ObjectMeta{Name: "mismatch"},
-					Spec: appsv1.ReplicaSetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "other"}}, Template: template},
+					Spec:       appsv1.ReplicaSetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "other"}}, Template: template},
 				}, metav1.CreateOptions{})
 				if !apierrors.IsInvalid(err) {
 					t.Errorf("replica set whose selector does not match its template: %v, want 422 Invalid", err)
