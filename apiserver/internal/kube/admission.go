@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"sync"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/admission"
@@ -47,8 +49,10 @@ var admissionPlugins = []string{
 
 // admissionChain is the plugins above as kube-apiserver chains them,
 // initialised by k8s.io/apiserver's plugin initializer with only the
-// feature gates to give.
-var admissionChain = func() admission.Interface {
+// feature gates to give. It is built on first use, not when the package
+// loads: building it logs through klog, which a program sends to its own
+// logger first (and a CLI command that serves nothing never builds it).
+var admissionChain = sync.OnceValues(func() (admission.Interface, error) {
 	plugins := admission.NewPlugins()
 	nodetaint.Register(plugins)
 	defaulttolerationseconds.Register(plugins)
@@ -58,10 +62,10 @@ var admissionChain = func() admission.Interface {
 	init := initializer.New(nil, nil, nil, nil, utilfeature.DefaultFeatureGate, nil, nil, nil)
 	chain, err := plugins.NewFromPlugins(admissionPlugins, noPluginConfig{}, init, nil)
 	if err != nil {
-		panic(fmt.Sprintf("kube: admission plugins: %v", err))
+		return nil, apierrors.NewInternalError(fmt.Errorf("kube: admission plugins: %w", err))
 	}
-	return chain
-}()
+	return chain, nil
+})
 
 // noPluginConfig gives every plugin no configuration file.
 type noPluginConfig struct{}
@@ -92,8 +96,12 @@ func (k *Rules) attributes(req Request, obj, old runtime.Object) admission.Attri
 
 // admit runs the mutating plugins on obj, in place.
 func (k *Rules) admit(ctx context.Context, req Request, obj, old runtime.Object) error {
+	chain, err := admissionChain()
+	if err != nil {
+		return err
+	}
 	a := k.attributes(req, obj, old)
-	m, ok := admissionChain.(admission.MutationInterface)
+	m, ok := chain.(admission.MutationInterface)
 	if !ok || !m.Handles(a.GetOperation()) {
 		return nil
 	}
@@ -102,8 +110,12 @@ func (k *Rules) admit(ctx context.Context, req Request, obj, old runtime.Object)
 
 // validate runs the validating plugins on obj.
 func (k *Rules) validate(ctx context.Context, req Request, obj, old runtime.Object) error {
+	chain, err := admissionChain()
+	if err != nil {
+		return err
+	}
 	a := k.attributes(req, obj, old)
-	v, ok := admissionChain.(admission.ValidationInterface)
+	v, ok := chain.(admission.ValidationInterface)
 	if !ok || !v.Handles(a.GetOperation()) {
 		return nil
 	}
