@@ -2,7 +2,6 @@ package apiserver
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,37 +9,19 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/listwatch/listwatch/internal/testbackends"
 	"github.com/listwatch/listwatch/storage"
-	"github.com/listwatch/listwatch/storage/etcd"
-	"github.com/listwatch/listwatch/storage/memory"
-)
-
-// etcdServer is one embedded etcd member shared by the etcd runs of the
-// suite; each test gets a prefix of its own.
-var (
-	etcdOnce     sync.Once
-	etcdMember   *etcd.Embedded
-	etcdErr      error
-	etcdDir      string
-	etcdPrefixes atomic.Int64
 )
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if etcdMember != nil {
-		_ = etcdMember.Close()
-	}
-	if etcdDir != "" {
-		_ = os.RemoveAll(etcdDir)
-	}
+	_ = testbackends.Close()
 	if code == 0 {
 		// etcd's client connections end a moment after Close.
 		var err error
@@ -58,39 +39,13 @@ func TestMain(m *testing.M) {
 }
 
 // backends are the storage backends the suite runs on.
-var backends = []struct {
-	name string
-	new  func(t *testing.T) storage.Interface
-}{
-	{"memory", func(t *testing.T) storage.Interface {
-		s := memory.New()
-		t.Cleanup(func() { _ = s.Close() })
-		return s
-	}},
-	{"etcd", func(t *testing.T) storage.Interface {
-		etcdOnce.Do(func() {
-			etcdDir, etcdErr = os.MkdirTemp("", "apiserver-etcd")
-			if etcdErr == nil {
-				etcdMember, etcdErr = etcd.StartEmbedded(context.Background(), etcd.EmbeddedConfig{Dir: etcdDir, UnsafeNoFsync: true})
-			}
-		})
-		if etcdErr != nil {
-			t.Fatalf("embedded etcd: %v", etcdErr)
-		}
-		s, err := etcd.New(t.Context(), etcd.Config{Endpoints: etcdMember.Endpoints, Prefix: fmt.Sprintf("/apiserver-test-%d", etcdPrefixes.Add(1))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = s.Close() })
-		return s
-	}},
-}
+var backends = testbackends.All("apiserver")
 
 // forEachBackend runs test against a fresh server on every backend.
 func forEachBackend(t *testing.T, test func(t *testing.T, c *client)) {
 	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) {
-			test(t, newClient(t, b.new(t)))
+		t.Run(b.Name, func(t *testing.T) {
+			test(t, newClient(t, b.New(t)))
 		})
 	}
 }

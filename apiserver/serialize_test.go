@@ -189,7 +189,7 @@ func checkLength(t *testing.T, rec *httptest.ResponseRecorder) {
 // the same bytes for it, and a second list hands out the very bytes the
 // first produced (the memo lives with the cached object).
 func TestSharedSerializations(t *testing.T) {
-	c := newClient(t, backends[0].new(t))
+	c := newClient(t, backends[0].New(t))
 	const pods = "/api/v1/namespaces/default/pods"
 	var last map[string]any
 	for i := range 3 {

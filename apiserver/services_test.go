@@ -47,8 +47,8 @@ func serviceServer(t *testing.T, st storage.Interface, cfg Config) (c *client, s
 // of cfg on every backend.
 func forEachServiceBackend(t *testing.T, cfg Config, test func(t *testing.T, c *client)) {
 	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) {
-			c, _ := serviceServer(t, b.new(t), cfg)
+		t.Run(b.Name, func(t *testing.T) {
+			c, _ := serviceServer(t, b.New(t), cfg)
 			test(t, c)
 		})
 	}
@@ -434,8 +434,8 @@ func TestServiceAllocationsSurviveRestart(t *testing.T) {
 	// Six usable IPs (10.0.0.1-6) and ten node ports.
 	cfg := Config{ServiceClusterIPRange: "10.0.0.0/29", ServiceNodePortRange: "31000-31009"}
 	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) {
-			st := b.new(t)
+		t.Run(b.Name, func(t *testing.T) {
+			st := b.New(t)
 			c, stop := serviceServer(t, st, cfg)
 			ipHolder, portHolder := map[string]string{}, map[int]string{}
 			create := func(c *client, name, spec, ports string) {
@@ -480,7 +480,7 @@ func TestServiceAllocationsSurviveRestart(t *testing.T) {
 }
 
 func TestServiceRangeConfig(t *testing.T) {
-	st := backends[0].new(t)
+	st := backends[0].New(t)
 	for _, cfg := range []Config{
 		{ServiceClusterIPRange: "10.0.0.0/30"},
 		{ServiceClusterIPRange: "not-a-cidr"},

@@ -273,7 +273,7 @@ func FuzzCreateBody(f *testing.F) {
 	} {
 		f.Add(s)
 	}
-	st := backends[0].new
+	st := backends[0].New
 	f.Fuzz(func(t *testing.T, body string) {
 		c := newClient(t, st(t))
 		for _, req := range []struct{ method, path, ct string }{

@@ -16,12 +16,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -34,59 +32,12 @@ import (
 	"github.com/listwatch/listwatch/cache"
 	"github.com/listwatch/listwatch/informers"
 	"github.com/listwatch/listwatch/internal/proptest"
+	"github.com/listwatch/listwatch/internal/testbackends"
 	"github.com/listwatch/listwatch/storage"
-	"github.com/listwatch/listwatch/storage/etcd"
-	"github.com/listwatch/listwatch/storage/memory"
 )
-
-// The embedded etcd member is shared by every etcd run of the package (it
-// takes a second to start); each server gets a key prefix of its own.
-// TestMain closes it.
-var (
-	etcdOnce     sync.Once
-	etcdMember   *etcd.Embedded
-	etcdErr      error
-	etcdDir      string
-	etcdPrefixes atomic.Int64
-)
-
-func closeEtcd() {
-	if etcdMember != nil {
-		_ = etcdMember.Close()
-	}
-	if etcdDir != "" {
-		_ = os.RemoveAll(etcdDir)
-	}
-}
 
 // backends are the storage backends every whole-path test runs on.
-var backends = []struct {
-	name string
-	new  func(t *testing.T) storage.Interface
-}{
-	{"memory", func(t *testing.T) storage.Interface {
-		s := memory.New()
-		t.Cleanup(func() { _ = s.Close() })
-		return s
-	}},
-	{"etcd", func(t *testing.T) storage.Interface {
-		etcdOnce.Do(func() {
-			etcdDir, etcdErr = os.MkdirTemp("", "client-etcd")
-			if etcdErr == nil {
-				etcdMember, etcdErr = etcd.StartEmbedded(context.Background(), etcd.EmbeddedConfig{Dir: etcdDir, UnsafeNoFsync: true})
-			}
-		})
-		if etcdErr != nil {
-			t.Fatalf("embedded etcd: %v", etcdErr)
-		}
-		s, err := etcd.New(t.Context(), etcd.Config{Endpoints: etcdMember.Endpoints, Prefix: fmt.Sprintf("/client-test-%d", etcdPrefixes.Add(1))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = s.Close() })
-		return s
-	}},
-}
+var backends = testbackends.All("client")
 
 // realAPI is one of listwatch's API servers on 127.0.0.1, and a proxy in
 // front of it.
@@ -462,10 +413,10 @@ func newPod(name string) *corev1.Pod {
 // ever makes it relist.
 func TestAPIServerInformerRandomHistory(t *testing.T) {
 	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) {
+		t.Run(b.Name, func(t *testing.T) {
 			proptest.ForEachSeedRealTime(t, 6, func(t *testing.T, seed uint64) {
 				rng := rand.New(rand.NewPCG(seed, 0x5eed))
-				api := startRealAPI(t, b.new(t), apiserver.WatchCacheConfig{BookmarkInterval: 50 * time.Millisecond})
+				api := startRealAPI(t, b.New(t), apiserver.WatchCacheConfig{BookmarkInterval: 50 * time.Millisecond})
 				preferJSON := seed%2 == 0
 				direct := NewResource[*corev1.Pod](api.client(t, false, false), podsGVR, "default")
 				live := map[string]*corev1.Pod{}
@@ -550,8 +501,8 @@ func TestAPIServerInformerRandomHistory(t *testing.T) {
 // and returns every object once, in order.
 func TestAPIServerPaging(t *testing.T) {
 	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) {
-			api := startRealAPI(t, b.new(t), apiserver.WatchCacheConfig{})
+		t.Run(b.Name, func(t *testing.T) {
+			api := startRealAPI(t, b.New(t), apiserver.WatchCacheConfig{})
 			direct := NewResource[*corev1.Pod](api.client(t, false, false), podsGVR, "default")
 			const n = 103
 			for i := range n {
@@ -598,10 +549,10 @@ func TestAPIServerPaging(t *testing.T) {
 func TestAPIServerWatchCutAndCompaction(t *testing.T) {
 	for _, b := range backends {
 		for _, preferJSON := range []bool{false, true} {
-			t.Run(fmt.Sprintf("%s/json=%v", b.name, preferJSON), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%s/json=%v", b.Name, preferJSON), func(t *testing.T) {
 				// No periodic bookmarks, so that the events counted are the
 				// writes; a small window, so that compaction is felt.
-				api := startRealAPI(t, b.new(t), apiserver.WatchCacheConfig{BookmarkInterval: time.Hour, WindowSize: 8})
+				api := startRealAPI(t, b.New(t), apiserver.WatchCacheConfig{BookmarkInterval: time.Hour, WindowSize: 8})
 				direct := NewResource[*corev1.Pod](api.client(t, false, false), podsGVR, "default")
 				for i := range 5 {
 					if _, err := direct.Create(t.Context(), newPod(fmt.Sprintf("a%d", i)), metav1.CreateOptions{}); err != nil {
@@ -697,8 +648,8 @@ func TestAPIServerWatchCutAndCompaction(t *testing.T) {
 // resourceVersion see the same events, with equal objects.
 func TestAPIServerProtobufAndJSONWatchesAgree(t *testing.T) {
 	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) {
-			api := startRealAPI(t, b.new(t), apiserver.WatchCacheConfig{BookmarkInterval: time.Hour})
+		t.Run(b.Name, func(t *testing.T) {
+			api := startRealAPI(t, b.New(t), apiserver.WatchCacheConfig{BookmarkInterval: time.Hour})
 			direct := NewResource[*corev1.Pod](api.client(t, false, false), podsGVR, "default")
 			first, err := direct.Create(t.Context(), newPod("w0"), metav1.CreateOptions{})
 			if err != nil {

@@ -37,8 +37,8 @@ func forEachWriteServer(t *testing.T, f func(t *testing.T, pods *Resource[*corev
 			name string
 			json bool
 		}{{"protobuf", false}, {"json", true}} {
-			t.Run(b.name+"/"+enc.name, func(t *testing.T) {
-				api := startRealAPI(t, b.new(t), apiserver.WatchCacheConfig{})
+			t.Run(b.Name+"/"+enc.name, func(t *testing.T) {
+				api := startRealAPI(t, b.New(t), apiserver.WatchCacheConfig{})
 				pods := NewResource[*corev1.Pod](api.client(t, false, enc.json), podsGVR, "default")
 				f(t, pods)
 				if got := pods.jsonOnly.Load(); got != enc.json {

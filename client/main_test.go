@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/listwatch/listwatch/internal/testbackends"
 )
 
 // The test binary doubles as a client-go exec credential plugin (see
@@ -67,7 +69,7 @@ func TestMain(m *testing.M) {
 		os.Exit(code)
 	}
 	code := m.Run()
-	closeEtcd()
+	_ = testbackends.Close()
 	if code == 0 {
 		// The etcd client's and member's goroutines end a moment after
 		// Close: wait for them rather than report them.

@@ -20,8 +20,8 @@ import (
 func TestAPIServerInformerStreamingList(t *testing.T) {
 	for _, b := range backends {
 		for _, preferJSON := range []bool{false, true} {
-			t.Run(fmt.Sprintf("%s/json=%v", b.name, preferJSON), func(t *testing.T) {
-				api := startRealAPI(t, b.new(t), apiserver.WatchCacheConfig{BookmarkInterval: 50 * time.Millisecond})
+			t.Run(fmt.Sprintf("%s/json=%v", b.Name, preferJSON), func(t *testing.T) {
+				api := startRealAPI(t, b.New(t), apiserver.WatchCacheConfig{BookmarkInterval: 50 * time.Millisecond})
 				direct := NewResource[*corev1.Pod](api.client(t, false, false), podsGVR, "default")
 				const n = 23
 				for i := range n {

@@ -9,11 +9,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http/httptest"
-	"os"
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,57 +28,12 @@ import (
 	"github.com/listwatch/listwatch/cache"
 	"github.com/listwatch/listwatch/client"
 	"github.com/listwatch/listwatch/informers"
+	"github.com/listwatch/listwatch/internal/testbackends"
 	"github.com/listwatch/listwatch/storage"
-	"github.com/listwatch/listwatch/storage/etcd"
-	"github.com/listwatch/listwatch/storage/memory"
 )
 
-// The embedded etcd member is shared by the package's etcd runs; each
-// server gets a key prefix of its own. TestMain closes it.
-var (
-	etcdOnce     sync.Once
-	etcdMember   *etcd.Embedded
-	etcdErr      error
-	etcdDir      string
-	etcdPrefixes atomic.Int64
-)
-
-func closeEtcd() {
-	if etcdMember != nil {
-		_ = etcdMember.Close()
-	}
-	if etcdDir != "" {
-		_ = os.RemoveAll(etcdDir)
-	}
-}
-
-var backends = []struct {
-	name string
-	new  func(t *testing.T) storage.Interface
-}{
-	{"memory", func(t *testing.T) storage.Interface {
-		s := memory.New()
-		t.Cleanup(func() { _ = s.Close() })
-		return s
-	}},
-	{"etcd", func(t *testing.T) storage.Interface {
-		etcdOnce.Do(func() {
-			etcdDir, etcdErr = os.MkdirTemp("", "namespace-etcd")
-			if etcdErr == nil {
-				etcdMember, etcdErr = etcd.StartEmbedded(context.Background(), etcd.EmbeddedConfig{Dir: etcdDir, UnsafeNoFsync: true})
-			}
-		})
-		if etcdErr != nil {
-			t.Fatalf("embedded etcd: %v", etcdErr)
-		}
-		s, err := etcd.New(t.Context(), etcd.Config{Endpoints: etcdMember.Endpoints, Prefix: fmt.Sprintf("/namespace-test-%d", etcdPrefixes.Add(1))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = s.Close() })
-		return s
-	}},
-}
+// backends are the storage backends the end-to-end tests run on.
+var backends = testbackends.All("namespace")
 
 // The custom resource of the tests.
 var crWidgets = apiserver.CustomResource{Group: "example.listwatch.dev", Version: "v1", Kind: "Widget", Plural: "widgets", Singular: "widget", Namespaced: true}
@@ -227,9 +180,9 @@ func conditionsOf(ns *corev1.Namespace) string {
 
 func TestE2EDeleteNamespace(t *testing.T) {
 	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) {
+		t.Run(b.Name, func(t *testing.T) {
 			t.Parallel()
-			st := b.new(t)
+			st := b.New(t)
 			e := startE2E(t, st)
 			ctx := t.Context()
 			nss := client.For[*corev1.Namespace](e.client, "")
@@ -351,7 +304,7 @@ func TestE2EDeleteNamespace(t *testing.T) {
 // first look; the namespaces kube keeps cannot be deleted and are left
 // alone.
 func TestE2EImmortalAndEmpty(t *testing.T) {
-	e := startE2E(t, backends[0].new(t))
+	e := startE2E(t, backends[0].New(t))
 	ctx := t.Context()
 	nss := client.For[*corev1.Namespace](e.client, "")
 	for _, name := range []string{metav1.NamespaceDefault, "empty"} {

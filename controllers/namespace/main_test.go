@@ -7,11 +7,13 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/listwatch/listwatch/internal/testbackends"
 )
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	closeEtcd()
+	_ = testbackends.Close()
 	if code == 0 {
 		// The etcd client's and member's goroutines end a moment after
 		// Close: wait for them rather than report them.
