@@ -118,14 +118,7 @@ func (s *Server) delete(ctx context.Context, req request, opts metav1.DeleteOpti
 	}
 	key := keyFor(req.res, req.namespace, req.name)
 	for {
-		if err := ctx.Err(); err != nil {
-			return nil, false, err
-		}
-		kv, err := s.cfg.Storage.Get(ctx, key)
-		if err != nil {
-			return nil, false, s.storageErr(req, err)
-		}
-		cur, err := decodeKV(kv)
+		kv, cur, err := s.current(ctx, req, key)
 		if err != nil {
 			return nil, false, err
 		}
@@ -157,38 +150,52 @@ func (s *Server) delete(ctx context.Context, req request, opts metav1.DeleteOpti
 			desired.SetDeletionGracePeriodSeconds(&zero)
 		}
 		if keep {
-			value, err := encodeStored(desired)
-			if err != nil {
+			if _, err := s.writeDeleting(ctx, req, key, kv, desired); errors.Is(err, storage.ErrConflict) {
+				continue
+			} else if err != nil {
 				return nil, false, err
 			}
-			if bytes.Equal(value, kv.Value) {
-				return cur, false, nil
-			}
-			if req.dryRun {
-				return desired, false, nil
-			}
-			rev, err := s.cfg.Storage.Update(ctx, key, value, kv.Revision)
-			if errors.Is(err, storage.ErrConflict) {
-				continue
-			}
-			if err != nil {
-				return nil, false, s.storageErr(req, err)
-			}
-			desired.SetResourceVersion(strconv.FormatInt(rev, 10))
 			return desired, false, nil
 		}
 		if req.dryRun {
 			return cur, true, nil
 		}
-		_, _, err = s.cfg.Storage.Delete(ctx, key, kv.Revision)
-		if errors.Is(err, storage.ErrConflict) {
+		if err := s.remove(ctx, req, key, kv.Revision, cur); errors.Is(err, storage.ErrConflict) {
 			continue
-		}
-		if err != nil {
-			return nil, false, s.storageErr(req, err)
+		} else if err != nil {
+			return nil, false, err
 		}
 		return cur, true, nil
 	}
+}
+
+// current reads the stored object at key, at its revision; ctx ending
+// ends the retry loops that call it.
+func (s *Server) current(ctx context.Context, req request, key string) (storage.KeyValue, *unstructured.Unstructured, error) {
+	if err := ctx.Err(); err != nil {
+		return storage.KeyValue{}, nil, err
+	}
+	kv, err := s.cfg.Storage.Get(ctx, key)
+	if err != nil {
+		return storage.KeyValue{}, nil, s.storageErr(req, err)
+	}
+	cur, err := decodeKV(kv)
+	return kv, cur, err
+}
+
+// remove deletes key if it is still at rev, and sets out's resourceVersion
+// to the revision of the removal, which kube-apiserver answers a delete
+// with. storage.ErrConflict comes back as it is, for the caller to retry.
+func (s *Server) remove(ctx context.Context, req request, key string, rev int64, out *unstructured.Unstructured) error {
+	_, drev, err := s.cfg.Storage.Delete(ctx, key, rev)
+	if errors.Is(err, storage.ErrConflict) {
+		return err
+	}
+	if err != nil {
+		return s.storageErr(req, err)
+	}
+	out.SetResourceVersion(strconv.FormatInt(drev, 10))
+	return nil
 }
 
 // applyPropagation records the propagation policy as the garbage
@@ -294,14 +301,7 @@ func (s *Server) deleteBuiltin(ctx context.Context, req request, opts metav1.Del
 	key := keyFor(res, req.namespace, req.name)
 	kreq := s.kubeRequest(ctx, req, "delete", req.name)
 	for {
-		if err := ctx.Err(); err != nil {
-			return nil, false, err
-		}
-		kv, err := s.cfg.Storage.Get(ctx, key)
-		if err != nil {
-			return nil, false, s.storageErr(req, err)
-		}
-		cur, err := decodeKV(kv)
+		kv, cur, err := s.current(ctx, req, key)
 		if err != nil {
 			return nil, false, err
 		}
@@ -346,16 +346,11 @@ func (s *Server) deleteBuiltin(ctx context.Context, req request, opts metav1.Del
 		if req.dryRun {
 			return out, true, nil
 		}
-		_, drev, err := s.cfg.Storage.Delete(ctx, key, kv.Revision)
-		if errors.Is(err, storage.ErrConflict) {
+		if err := s.remove(ctx, req, key, kv.Revision, out); errors.Is(err, storage.ErrConflict) {
 			continue
+		} else if err != nil {
+			return nil, false, err
 		}
-		if err != nil {
-			return nil, false, s.storageErr(req, err)
-		}
-		// The answer carries the revision of the removal, as
-		// kube-apiserver's does.
-		out.SetResourceVersion(strconv.FormatInt(drev, 10))
 		s.serviceDeleted(ctx, res, out)
 		return out, true, nil
 	}
