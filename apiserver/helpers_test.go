@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/listwatch/listwatch/internal/testbackends"
@@ -20,22 +19,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	_ = testbackends.Close()
-	if code == 0 {
-		// etcd's client connections end a moment after Close.
-		var err error
-		for deadline := time.Now().Add(20 * time.Second); ; {
-			if err = goleak.Find(); err == nil || time.Now().After(deadline) {
-				break
-			}
-		}
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(testbackends.Run(m))
 }
 
 // backends are the storage backends the suite runs on.

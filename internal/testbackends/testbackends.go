@@ -11,6 +11,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"go.uber.org/goleak"
 
 	"github.com/listwatch/listwatch/storage"
 	"github.com/listwatch/listwatch/storage/etcd"
@@ -76,4 +79,29 @@ func Close() error {
 		}
 	}
 	return err
+}
+
+// Run runs a test binary's tests, stops the shared etcd member, and, when
+// the tests passed, fails the run if goroutines are left: it waits up to
+// 20 s for them, since etcd's client and member goroutines end a moment
+// after Close. A TestMain calls os.Exit(testbackends.Run(m)).
+func Run(m *testing.M) int {
+	code := m.Run()
+	if err := Close(); err != nil {
+		fmt.Fprintln(os.Stderr, "closing the embedded etcd:", err)
+	}
+	if code != 0 {
+		return code
+	}
+	var err error
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if err = goleak.Find(); err == nil || time.Now().After(deadline) {
+			break
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "goleak:", err)
+		return 1
+	}
+	return 0
 }

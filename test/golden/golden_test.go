@@ -16,10 +16,9 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/listwatch/listwatch/apiserver"
 	"github.com/listwatch/listwatch/apiserver/filters"
+	"github.com/listwatch/listwatch/internal/testbackends"
 	"github.com/listwatch/listwatch/storage"
 	"github.com/listwatch/listwatch/storage/etcd"
 	"github.com/listwatch/listwatch/storage/memory"
@@ -38,21 +37,7 @@ const (
 )
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if code == 0 {
-		// etcd's client connections end a moment after Close.
-		var err error
-		for deadline := time.Now().Add(20 * time.Second); ; {
-			if err = goleak.Find(); err == nil || time.Now().After(deadline) {
-				break
-			}
-		}
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(testbackends.Run(m))
 }
 
 // backends are the storage backends the goldens are replayed on.
