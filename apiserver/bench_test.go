@@ -28,7 +28,7 @@ import (
 // benchServer serves the API over a memory backend on 127.0.0.1 and stops
 // it when the benchmark ends. The list and watch paths under benchmark are
 // served by the watch cache, whatever the backend.
-func benchServer(b *testing.B) (*Server, storage.Interface, string) {
+func benchServer(b testing.TB) (*Server, storage.Interface, string) {
 	b.Helper()
 	st := memory.New()
 	srv, err := New(context.Background(), Config{Storage: st})
@@ -48,7 +48,7 @@ func benchServer(b *testing.B) (*Server, storage.Interface, string) {
 
 // benchDo calls the API routes in-process, skipping the network: setup
 // writes are not what is measured.
-func benchDo(b *testing.B, srv *Server, method, path, body string, code int) []byte {
+func benchDo(b testing.TB, srv *Server, method, path, body string, code int) []byte {
 	req := httptest.NewRequest(method, path, bytes.NewReader([]byte(body)))
 	req.Header.Set("Content-Type", "application/json")
 	rec := httptest.NewRecorder()

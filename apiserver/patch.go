@@ -34,6 +34,43 @@ import (
 // one JSON patch.
 const maxJSONPatchOperations = 10000
 
+// maxPatchDepth bounds how deeply a patch document may nest its objects
+// and arrays. kube-apiserver has no such bound and applies a merge patch
+// nested 10,000 levels deep in 5 s and a gigabyte (its merge patch library
+// copies each level's document again for the next, so the cost grows with
+// the square of the depth: 25 s and 4.8 GB allocated here at 9,990 levels,
+// 0.45 s and 43 MB at 1,000, 9 ms and 1 MB at 100). No object of a built-in
+// resource nests a fifth as deep as this bound.
+const maxPatchDepth = 100
+
+// jsonDepth is how deeply the JSON document b nests its objects and
+// arrays, in one pass without decoding it; b is valid JSON.
+func jsonDepth(b []byte) int {
+	depth, deepest := 0, 0
+	inString, escaped := false, false
+	for _, c := range b {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '{' || c == '[':
+			depth++
+			deepest = max(deepest, depth)
+		case c == '}' || c == ']':
+			depth--
+		}
+	}
+	return deepest
+}
+
 // patchTypes are the patch formats applied to objects of r, in
 // kube-apiserver's order: no strategic merge patch for custom resources,
 // which have no Go type to take merge keys from. (Server-side apply,
@@ -62,7 +99,8 @@ func patchTypeOf(r *http.Request, res *resource) (types.PatchType, error) {
 		return types.PatchType(ct), nil
 	}
 	if res.custom {
-		return "", negotiation.NewUnsupportedMediaTypeError(supported)
+		// kube-apiserver names server-side apply among them.
+		return "", negotiation.NewUnsupportedMediaTypeError(append(supported, string(types.ApplyYAMLPatchType)))
 	}
 	return "", apierrors.NewGenericServerResponse(http.StatusUnsupportedMediaType, "", schema.GroupResource{}, "",
 		"415: Unsupported Media Type", 0, false)
@@ -91,6 +129,9 @@ type patcher struct {
 func newPatcher(res *resource, pt types.PatchType, patch []byte, fv fieldValidation) (*patcher, error) {
 	if !json.Valid(patch) {
 		return nil, badRequest("invalid JSON patch")
+	}
+	if d := jsonDepth(patch); d > maxPatchDepth {
+		return nil, badRequest("the patch is nested %d levels deep, more than the %d this server applies", d, maxPatchDepth)
 	}
 	p := &patcher{res: res, pt: pt, patch: patch, fv: fv}
 	// kube-apiserver decodes the document strictly under Warn (its

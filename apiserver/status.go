@@ -76,13 +76,29 @@ func statusOf(err error) metav1.Status {
 	case errors.Is(err, storage.ErrFutureRevision):
 		se = tooLargeRV(err.Error())
 	case errors.Is(err, context.DeadlineExceeded):
-		se = apierrors.NewTimeoutError(err.Error(), 0)
+		// The request's deadline (filters.WithRequestTimeout), worded as
+		// kube-apiserver's timeout filter words it.
+		se = apierrors.NewTimeoutError("request did not complete within requested timeout - "+context.DeadlineExceeded.Error(), 0)
 	case errors.Is(err, storage.ErrConflict):
 		se = apierrors.NewConflict(metav1.SchemeGroupVersion.WithResource("").GroupResource(), "", err)
+	case errors.Is(err, storage.ErrTooLarge):
+		// kube-apiserver answers etcd's refusal with a 500; the request is
+		// what is wrong, and a client should not retry it.
+		se = apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("the object is over the storage limit of %d bytes", storage.MaxValueBytes))
 	default:
-		se = apierrors.NewInternalError(err)
+		se = apierrors.NewInternalError(errors.New(innermost(err)))
 	}
 	return se.(apierrors.APIStatus).Status()
+}
+
+// innermost is the text of err's innermost cause: a storage backend's own
+// message, without the storage keys and operations the server's wrapping
+// adds, which are not the client's business.
+func innermost(err error) string {
+	for next := errors.Unwrap(err); next != nil; next = errors.Unwrap(err) {
+		err = next
+	}
+	return err.Error()
 }
 
 // tooLargeRV is kube-apiserver's answer to a resourceVersion newer than any

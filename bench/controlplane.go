@@ -366,7 +366,9 @@ func startControlPlane(ctx context.Context) (_ *controlPlane, err error) {
 	if cp.member, err = etcd.StartEmbedded(ctx, etcd.EmbeddedConfig{Dir: filepath.Join(dir, "etcd")}); err != nil {
 		return nil, err
 	}
-	if cp.store, err = etcd.New(ctx, etcd.Config{Endpoints: cp.member.Endpoints, Logger: quietLogger()}); err != nil {
+	ecfg := cp.member.ClientConfig()
+	ecfg.Logger = quietLogger()
+	if cp.store, err = etcd.New(ctx, ecfg); err != nil {
 		return nil, err
 	}
 	if cp.api, err = apiserver.New(context.WithoutCancel(ctx), apiserver.Config{Storage: cp.store, Logger: quietLogger()}); err != nil {

@@ -247,18 +247,17 @@ func TestCompactionByOthers(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			member := sharedEtcd(t)
 			s := startServer(t, backend{"etcd", func(t *testing.T) storage.Interface {
-				st, err := etcd.New(t.Context(), etcd.Config{
-					Endpoints:              member.Endpoints,
-					Prefix:                 fmt.Sprintf("/compat-%d", etcdPrefixes.Add(1)),
-					CompactionPollInterval: tc.poll,
-				})
+				cfg := member.ClientConfig()
+				cfg.Prefix = fmt.Sprintf("/compat-%d", etcdPrefixes.Add(1))
+				cfg.CompactionPollInterval = tc.poll
+				st, err := etcd.New(t.Context(), cfg)
 				if err != nil {
 					t.Fatal(err)
 				}
 				t.Cleanup(func() { _ = st.Close() })
 				return st
 			}}, serverOptions{})
-			cli, err := clientv3.New(clientv3.Config{Endpoints: member.Endpoints, Logger: zap.NewNop()})
+			cli, err := clientv3.New(clientv3.Config{Endpoints: member.Endpoints, TLS: member.ClientConfig().TLS, Logger: zap.NewNop()})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -101,10 +101,9 @@ var backends = []backend{
 		if etcdErr != nil {
 			t.Fatalf("embedded etcd: %v", etcdErr)
 		}
-		s, err := etcd.New(t.Context(), etcd.Config{
-			Endpoints: etcdMember.Endpoints,
-			Prefix:    fmt.Sprintf("/compat-%d", etcdPrefixes.Add(1)),
-		})
+		cfg := etcdMember.ClientConfig()
+		cfg.Prefix = fmt.Sprintf("/compat-%d", etcdPrefixes.Add(1))
+		s, err := etcd.New(t.Context(), cfg)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -16,6 +16,7 @@ package storage
 import (
 	"context"
 	"errors"
+	"fmt"
 )
 
 // Errors a backend returns, wrapped with the key or revision involved; test
@@ -34,7 +35,26 @@ var (
 	ErrFutureRevision = errors.New("storage: revision not yet written")
 	// ErrClosed: the backend was closed.
 	ErrClosed = errors.New("storage: closed")
+	// ErrTooLarge: Create or Update of a value over MaxValueBytes. The API
+	// server answers 413.
+	ErrTooLarge = errors.New("storage: value too large")
 )
+
+// MaxValueBytes is the largest value a backend stores: etcd's default
+// request limit (--max-request-bytes, 1.5 MiB, which kube-apiserver's
+// objects meet too) less room for the key and the transaction around the
+// value, so that every backend refuses the same objects, and refuses them
+// before etcd would.
+const MaxValueBytes = 1536<<10 - 4<<10
+
+// CheckValue is the check every backend makes of a value it is asked to
+// write: ErrTooLarge over MaxValueBytes.
+func CheckValue(value []byte) error {
+	if len(value) > MaxValueBytes {
+		return fmt.Errorf("%d bytes, limit %d: %w", len(value), MaxValueBytes, ErrTooLarge)
+	}
+	return nil
+}
 
 // KeyValue is one version of one key.
 type KeyValue struct {

@@ -9,6 +9,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"time"
 )
 
 // Defaults of kube-apiserver for the limits in Options.
@@ -20,6 +21,8 @@ const (
 	// DefaultMaxMutatingRequestsInFlight is kube-apiserver's
 	// --max-mutating-requests-inflight.
 	DefaultMaxMutatingRequestsInFlight = 200
+	// DefaultRequestTimeout is kube-apiserver's --request-timeout.
+	DefaultRequestTimeout = time.Minute
 )
 
 // Options configures Chain; the zero value authenticates nobody (no
@@ -42,6 +45,11 @@ type Options struct {
 	// Logger receives a debug record per request and an error per panic;
 	// nil discards them.
 	Logger *slog.Logger
+	// RequestTimeout bounds every request but watches, the reading of its
+	// body included (a body not received in time is a 408 and frees what
+	// the request held); 0 means DefaultRequestTimeout, a negative value
+	// no bound. A request's timeout parameter may shorten it.
+	RequestTimeout time.Duration
 	// Shutdown, when it ends, cancels the contexts of long-running requests
 	// (watches) so that a graceful http.Server.Shutdown, which waits for
 	// active requests, does not wait for them forever. Nil: never.
@@ -50,14 +58,23 @@ type Options struct {
 
 // Chain wraps h in every filter, outermost first: request info, metrics and
 // logging (so that rejected requests are counted and logged too), panic
-// recovery, authentication, the in-flight cap, the cancellation of
-// long-running requests on shutdown and the body cap.
+// recovery, authentication, the request timeout, the body cap, the
+// in-flight cap and the cancellation of long-running requests on shutdown.
+// The body is read before the request takes an in-flight slot, so that
+// clients that announce a body and never send it hold none.
 func Chain(h http.Handler, o Options) http.Handler {
-	h = WithMaxRequestBody(h, o.MaxRequestBodyBytes)
+	timeout := o.RequestTimeout
+	if timeout == 0 {
+		timeout = DefaultRequestTimeout
+	}
 	if o.Shutdown != nil {
 		h = WithLongRunningShutdown(h, o.Shutdown)
 	}
 	h = WithMaxInFlight(h, o.MaxRequestsInFlight, o.MaxMutatingRequestsInFlight, o.Metrics)
+	h = WithMaxRequestBody(h, o.MaxRequestBodyBytes)
+	if timeout > 0 {
+		h = WithRequestTimeout(h, timeout)
+	}
 	if o.Authenticator != nil {
 		h = WithAuthentication(h, o.Authenticator)
 	}

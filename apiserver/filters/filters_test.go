@@ -9,10 +9,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -564,5 +567,95 @@ func TestWatchStreamsAndEndsOnShutdown(t *testing.T) {
 	close(listRelease)
 	if got := <-listDone; got != "list" {
 		t.Errorf("list got %q", got)
+	}
+}
+
+// TestStalledUploadsHoldNoSlot: clients that announce a body and never
+// send it hold no in-flight slot (the body is read before the request takes
+// one), so a write from another client is served while they wait; each of
+// them is answered 408 once the request's deadline passes, and the
+// connection is closed.
+func TestStalledUploadsHoldNoSlot(t *testing.T) {
+	const stalled = 20
+	srv := httptest.NewServer(Chain(echo, Options{
+		MaxMutatingRequestsInFlight: 2,
+		RequestTimeout:              time.Second,
+	}))
+	defer srv.Close()
+	addr := strings.TrimPrefix(srv.URL, "http://")
+
+	answers := make(chan string, stalled)
+	var wg sync.WaitGroup
+	for range stalled {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		if _, err := fmt.Fprintf(conn, "POST /api/v1/namespaces/default/configmaps HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() {
+			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			if err != nil {
+				answers <- err.Error()
+				return
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			answers <- fmt.Sprintf("%d close=%v %s", resp.StatusCode, resp.Close, body)
+		})
+	}
+
+	resp, err := http.Post(srv.URL+"/api/v1/namespaces/default/configmaps", "application/json", strings.NewReader(`{"metadata":{"name":"x"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("write beside %d stalled uploads: %d %s", stalled, resp.StatusCode, body)
+	}
+
+	wg.Wait()
+	close(answers)
+	for a := range answers {
+		if !strings.HasPrefix(a, "408 close=true") || !strings.Contains(a, `"reason":"Timeout"`) {
+			t.Errorf("stalled upload answered %q, want 408 Timeout and the connection closed", a)
+		}
+	}
+}
+
+// TestRequestTimeout: a request's context ends at the server's timeout or
+// at its own shorter timeout parameter; watches are not bounded; a
+// timeout that is not a duration is a 400.
+func TestRequestTimeout(t *testing.T) {
+	deadlineIn := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		d, ok := r.Context().Deadline()
+		if !ok {
+			fmt.Fprint(w, "none")
+			return
+		}
+		fmt.Fprint(w, time.Until(d).Round(time.Minute))
+	})
+	h := Chain(deadlineIn, Options{RequestTimeout: 10 * time.Minute})
+	for _, tc := range []struct {
+		name, target string
+		code         int
+		want         string
+	}{
+		{"default", "/api/v1/namespaces/default/pods", 200, "10m0s"},
+		{"shorter parameter", "/api/v1/namespaces/default/pods?timeout=2m", 200, "2m0s"},
+		{"longer parameter", "/api/v1/namespaces/default/pods?timeout=20m", 200, "10m0s"},
+		{"watch", "/api/v1/namespaces/default/pods?watch=true", 200, "none"},
+		{"bad parameter", "/api/v1/namespaces/default/pods?timeout=soon", 400, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, tc.target, nil))
+			if rec.Code != tc.code || tc.want != "" && rec.Body.String() != tc.want {
+				t.Errorf("%s: %d %q, want %d %q", tc.target, rec.Code, rec.Body.String(), tc.code, tc.want)
+			}
+		})
 	}
 }

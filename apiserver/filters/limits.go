@@ -7,15 +7,20 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // WithMaxRequestBody caps request bodies at limit bytes (0:
 // DefaultMaxRequestBodyBytes, negative: no cap) with a 413 Status. The body
 // is read in full before h runs, so that h sees either the whole body or no
 // call at all rather than a read error it would have to translate; the cost
-// is one copy of at most limit bytes.
+// is one copy of at most limit bytes. A body that has not arrived by the
+// request's deadline (WithRequestTimeout) is a 408, and the connection is
+// closed.
 func WithMaxRequestBody(h http.Handler, limit int64) http.Handler {
 	if limit == 0 {
 		limit = DefaultMaxRequestBodyBytes
@@ -32,9 +37,23 @@ func WithMaxRequestBody(h http.Handler, limit int64) http.Handler {
 			tooLarge(w, limit)
 			return
 		}
+		rc := http.NewResponseController(w)
+		if deadline, ok := r.Context().Deadline(); ok {
+			// Not supported by every ResponseWriter (httptest's); the
+			// context's deadline still bounds the handler then.
+			_ = rc.SetReadDeadline(deadline)
+		}
 		body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
 		r.Body.Close()
+		_ = rc.SetReadDeadline(time.Time{})
 		switch {
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			w.Header().Set("Connection", "close")
+			writeStatus(w, &apierrors.StatusError{ErrStatus: metav1.Status{
+				Status: metav1.StatusFailure, Code: http.StatusRequestTimeout, Reason: metav1.StatusReasonTimeout,
+				Message: "the request body was not received before the request's deadline",
+			}})
+			return
 		case err != nil:
 			writeStatus(w, apierrors.NewBadRequest(fmt.Sprintf("error reading request body: %v", err)))
 			return
@@ -122,3 +141,31 @@ func WithLongRunningShutdown(h http.Handler, shutdown context.Context) http.Hand
 }
 
 var errServerShutdown = errors.New("server shutting down")
+
+// WithRequestTimeout bounds every request but watches: its context ends
+// after timeout, or after its timeout parameter when that is shorter (400
+// when it is not a duration), as kube-apiserver's --request-timeout does.
+// What the handler does with a context that ended is its own answer (a 504
+// Timeout for a storage call cut short).
+func WithRequestTimeout(h http.Handler, timeout time.Duration) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if requestInfoOf(r).IsLongRunning() {
+			h.ServeHTTP(w, r)
+			return
+		}
+		d := timeout
+		if v := r.URL.Query().Get("timeout"); v != "" {
+			asked, err := time.ParseDuration(v)
+			if err != nil {
+				writeStatus(w, apierrors.NewBadRequest(fmt.Sprintf("invalid timeout specified in the request URL: %v", err)))
+				return
+			}
+			if asked > 0 && asked < d {
+				d = asked
+			}
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), d)
+		defer cancel()
+		h.ServeHTTP(w, r.WithContext(ctx))
+	})
+}

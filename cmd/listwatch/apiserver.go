@@ -63,6 +63,11 @@ type serverConfig struct {
 	MaxRequestsInFlight         int
 	MaxMutatingRequestsInFlight int
 	MaxRequestBodyBytes         int64
+	RequestTimeout              time.Duration
+
+	// wrapRoutes, when set, wraps the routes inside the filter chain: a
+	// test holds requests in their in-flight slots with it.
+	wrapRoutes func(http.Handler) http.Handler
 }
 
 func (c *serverConfig) addFlags(fs *flag.FlagSet) {
@@ -78,6 +83,7 @@ func (c *serverConfig) addFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.MaxRequestsInFlight, "max-requests-inflight", filters.DefaultMaxRequestsInFlight, "cap on concurrent read-only requests, watches excluded (0: none)")
 	fs.IntVar(&c.MaxMutatingRequestsInFlight, "max-mutating-requests-inflight", filters.DefaultMaxMutatingRequestsInFlight, "cap on concurrent writes (0: none)")
 	fs.Int64Var(&c.MaxRequestBodyBytes, "max-request-body-bytes", filters.DefaultMaxRequestBodyBytes, "cap on request body size in bytes")
+	fs.DurationVar(&c.RequestTimeout, "request-timeout", filters.DefaultRequestTimeout, "bound on every request but watches, the reading of its body included")
 }
 
 // serviceRangeFlags adds --service-cluster-ip-range and
@@ -273,9 +279,14 @@ func startServer(ctx context.Context, cfg serverConfig, log *slog.Logger) (_ *ru
 	longRunning, endLongRunning := context.WithCancel(context.Background())
 	s.endLongRunning = endLongRunning
 	cleanup = append(cleanup, endLongRunning)
-	handler := filters.Chain(root, filters.Options{
+	var routes http.Handler = root
+	if cfg.wrapRoutes != nil {
+		routes = cfg.wrapRoutes(root)
+	}
+	handler := filters.Chain(routes, filters.Options{
 		Authenticator:               auth,
 		MaxRequestBodyBytes:         cfg.MaxRequestBodyBytes,
+		RequestTimeout:              cfg.RequestTimeout,
 		MaxRequestsInFlight:         cfg.MaxRequestsInFlight,
 		MaxMutatingRequestsInFlight: cfg.MaxMutatingRequestsInFlight,
 		Metrics:                     metrics,

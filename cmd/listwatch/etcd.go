@@ -37,7 +37,7 @@ func openEtcd(ctx, _ context.Context, c storageConfig, log *slog.Logger) (*opene
 		if member, err = etcd.StartEmbedded(ctx, etcd.EmbeddedConfig{Dir: c.DataDir}); err != nil {
 			return nil, errors.Join(err, unlock())
 		}
-		ecfg.Endpoints = member.Endpoints
+		ecfg.Endpoints, ecfg.TLS = member.Endpoints, member.ClientConfig().TLS
 		log.Info("embedded etcd started", "dir", c.DataDir, "endpoints", member.Endpoints)
 	}
 	store, err := etcd.New(ctx, ecfg)

@@ -9,14 +9,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptrace"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -27,11 +25,10 @@ import (
 // kind gets a 429 Status with Retry-After, that watches are exempt, and that
 // the server serves again once the held requests end.
 //
-// Requests are held without any timing: each carries a body the client
-// only sends when the test says so, and "Expect: 100-continue". The body
-// cap (inside the in-flight cap in the chain) reads the body in full before
-// the routes run, and the server answers 100 Continue on that first read,
-// so the client's Got100Continue proves the request holds its slot.
+// Requests are held without any timing: the routes are wrapped so that a
+// request carrying holdHeader reports that it reached them, and so holds
+// its slot, and waits for the test's release. (A body the client never
+// sends holds no slot: the body is read before the in-flight cap.)
 func TestMaxInFlightServer(t *testing.T) {
 	const readOnlyCap, mutatingCap = 2, 2
 	for _, backend := range testBackends {
@@ -41,6 +38,10 @@ func TestMaxInFlightServer(t *testing.T) {
 			if err := os.WriteFile(tokenFile, []byte("tok-alice,alice,1,\"system:masters\"\n"), 0o600); err != nil {
 				t.Fatal(err)
 			}
+			release := make(chan struct{})
+			var releaseOnce sync.Once
+			releaseAll := func() { releaseOnce.Do(func() { close(release) }) }
+			entered := make(chan struct{}, readOnlyCap+mutatingCap)
 			cfg, err := parseServerFlags(t, "--secure-port=0", "--storage-backend="+backend,
 				"--data-dir="+filepath.Join(dir, "etcd"), "--cert-dir="+filepath.Join(dir, "pki"),
 				"--token-auth-file="+tokenFile,
@@ -48,6 +49,15 @@ func TestMaxInFlightServer(t *testing.T) {
 				"--max-mutating-requests-inflight="+strconv.Itoa(mutatingCap))
 			if err != nil {
 				t.Fatal(err)
+			}
+			cfg.wrapRoutes = func(h http.Handler) http.Handler {
+				return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					if r.Header.Get(holdHeader) != "" {
+						entered <- struct{}{}
+						<-release
+					}
+					h.ServeHTTP(w, r)
+				})
 			}
 			srv, err := startServer(context.Background(), cfg, testLogger(t))
 			if err != nil {
@@ -64,9 +74,6 @@ func TestMaxInFlightServer(t *testing.T) {
 			c := newInflightClient(t, srv, "tok-alice")
 
 			// Hold every read-only and every mutating slot.
-			release := make(chan struct{})
-			var releaseOnce sync.Once
-			releaseAll := func() { releaseOnce.Do(func() { close(release) }) }
 			var held sync.WaitGroup
 			defer held.Wait()
 			defer releaseAll() // runs before held.Wait on a failure
@@ -78,9 +85,8 @@ func TestMaxInFlightServer(t *testing.T) {
 			}
 			results := make(chan heldResult, readOnlyCap+mutatingCap)
 			hold := func(name, method, path, body string) {
-				entered := make(chan struct{})
 				held.Go(func() {
-					code, got, err := c.doHeld(method, path, body, release, entered)
+					code, got, err := c.doHeld(method, path, body)
 					results <- heldResult{name, code, got, err}
 				})
 				select {
@@ -103,9 +109,7 @@ func TestMaxInFlightServer(t *testing.T) {
 				t.Errorf("readOnly in flight while reading the metrics = %d, want 1", got)
 			}
 			for i := range readOnlyCap {
-				// A GET with a body holds a read-only slot the same way;
-				// the route ignores the body.
-				hold(fmt.Sprintf("get %d", i), "GET", "/api/v1/namespaces/default", `{}`)
+				hold(fmt.Sprintf("get %d", i), "GET", "/api/v1/namespaces/default", "")
 			}
 
 			over := []struct{ name, method, path, body string }{
@@ -200,7 +204,7 @@ func checkTooManyRequests(t *testing.T, name string, resp *http.Response, body [
 }
 
 // inflightClient talks HTTP/1.1 to the server (one connection per
-// concurrent request, so that 100 Continue is per request) with a token.
+// concurrent request) with a token.
 type inflightClient struct {
 	*http.Client
 	t     *testing.T
@@ -215,9 +219,6 @@ func newInflightClient(t *testing.T, srv *runningServer, token string) *inflight
 	}
 	tr := &http.Transport{
 		TLSClientConfig: &tls.Config{RootCAs: pool, NextProtos: []string{"http/1.1"}},
-		// Not a timing assumption: the held bodies block until released
-		// whether or not the client waits for 100 Continue.
-		ExpectContinueTimeout: time.Minute,
 	}
 	t.Cleanup(tr.CloseIdleConnections)
 	return &inflightClient{Client: &http.Client{Transport: tr}, t: t, base: srv.URL, token: token}
@@ -255,22 +256,23 @@ func (c *inflightClient) do(method, path, body string) (*http.Response, []byte) 
 	return resp, b
 }
 
-// doHeld sends a request whose body of known length is only produced once
-// release is closed; entered is closed when the server starts reading it.
-// It must not call t.Fatal: it runs on its own goroutine.
-func (c *inflightClient) doHeld(method, path, body string, release <-chan struct{}, entered chan<- struct{}) (int, string, error) {
-	req, err := http.NewRequest(method, c.base+path, io.MultiReader(blockingReader(release), strings.NewReader(body)))
+// holdHeader marks a request the test's wrapped routes hold.
+const holdHeader = "X-Test-Hold"
+
+// doHeld sends a request the routes hold until the test releases them. It
+// must not call t.Fatal: it runs on its own goroutine.
+func (c *inflightClient) doHeld(method, path, body string) (int, string, error) {
+	var r io.Reader
+	if body != "" {
+		r = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, c.base+path, r)
 	if err != nil {
 		return 0, "", err
 	}
-	req.ContentLength = int64(len(body))
 	req.Header.Set("Authorization", "Bearer "+c.token)
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Expect", "100-continue")
-	var once sync.Once
-	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
-		Got100Continue: func() { once.Do(func() { close(entered) }) },
-	}))
+	req.Header.Set(holdHeader, "1")
 	resp, err := c.Do(req)
 	if err != nil {
 		return 0, "", err
@@ -278,14 +280,6 @@ func (c *inflightClient) doHeld(method, path, body string, release <-chan struct
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b), err
-}
-
-// blockingReader reads nothing until release is closed, then ends.
-type blockingReader <-chan struct{}
-
-func (r blockingReader) Read([]byte) (int, error) {
-	<-r
-	return 0, io.EOF
 }
 
 // inflightGauge reads apiserver_current_inflight_requests for kind from

@@ -73,21 +73,78 @@ func EnsureServing(dir string, extraHosts ...string) (*Serving, error) {
 }
 
 func ensureServing(dir string, now time.Time, extraHosts []string) (*Serving, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("pki: %w", err)
-	}
-	hosts := hostList(extraHosts)
-
-	ca, caKey, caPEM, err := loadCA(dir, now)
+	ca, caKey, caPEM, err := ensureCA(dir, now)
 	if err != nil {
-		if ca, caKey, caPEM, err = newCA(dir, now); err != nil {
+		return nil, err
+	}
+	l := leaf{certFile: ServingCert, keyFile: ServingKeyFile, commonName: "listwatch-apiserver",
+		hosts: hostList(extraHosts), usages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	pair, err := l.ensure(dir, ca, caKey, now)
+	if err != nil {
+		return nil, err
+	}
+	return &Serving{Certificate: pair, CAPEM: caPEM}, nil
+}
+
+// ensureCA returns the CA stored in dir, made (with dir) when there is
+// none or it is bad.
+func ensureCA(dir string, now time.Time) (*x509.Certificate, crypto.Signer, []byte, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, nil, nil, fmt.Errorf("pki: %w", err)
+	}
+	if ca, caKey, caPEM, err := loadCA(dir, now); err == nil {
+		return ca, caKey, caPEM, nil
+	}
+	return newCA(dir, now)
+}
+
+// File names inside the directory given to EnsureMutual.
+const (
+	PeerCertFile   = "peer.crt"
+	PeerKeyFile    = "peer.key"
+	ClientCertFile = "client.crt"
+	ClientKeyFile  = "client.key"
+)
+
+// Mutual is the material of TLS connections on which both ends show a
+// certificate the same CA signed: files, for servers such as etcd that
+// take file names.
+type Mutual struct {
+	// CAFile is the CA both ends trust, and the only one.
+	CAFile string
+	// PeerCertFile and PeerKeyFile are a certificate for DefaultHosts
+	// usable to serve and to dial (etcd members dial one another).
+	PeerCertFile, PeerKeyFile string
+	// ClientCertFile and ClientKeyFile are a client certificate.
+	ClientCertFile, ClientKeyFile string
+}
+
+// EnsureMutual returns the material of mutual TLS between local
+// processes, stored in dir (made owner-only), reused as EnsureServing
+// reuses its certificates. Nothing without the keys in dir can connect
+// to a server that requires its client certificates.
+func EnsureMutual(dir string) (*Mutual, error) {
+	now := time.Now()
+	ca, caKey, _, err := ensureCA(dir, now)
+	if err != nil {
+		return nil, err
+	}
+	peer := leaf{certFile: PeerCertFile, keyFile: PeerKeyFile, commonName: "listwatch-peer", hosts: DefaultHosts,
+		usages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}
+	client := leaf{certFile: ClientCertFile, keyFile: ClientKeyFile, commonName: "listwatch-client",
+		usages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+	for _, l := range []leaf{peer, client} {
+		if _, err := l.ensure(dir, ca, caKey, now); err != nil {
 			return nil, err
 		}
 	}
-	if s, err := loadServing(dir, ca, caPEM, hosts, now); err == nil {
-		return s, nil
-	}
-	return newServing(dir, ca, caKey, caPEM, hosts, now)
+	return &Mutual{
+		CAFile:         filepath.Join(dir, CACertFile),
+		PeerCertFile:   filepath.Join(dir, PeerCertFile),
+		PeerKeyFile:    filepath.Join(dir, PeerKeyFile),
+		ClientCertFile: filepath.Join(dir, ClientCertFile),
+		ClientKeyFile:  filepath.Join(dir, ClientKeyFile),
+	}, nil
 }
 
 // LoadServing loads a serving certificate and key from PEM files given by the
@@ -130,32 +187,57 @@ func loadCA(dir string, now time.Time) (*x509.Certificate, crypto.Signer, []byte
 	return cert, key, certPEM, nil
 }
 
-func loadServing(dir string, ca *x509.Certificate, caPEM []byte, hosts []string, now time.Time) (*Serving, error) {
-	certFile, keyFile := filepath.Join(dir, ServingCert), filepath.Join(dir, ServingKeyFile)
+// leaf is a certificate the CA signs, kept in dir as certFile and
+// keyFile.
+type leaf struct {
+	certFile, keyFile string
+	commonName        string
+	// hosts are the IP addresses and DNS names a serving certificate
+	// covers.
+	hosts  []string
+	usages []x509.ExtKeyUsage
+}
+
+// ensure returns the certificate stored in dir while it parses, chains to
+// ca for its usages, covers its hosts and is not near expiry; else a new
+// one.
+func (l leaf) ensure(dir string, ca *x509.Certificate, caKey crypto.Signer, now time.Time) (tls.Certificate, error) {
+	if pair, err := l.load(dir, ca, now); err == nil {
+		return pair, nil
+	}
+	return l.issue(dir, ca, caKey, now)
+}
+
+func (l leaf) load(dir string, ca *x509.Certificate, now time.Time) (tls.Certificate, error) {
+	certFile, keyFile := filepath.Join(dir, l.certFile), filepath.Join(dir, l.keyFile)
 	_, cert, _, err := readPair(certFile, keyFile)
 	if err != nil {
-		return nil, err
+		return tls.Certificate{}, err
 	}
 	if err := fresh(cert, now); err != nil {
-		return nil, err
+		return tls.Certificate{}, err
 	}
 	roots := x509.NewCertPool()
 	roots.AddCert(ca)
-	for _, h := range hosts {
+	names := l.hosts
+	if len(names) == 0 {
+		names = []string{""}
+	}
+	for _, h := range names {
 		if _, err := cert.Verify(x509.VerifyOptions{
 			DNSName:     h,
 			Roots:       roots,
 			CurrentTime: now,
-			KeyUsages:   []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+			KeyUsages:   l.usages,
 		}); err != nil {
-			return nil, fmt.Errorf("pki: stored serving certificate: %w", err)
+			return tls.Certificate{}, fmt.Errorf("pki: stored certificate %s: %w", l.certFile, err)
 		}
 	}
 	pair, err := tls.LoadX509KeyPair(certFile, keyFile)
 	if err != nil {
-		return nil, fmt.Errorf("pki: %w", err)
+		return tls.Certificate{}, fmt.Errorf("pki: %w", err)
 	}
-	return &Serving{Certificate: pair, CAPEM: caPEM}, nil
+	return pair, nil
 }
 
 // fresh reports whether cert is valid now and for a while yet.
@@ -225,24 +307,24 @@ func newCA(dir string, now time.Time) (*x509.Certificate, crypto.Signer, []byte,
 	return cert, key, certPEM, nil
 }
 
-func newServing(dir string, ca *x509.Certificate, caKey crypto.Signer, caPEM []byte, hosts []string, now time.Time) (*Serving, error) {
+func (l leaf) issue(dir string, ca *x509.Certificate, caKey crypto.Signer, now time.Time) (tls.Certificate, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return nil, fmt.Errorf("pki: %w", err)
+		return tls.Certificate{}, fmt.Errorf("pki: %w", err)
 	}
 	serial, err := serialNumber()
 	if err != nil {
-		return nil, err
+		return tls.Certificate{}, err
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: "listwatch-apiserver"},
+		Subject:      pkix.Name{CommonName: l.commonName},
 		NotBefore:    now.Add(-backdate),
 		NotAfter:     now.Add(servingLifetime),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		ExtKeyUsage:  l.usages,
 	}
-	for _, h := range hosts {
+	for _, h := range l.hosts {
 		if ip := net.ParseIP(h); ip != nil {
 			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
 		} else {
@@ -251,21 +333,21 @@ func newServing(dir string, ca *x509.Certificate, caKey crypto.Signer, caPEM []b
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, key.Public(), caKey)
 	if err != nil {
-		return nil, fmt.Errorf("pki: create serving certificate: %w", err)
+		return tls.Certificate{}, fmt.Errorf("pki: create certificate %s: %w", l.certFile, err)
 	}
-	certPEM, err := writePair(dir, ServingCert, ServingKeyFile, der, key)
+	certPEM, err := writePair(dir, l.certFile, l.keyFile, der, key)
 	if err != nil {
-		return nil, err
+		return tls.Certificate{}, err
 	}
-	keyPEM, err := os.ReadFile(filepath.Join(dir, ServingKeyFile))
+	keyPEM, err := os.ReadFile(filepath.Join(dir, l.keyFile))
 	if err != nil {
-		return nil, fmt.Errorf("pki: %w", err)
+		return tls.Certificate{}, fmt.Errorf("pki: %w", err)
 	}
 	pair, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
-		return nil, fmt.Errorf("pki: %w", err)
+		return tls.Certificate{}, fmt.Errorf("pki: %w", err)
 	}
-	return &Serving{Certificate: pair, CAPEM: caPEM}, nil
+	return pair, nil
 }
 
 func serialNumber() (*big.Int, error) {

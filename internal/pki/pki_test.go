@@ -28,7 +28,7 @@ func readFile(t *testing.T, dir, name string) []byte {
 	return b
 }
 
-func leaf(t *testing.T, s *Serving) *x509.Certificate {
+func servingLeaf(t *testing.T, s *Serving) *x509.Certificate {
 	t.Helper()
 	c, err := x509.ParseCertificate(s.Certificate.Certificate[0])
 	if err != nil {
@@ -47,7 +47,7 @@ func TestEnsureServingVerifiesForLocalHosts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cert := leaf(t, s)
+	cert := servingLeaf(t, s)
 	for _, host := range []string{"127.0.0.1", "::1", "localhost", "example.test", "10.1.2.3"} {
 		if _, err := cert.Verify(x509.VerifyOptions{DNSName: host, Roots: pool}); err != nil {
 			t.Errorf("verify for %s: %v", host, err)
@@ -182,7 +182,7 @@ func TestEnsureServingReuse(t *testing.T) {
 			}
 			hosts := append([]string{"127.0.0.1"}, tt.extraHosts...)
 			for _, h := range hosts {
-				if _, err := leaf(t, second).Verify(x509.VerifyOptions{DNSName: h, Roots: pool, CurrentTime: tt.secondNow}); err != nil {
+				if _, err := servingLeaf(t, second).Verify(x509.VerifyOptions{DNSName: h, Roots: pool, CurrentTime: tt.secondNow}); err != nil {
 					t.Errorf("verify %s: %v", h, err)
 				}
 			}

@@ -56,7 +56,9 @@ func All(name string) []Backend {
 			if etcdErr != nil {
 				t.Fatalf("embedded etcd: %v", etcdErr)
 			}
-			s, err := etcd.New(t.Context(), etcd.Config{Endpoints: etcdMember.Endpoints, Prefix: fmt.Sprintf("/%s-test-%d", name, etcdPrefixes.Add(1))})
+			cfg := etcdMember.ClientConfig()
+			cfg.Prefix = fmt.Sprintf("/%s-test-%d", name, etcdPrefixes.Add(1))
+			s, err := etcd.New(t.Context(), cfg)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -20,7 +20,7 @@ import (
 // stores under test: etcdctl, or a kube-apiserver.
 func outsideClient(t *testing.T, e *Embedded) *clientv3.Client {
 	t.Helper()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: e.Endpoints, DialTimeout: DefaultDialTimeout, Logger: zap.NewNop()})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: e.Endpoints, TLS: e.ClientConfig().TLS, DialTimeout: DefaultDialTimeout, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
 	}

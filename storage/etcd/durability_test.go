@@ -26,7 +26,9 @@ func TestRestartKeepsAcknowledgedWrites(t *testing.T) {
 		if err != nil {
 			t.Fatalf("round %d: %v", round, err)
 		}
-		s, err := New(ctx, Config{Endpoints: e.Endpoints, Prefix: "/registry"})
+		cfg := e.ClientConfig()
+		cfg.Prefix = "/registry"
+		s, err := New(ctx, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}

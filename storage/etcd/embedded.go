@@ -2,16 +2,22 @@ package etcd
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
+
+	"github.com/listwatch/listwatch/internal/pki"
 )
 
 // EmbeddedConfig describes an etcd member run inside this process.
@@ -22,8 +28,15 @@ type EmbeddedConfig struct {
 	// Name names the member; "" means "default".
 	Name string
 	// ClientURL and PeerURL are where the member listens for clients and
-	// for the other members; "" picks a free port on 127.0.0.1.
+	// for the other members; "" picks a free port on 127.0.0.1, served
+	// with https. On an https URL the member requires a client certificate
+	// its PKIDir's CA signed (mutual TLS), so that only a process holding
+	// those keys reaches it; an http URL is served in the clear to anyone
+	// who can connect, for tests that want it.
 	ClientURL, PeerURL string
+	// PKIDir holds the mutual TLS material (pki.EnsureMutual), made on
+	// first start; "" means Dir/pki. The members of one cluster share it.
+	PKIDir string
 	// InitialCluster lists the members of a new cluster as
 	// "name=peerURL,..."; "" means a cluster of this member alone. It is
 	// ignored when Dir already holds a member.
@@ -43,6 +56,9 @@ type Embedded struct {
 	Endpoints []string
 	// PeerURL is where the other members reach this one.
 	PeerURL string
+	// tls is the client side of the member's mutual TLS; nil when its
+	// client URL is http.
+	tls *tls.Config
 
 	closing sync.Once
 	closed  error
@@ -90,6 +106,27 @@ func startEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Embedded, error) {
 	if err != nil {
 		return nil, err
 	}
+	var clientTLS *tls.Config
+	if clientURL.Scheme == "https" || peerURL.Scheme == "https" {
+		dir := cfg.PKIDir
+		if dir == "" {
+			dir = filepath.Join(cfg.Dir, "pki")
+		}
+		m, err := pki.EnsureMutual(dir)
+		if err != nil {
+			return nil, err
+		}
+		info := transport.TLSInfo{CertFile: m.PeerCertFile, KeyFile: m.PeerKeyFile, TrustedCAFile: m.CAFile, ClientCertAuth: true}
+		if clientURL.Scheme == "https" {
+			ec.ClientTLSInfo = info
+			if clientTLS, err = mutualClientTLS(m); err != nil {
+				return nil, err
+			}
+		}
+		if peerURL.Scheme == "https" {
+			ec.PeerTLSInfo = info
+		}
+	}
 	ec.ListenClientUrls = []url.URL{*clientURL}
 	ec.AdvertiseClientUrls = []url.URL{*clientURL}
 	ec.ListenPeerUrls = []url.URL{*peerURL}
@@ -123,7 +160,31 @@ func startEmbedded(ctx context.Context, cfg EmbeddedConfig) (*Embedded, error) {
 		e.Close()
 		return nil, fmt.Errorf("start: %w", ctx.Err())
 	}
-	return &Embedded{etcd: e, Endpoints: []string{clientURL.String()}, PeerURL: peerURL.String()}, nil
+	return &Embedded{etcd: e, Endpoints: []string{clientURL.String()}, PeerURL: peerURL.String(), tls: clientTLS}, nil
+}
+
+// mutualClientTLS is the client side of m: its client certificate, and
+// its CA as the only one trusted.
+func mutualClientTLS(m *pki.Mutual) (*tls.Config, error) {
+	cert, err := tls.LoadX509KeyPair(m.ClientCertFile, m.ClientKeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("client certificate: %w", err)
+	}
+	caPEM, err := os.ReadFile(m.CAFile)
+	if err != nil {
+		return nil, fmt.Errorf("client CA: %w", err)
+	}
+	roots, err := pki.CertPool(caPEM)
+	if err != nil {
+		return nil, err
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: roots, MinVersion: tls.VersionTLS12}, nil
+}
+
+// ClientConfig is how to reach the member as a client: its endpoints and,
+// on https, the client certificate it requires.
+func (e *Embedded) ClientConfig() Config {
+	return Config{Endpoints: e.Endpoints, TLS: e.tls}
 }
 
 // urlOrFree parses u, or picks a free port on 127.0.0.1 when u is "".
@@ -133,7 +194,7 @@ func urlOrFree(u string) (*url.URL, error) {
 		if err != nil {
 			return nil, err
 		}
-		u = fmt.Sprintf("http://127.0.0.1:%d", ports[0])
+		u = fmt.Sprintf("https://127.0.0.1:%d", ports[0])
 	}
 	parsed, err := url.Parse(u)
 	if err != nil {

@@ -36,6 +36,8 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/listwatch/listwatch/storage"
 )
@@ -198,6 +200,10 @@ func (s *Store) mapErr(err error) error {
 		return fmt.Errorf("%w (%v)", storage.ErrCompacted, err)
 	case errors.Is(err, rpctypes.ErrFutureRev):
 		return fmt.Errorf("%w (%v)", storage.ErrFutureRevision, err)
+	case errors.Is(err, rpctypes.ErrRequestTooLarge), status.Code(err) == codes.ResourceExhausted:
+		// An etcd whose --max-request-bytes is under MaxValueBytes, or
+		// gRPC's own message limit.
+		return fmt.Errorf("%w (%v)", storage.ErrTooLarge, err)
 	case s.lifetime.Err() != nil:
 		return storage.ErrClosed
 	}
@@ -230,6 +236,9 @@ func (s *Store) keyValue(kv *mvccpb.KeyValue) storage.KeyValue {
 // Create implements storage.Interface.
 func (s *Store) Create(ctx context.Context, key string, value []byte) (int64, error) {
 	if err := s.begin(); err != nil {
+		return 0, fmt.Errorf("create %q: %w", key, err)
+	}
+	if err := storage.CheckValue(value); err != nil {
 		return 0, fmt.Errorf("create %q: %w", key, err)
 	}
 	k := s.prefix + key
@@ -282,6 +291,9 @@ func (s *Store) writeIf(ctx context.Context, key string, cond clientv3.Cmp, op c
 // Update implements storage.Interface.
 func (s *Store) Update(ctx context.Context, key string, value []byte, expected int64) (int64, error) {
 	if err := s.begin(); err != nil {
+		return 0, fmt.Errorf("update %q: %w", key, err)
+	}
+	if err := storage.CheckValue(value); err != nil {
 		return 0, fmt.Errorf("update %q: %w", key, err)
 	}
 	k := s.prefix + key

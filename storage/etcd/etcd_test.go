@@ -70,7 +70,8 @@ func startServer(t testing.TB) *Embedded {
 // test ends.
 func newStore(t testing.TB, e *Embedded, mod func(*Config)) *Store {
 	t.Helper()
-	cfg := Config{Endpoints: e.Endpoints, Prefix: fmt.Sprintf("/t%d", prefixes.Add(1))}
+	cfg := e.ClientConfig()
+	cfg.Prefix = fmt.Sprintf("/t%d", prefixes.Add(1))
 	if mod != nil {
 		mod(&cfg)
 	}

@@ -168,6 +168,9 @@ func (s *Store) Create(ctx context.Context, key string, value []byte) (int64, er
 	if err := s.check(ctx); err != nil {
 		return 0, fmt.Errorf("create %q: %w", key, err)
 	}
+	if err := storage.CheckValue(value); err != nil {
+		return 0, fmt.Errorf("create %q: %w", key, err)
+	}
 	h := s.keys[key]
 	if h != nil && h.live() {
 		return 0, fmt.Errorf("create %q: %w", key, storage.ErrKeyExists)
@@ -207,6 +210,9 @@ func (s *Store) Update(ctx context.Context, key string, value []byte, expected i
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.check(ctx); err != nil {
+		return 0, fmt.Errorf("update %q: %w", key, err)
+	}
+	if err := storage.CheckValue(value); err != nil {
 		return 0, fmt.Errorf("update %q: %w", key, err)
 	}
 	if expected == 0 {

@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -58,6 +59,7 @@ func Run(t *testing.T, newStore func(t *testing.T) storage.Interface) {
 		{"GuaranteedUpdateConcurrent", testGuaranteedUpdateConcurrent},
 		{"ConcurrentWritersAndWatchers", testConcurrentWritersAndWatchers},
 		{"RandomOperations", testRandomOperations},
+		{"ValueTooLarge", testValueTooLarge},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -308,6 +310,32 @@ func testDelete(t *testing.T, s storage.Interface) {
 			t.Fatal(err)
 		}
 		wantKV(t, tc.name+": recreated", kv, key, "v2", again, again)
+	}
+}
+
+// testValueTooLarge: a value of MaxValueBytes is stored; one byte more is
+// ErrTooLarge on Create and Update, and changes nothing.
+func testValueTooLarge(t *testing.T, s storage.Interface) {
+	ctx := t.Context()
+	largest := strings.Repeat("x", storage.MaxValueBytes)
+	rev := mustCreate(t, s, "/big/a", largest)
+	for _, tc := range []struct {
+		name  string
+		write func(value []byte) error
+	}{
+		{"create", func(v []byte) error { _, err := s.Create(ctx, "/big/b", v); return err }},
+		{"update", func(v []byte) error { _, err := s.Update(ctx, "/big/a", v, rev); return err }},
+	} {
+		if err := tc.write([]byte(largest + "x")); !errors.Is(err, storage.ErrTooLarge) {
+			t.Errorf("%s of %d bytes: %v, want ErrTooLarge", tc.name, len(largest)+1, err)
+		}
+	}
+	kv, err := s.Get(ctx, "/big/a")
+	if err != nil || kv.Revision != rev || len(kv.Value) != storage.MaxValueBytes {
+		t.Errorf("after the refused writes: %d bytes at %d, %v; want %d bytes at %d", len(kv.Value), kv.Revision, err, storage.MaxValueBytes, rev)
+	}
+	if _, err := s.Get(ctx, "/big/b"); !errors.Is(err, storage.ErrNotFound) {
+		t.Errorf("refused create stored something: %v", err)
 	}
 }
 

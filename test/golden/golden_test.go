@@ -60,7 +60,9 @@ var backends = []struct {
 				t.Error(err)
 			}
 		})
-		s, err := etcd.New(t.Context(), etcd.Config{Endpoints: member.Endpoints, Prefix: "/registry"})
+		cfg := member.ClientConfig()
+		cfg.Prefix = "/registry"
+		s, err := etcd.New(t.Context(), cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
