@@ -400,12 +400,27 @@ func TestEtcdMemberLoss(t *testing.T) {
 
 			const before, after = 20, 20
 			l.waitFor(t, before)
-			victim := 0
-			for i, m := range members {
-				if m.IsLeader() == stopLeader {
-					victim = i
-					break
+			// An election may be under way on a loaded machine: wait for
+			// a leader (or a follower) to pick.
+			victim := -1
+			for deadline := time.Now().Add(30 * time.Second); victim < 0 && time.Now().Before(deadline); {
+				for i, m := range members {
+					if m.IsLeader() == stopLeader {
+						victim = i
+						break
+					}
 				}
+				if victim < 0 {
+					time.Sleep(10 * time.Millisecond)
+				}
+			}
+			if victim < 0 {
+				t.Fatalf("no member has leader=%v: the cluster has no leader", stopLeader)
+			}
+			// The case is only what it says if the member stopped is the
+			// leader (or not) when it stops.
+			if got := members[victim].IsLeader(); got != stopLeader {
+				t.Fatalf("member %d: leader=%v as it is stopped, want %v", victim, got, stopLeader)
 			}
 			acked := l.sorted()
 			atKill := acked[len(acked)-1].rv
