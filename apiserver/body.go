@@ -126,6 +126,9 @@ func parseFieldValidation(r *http.Request) (fieldValidation, error) {
 func strictProblems(r *resource, js []byte) []string {
 	var errs []error
 	var err error
+	if r.cr != nil {
+		return customProblems(r, js)
+	}
 	if r.custom {
 		var m map[string]any
 		errs, err = sigsjson.UnmarshalStrict(js, &m, sigsjson.DisallowDuplicateFields)
@@ -191,10 +194,9 @@ func addWarning(w http.ResponseWriter, msg string) {
 // format, applies the fieldValidation directive and decodes it.
 //
 // For a built-in resource it also returns the object decoded into its Go
-// type (nil for a custom resource), which the resource's Kubernetes rules
-// take as it is; with metaOnly the unstructured object then holds only
-// apiVersion, kind and metadata (see decodeTyped).
-func decodeRequest(w http.ResponseWriter, r *http.Request, res *resource, body []byte, metaOnly bool) (*unstructured.Unstructured, runtime.Object, error) {
+// type (nil for a custom resource); with typedOnly, only that (see
+// decodeTyped).
+func decodeRequest(w http.ResponseWriter, r *http.Request, res *resource, body []byte, typedOnly bool) (*unstructured.Unstructured, runtime.Object, error) {
 	fv, err := parseFieldValidation(r)
 	if err != nil {
 		return nil, nil, err
@@ -211,7 +213,7 @@ func decodeRequest(w http.ResponseWriter, r *http.Request, res *resource, body [
 	var ext runtime.Object
 	var problems []string
 	if res.kube != nil {
-		u, ext, problems, err = decodeTyped(res, js, metaOnly)
+		u, ext, problems, err = decodeTyped(res, js, typedOnly)
 		if err != nil && format != bodyProtobuf && len(bytes.TrimSpace(js)) > 0 {
 			// A body refused is answered with kube-apiserver's
 			// decoder's error, when that refuses it too.
@@ -236,6 +238,16 @@ func decodeRequest(w http.ResponseWriter, r *http.Request, res *resource, body [
 		}
 	}
 	return u, ext, nil
+}
+
+// decodeNew decodes the body of a create of res (decodeRequest) as the
+// object to create: its Go type for a built-in resource.
+func decodeNew(w http.ResponseWriter, r *http.Request, res *resource, body []byte) (object, error) {
+	u, ext, err := decodeRequest(w, r, res, body, true)
+	if err != nil {
+		return nil, err
+	}
+	return newObject(u, ext)
 }
 
 // dryRun reads the dryRun query parameter: true for "All", 400 for any

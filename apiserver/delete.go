@@ -150,7 +150,7 @@ func (s *Server) delete(ctx context.Context, req request, opts metav1.DeleteOpti
 			desired.SetDeletionGracePeriodSeconds(&zero)
 		}
 		if keep {
-			if _, err := s.writeDeleting(ctx, req, key, kv, desired); errors.Is(err, storage.ErrConflict) {
+			if _, err := s.writeDeleting(ctx, req, key, kv, cur, desired); errors.Is(err, storage.ErrConflict) {
 				continue
 			} else if err != nil {
 				return nil, false, err
@@ -315,6 +315,15 @@ func (s *Server) deleteBuiltin(ctx context.Context, req request, opts metav1.Del
 				return out, false, err
 			}
 		}
+		if res.gvk == crdGVK {
+			out, done, err := s.terminateCRD(ctx, req, kv, cur, o)
+			if errors.Is(err, storage.ErrConflict) {
+				continue
+			}
+			if err != nil || done {
+				return out, false, err
+			}
+		}
 		desired := deepCopy(cur)
 		graceful, pending, err := res.kube.BeforeDelete(ctx, kreq, desired, &o)
 		if err != nil {
@@ -330,7 +339,7 @@ func (s *Server) deleteBuiltin(ctx context.Context, req request, opts metav1.Del
 		}
 		out := cur
 		if graceful || pendingFinalizers {
-			rev, err := s.writeDeleting(ctx, req, key, kv, desired)
+			rev, err := s.writeDeleting(ctx, req, key, kv, cur, desired)
 			if errors.Is(err, storage.ErrConflict) {
 				continue
 			}
@@ -356,15 +365,16 @@ func (s *Server) deleteBuiltin(ctx context.Context, req request, opts metav1.Del
 	}
 }
 
-// writeDeleting stores desired, an object being deleted, over kv: nothing
-// when it is unchanged or the request is a dry run. It returns the
-// revision of what is stored and sets desired's resourceVersion to it.
-func (s *Server) writeDeleting(ctx context.Context, req request, key string, kv storage.KeyValue, desired *unstructured.Unstructured) (int64, error) {
+// writeDeleting stores desired, an object being deleted, over kv (which
+// decodes to cur): nothing when it is unchanged or the request is a dry
+// run. It returns the revision of what is stored and sets desired's
+// resourceVersion to it.
+func (s *Server) writeDeleting(ctx context.Context, req request, key string, kv storage.KeyValue, cur, desired *unstructured.Unstructured) (int64, error) {
 	value, err := encodeStored(desired)
 	if err != nil {
 		return 0, err
 	}
-	if bytes.Equal(value, kv.Value) || req.dryRun {
+	if unchanged(kv, value, cur, desired) || req.dryRun {
 		return kv.Revision, nil
 	}
 	rev, err := s.cfg.Storage.Update(ctx, key, value, kv.Revision)
@@ -417,7 +427,7 @@ func (s *Server) terminateNamespace(ctx context.Context, req request, kv storage
 			return nil, false, apierrors.NewInternalError(err)
 		}
 		applyPropagation(req.res, desired, o)
-		if _, err := s.writeDeleting(ctx, req, keyFor(req.res, "", req.name), kv, desired); err != nil {
+		if _, err := s.writeDeleting(ctx, req, keyFor(req.res, "", req.name), kv, cur, desired); err != nil {
 			return nil, false, err
 		}
 		return desired, true, nil

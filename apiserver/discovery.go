@@ -13,10 +13,9 @@ import (
 	"github.com/listwatch/listwatch/resources"
 )
 
-// Discovery is always legacy JSON: clients asking for aggregated discovery
-// (application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList)
-// list plain application/json as a fallback and recognise the legacy
-// documents by their Content-Type.
+// The legacy discovery documents, in JSON; /api and /apis also answer
+// aggregated discovery to clients that ask for it
+// (discovery_aggregated.go).
 
 // KubernetesVersion is the Kubernetes release whose API this server speaks
 // (that of the k8s.io/api types it serves).
@@ -74,8 +73,8 @@ func (s *Server) apiVersions(r *http.Request) (any, error) {
 }
 
 func (s *Server) group(name string) (metav1.APIGroup, bool) {
-	versions, ok := s.reg.versions[name]
-	if !ok {
+	versions := s.reg.groupVersions(name)
+	if len(versions) == 0 {
 		return metav1.APIGroup{}, false
 	}
 	g := metav1.APIGroup{TypeMeta: metav1.TypeMeta{Kind: "APIGroup", APIVersion: "v1"}, Name: name}
@@ -90,7 +89,7 @@ func (s *Server) group(name string) (metav1.APIGroup, bool) {
 
 func (s *Server) apiGroupList(*http.Request) (any, error) {
 	list := &metav1.APIGroupList{TypeMeta: metav1.TypeMeta{Kind: "APIGroupList", APIVersion: "v1"}, Groups: []metav1.APIGroup{}}
-	for _, name := range s.reg.groups {
+	for _, name := range s.reg.allGroups() {
 		g, _ := s.group(name)
 		g.TypeMeta = metav1.TypeMeta{}
 		list.Groups = append(list.Groups, g)
@@ -129,7 +128,7 @@ var (
 )
 
 func (s *Server) resourceList(gv schema.GroupVersion) (any, error) {
-	if _, ok := s.reg.byGV[gv.String()]; !ok {
+	if !s.reg.hasGroupVersion(gv.String()) {
 		return nil, s.unknownResource(gv)
 	}
 	list := &metav1.APIResourceList{
@@ -142,12 +141,22 @@ func (s *Server) resourceList(gv schema.GroupVersion) (any, error) {
 		// apiVersion.
 		list.APIVersion = ""
 	}
-	for _, r := range s.reg.resources(gv.String()) {
+	list.APIResources = discoveryResources(s.reg.resources(gv.String()))
+	return list, nil
+}
+
+// discoveryResources is the legacy discovery list of rs (sorted by
+// plural), each followed by its subresources.
+func discoveryResources(rs []*resource) []metav1.APIResource {
+	out := []metav1.APIResource{}
+	for _, r := range rs {
 		verbs := collectionVerbs
 		if r.def != nil {
 			verbs = r.def.DiscoveryVerbs()
+		} else if r.cr != nil {
+			verbs = crdVerbs(r)
 		}
-		list.APIResources = append(list.APIResources, metav1.APIResource{
+		out = append(out, metav1.APIResource{
 			Name:         r.plural,
 			SingularName: r.singular,
 			Namespaced:   r.namespaced,
@@ -158,25 +167,25 @@ func (s *Server) resourceList(gv schema.GroupVersion) (any, error) {
 		})
 		// Subresources in name order, as kube-apiserver lists them.
 		sub := func(name, kind string, verbs metav1.Verbs) metav1.APIResource {
-			return metav1.APIResource{Name: r.plural + "/" + name, Namespaced: r.namespaced, Kind: kind, Verbs: verbs}
+			return metav1.APIResource{Name: r.plural + "/" + name, Namespaced: r.namespaced, Kind: kind, Verbs: slices.Clone(verbs)}
 		}
 		if r.binding {
-			list.APIResources = append(list.APIResources, sub(resources.Binding, "Binding", metav1.Verbs{"create"}))
+			out = append(out, sub(resources.Binding, "Binding", metav1.Verbs{"create"}))
 		}
 		if r.def != nil && r.def.HasSubresource(resources.Approval) {
-			list.APIResources = append(list.APIResources, sub(resources.Approval, r.gvk.Kind, subVerbs))
+			out = append(out, sub(resources.Approval, r.gvk.Kind, subVerbs))
 		}
 		if r.def != nil && r.def.HasSubresource(resources.Finalize) {
-			list.APIResources = append(list.APIResources, sub(resources.Finalize, r.gvk.Kind, metav1.Verbs{"update"}))
+			out = append(out, sub(resources.Finalize, r.gvk.Kind, metav1.Verbs{"update"}))
 		}
 		if r.scale != nil {
 			sc := sub(resources.Scale, "Scale", subVerbs)
 			sc.Group, sc.Version = "autoscaling", "v1"
-			list.APIResources = append(list.APIResources, sc)
+			out = append(out, sc)
 		}
 		if r.hasStatus {
-			list.APIResources = append(list.APIResources, sub(resources.Status, r.gvk.Kind, subVerbs))
+			out = append(out, sub(resources.Status, r.gvk.Kind, subVerbs))
 		}
 	}
-	return list, nil
+	return out
 }

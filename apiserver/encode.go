@@ -1,7 +1,6 @@
 package apiserver
 
 import (
-	"encoding/json"
 	"mime"
 	"net/http"
 	"strings"
@@ -82,13 +81,19 @@ func writeRead(w http.ResponseWriter, req *http.Request, r *resource, u *unstruc
 }
 
 // writeObject writes one object (or list) with the negotiated encoding.
-func writeObject(w http.ResponseWriter, req *http.Request, r *resource, code int, u *unstructured.Unstructured) error {
+func writeObject(w http.ResponseWriter, req *http.Request, r *resource, code int, obj object) error {
 	enc, err := negotiate(req, r, false)
 	if err != nil {
 		return err
 	}
+	u, isUnstructured := obj.(*unstructured.Unstructured)
 	if enc == encProtobuf {
-		body, err := toProtobuf(r, u)
+		var body []byte
+		if isUnstructured {
+			body, err = toProtobuf(r, u)
+		} else {
+			body, err = encodeProto(obj)
+		}
 		if err == nil {
 			w.Header().Set("Content-Type", mediaProtobuf)
 			w.WriteHeader(code)
@@ -97,7 +102,7 @@ func writeObject(w http.ResponseWriter, req *http.Request, r *resource, code int
 		}
 		// Fall back to JSON for anything the typed scheme cannot encode.
 	}
-	body, err := json.Marshal(u.Object)
+	body, err := marshalJSON(obj)
 	if err != nil {
 		return apierrors.NewInternalError(err)
 	}

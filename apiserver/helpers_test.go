@@ -34,7 +34,28 @@ func forEachBackend(t *testing.T, test func(t *testing.T, c *client)) {
 	}
 }
 
-var fooResource = CustomResource{Group: "samplecontroller.k8s.io", Version: "v1alpha1", Kind: "Foo", Plural: "foos", Namespaced: true}
+// fooResource is the Foo custom resource every test server serves, from
+// fooCRD: any field kept, a status subresource.
+var fooResource = struct{ Group, Version, Kind, Plural string }{"samplecontroller.k8s.io", "v1alpha1", "Foo", "foos"}
+
+const fooCRD = `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: foos.samplecontroller.k8s.io
+  annotations:
+    api-approved.kubernetes.io: unapproved, testing only
+spec:
+  group: samplecontroller.k8s.io
+  scope: Namespaced
+  names: {kind: Foo, plural: foos}
+  versions:
+  - name: v1alpha1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
+    subresources: {status: {}}
+`
 
 // client talks to a real server on 127.0.0.1.
 type client struct {
@@ -52,11 +73,23 @@ func newClient(t *testing.T, st storage.Interface) *client {
 func newClientWith(t *testing.T, st storage.Interface, wc WatchCacheConfig) *client {
 	t.Helper()
 	srv, err := New(t.Context(), Config{
-		Storage:         st,
-		CustomResources: []CustomResource{fooResource},
-		WatchCache:      wc,
+		Storage:    st,
+		WatchCache: wc,
+		// No controller-manager makes the namespaces' default service
+		// accounts here: without it kube's own integration tests and
+		// envtest run kube-apiserver with ServiceAccount admission off,
+		// and so do these (admission_test.go tests it on).
+		DisableAdmissionPlugins: []string{"ServiceAccount"},
 	})
 	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := ParseManifests([]byte(fooCRD))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Apply(t.Context(), objs); err != nil {
+		srv.Close()
 		t.Fatal(err)
 	}
 	hs := httptest.NewServer(srv.Handler())

@@ -3,16 +3,12 @@ package apiserver
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"reflect"
 	"slices"
 	"sync/atomic"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // newUID returns a random RFC 4122 version 4 UUID.
@@ -57,41 +53,6 @@ const maxGeneratedNameLength = 63 - 5
 
 // now is the server's clock at the second precision of metav1.Time.
 func now() metav1.Time { return metav1.NewTime(time.Now().UTC().Truncate(time.Second)) }
-
-// validateMeta checks an object's metadata for create (old nil) or update,
-// answering 422 with field causes.
-func validateMeta(r *resource, u, old *unstructured.Unstructured) error {
-	errs := apivalidation.ValidateObjectMetaAccessor(u, r.namespaced, r.validName, field.NewPath("metadata"))
-	if old != nil {
-		errs = append(errs, apivalidation.ValidateObjectMetaAccessorUpdate(u, old, field.NewPath("metadata"))...)
-	}
-	if len(errs) > 0 {
-		return apierrors.NewInvalid(r.gvk.GroupKind(), u.GetName(), errs)
-	}
-	return nil
-}
-
-// specChanged reports whether anything but metadata and status differs:
-// what bumps metadata.generation.
-func specChanged(a, b map[string]any) bool {
-	for k, v := range a {
-		if k == "metadata" || k == "status" || k == "apiVersion" || k == "kind" {
-			continue
-		}
-		if !reflect.DeepEqual(v, b[k]) {
-			return true
-		}
-	}
-	for k := range b {
-		if k == "metadata" || k == "status" || k == "apiVersion" || k == "kind" {
-			continue
-		}
-		if _, ok := a[k]; !ok {
-			return true
-		}
-	}
-	return false
-}
 
 // hasFinalizer reports whether u carries finalizer f.
 func hasFinalizer(u *unstructured.Unstructured, f string) bool {

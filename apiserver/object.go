@@ -17,11 +17,38 @@ import (
 	"github.com/listwatch/listwatch/storage"
 )
 
-// Objects are handled as unstructured maps for every resource: typed
-// k8s.io/api structs are used only to normalise built-in bodies (drop
-// unknown fields, reject wrong types), for strategic merge patch and for
-// protobuf. One representation means one code path for metadata, status
-// and finalizer rules.
+// Objects are handled as unstructured maps for every resource, but for
+// the create of a built-in one, which goes from the request body to
+// storage and back to the client as its Go type (object): converting it to
+// a map and back was a quarter of a create's cost (BenchmarkCreatePod).
+// Typed k8s.io/api structs are otherwise used to normalise built-in bodies
+// (drop unknown fields, reject wrong types), for strategic merge patch and
+// for protobuf.
+
+// object is an object the server creates or answers with: a built-in
+// resource's Go type (such as *corev1.Pod), or *unstructured.Unstructured.
+type object interface {
+	runtime.Object
+	metav1.Object
+}
+
+// newObject is the object to create from a decoded body: ext, the body as
+// its built-in Go type, when there is one, else u.
+func newObject(u *unstructured.Unstructured, ext runtime.Object) (object, error) {
+	if ext == nil {
+		return u, nil
+	}
+	return asObject(ext)
+}
+
+// asObject is obj, which must have object metadata, as an object.
+func asObject(obj runtime.Object) (object, error) {
+	o, ok := obj.(object)
+	if !ok {
+		return nil, apierrors.NewInternalError(fmt.Errorf("%T has no object metadata", obj))
+	}
+	return o, nil
+}
 
 // decodeBody parses a request body as an object of r, checking that its
 // apiVersion and kind, when present, are r's.
@@ -34,8 +61,12 @@ func decodeBody(r *resource, body []byte) (*unstructured.Unstructured, error) {
 	if err := checkKind(r, u); err != nil {
 		return nil, err
 	}
+	kind := u.GetKind()
 	u.SetAPIVersion(r.apiVersion())
 	u.SetKind(r.gvk.Kind)
+	if r.cr != nil && kind != "" {
+		u.SetKind(kind) // a custom resource's kind is validated (422), as kube-apiserver does
+	}
 	if err := normalize(r, u); err != nil {
 		return nil, err
 	}
@@ -45,13 +76,10 @@ func decodeBody(r *resource, body []byte) (*unstructured.Unstructured, error) {
 // decodeTyped decodes a body of the built-in resource r into its Go type in
 // one pass, as kube-apiserver's decoder does (case-sensitive, integers
 // kept, a wrong type refused with 400), and returns the object both as
-// that type and as the server's unstructured form, with the unknown and
-// duplicate fields that strict field validation reports. With metaOnly the
-// unstructured form holds only apiVersion, kind and metadata: a create
-// reads and sets nothing else before the resource's rules take the typed
-// object (see kube.Rules.Create), and converting the rest twice is a
-// fifth of a create's cost (BenchmarkCreatePod).
-func decodeTyped(r *resource, body []byte, metaOnly bool) (*unstructured.Unstructured, runtime.Object, []string, error) {
+// that type and, unless typedOnly (a create needs no other: see object), as
+// the server's unstructured form, with the unknown and duplicate fields
+// that strict field validation reports.
+func decodeTyped(r *resource, body []byte, typedOnly bool) (*unstructured.Unstructured, runtime.Object, []string, error) {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return nil, nil, nil, badRequest("the body of the request was empty: %s in version %q cannot be handled as a %s", r.gvk.Kind, r.gvk.Version, r.gvk.Kind)
 	}
@@ -75,23 +103,16 @@ func decodeTyped(r *resource, body []byte, metaOnly bool) (*unstructured.Unstruc
 		return nil, nil, nil, err
 	}
 	ext.GetObjectKind().SetGroupVersionKind(r.gvk)
-	var obj map[string]any
-	if metaOnly {
-		acc, ok := ext.(metav1.ObjectMetaAccessor)
-		if !ok {
-			return nil, nil, nil, apierrors.NewInternalError(fmt.Errorf("%T has no ObjectMeta", ext))
-		}
-		obj, err = runtime.DefaultUnstructuredConverter.ToUnstructured(acc.GetObjectMeta())
-		obj = map[string]any{"apiVersion": r.apiVersion(), "kind": r.gvk.Kind, "metadata": obj}
-	} else {
-		obj, err = runtime.DefaultUnstructuredConverter.ToUnstructured(ext)
-	}
-	if err != nil {
-		return nil, nil, nil, cannotHandle(r, err)
-	}
 	problems := make([]string, 0, len(strictErrs))
 	for _, e := range strictErrs {
 		problems = append(problems, e.Error())
+	}
+	if typedOnly {
+		return nil, ext, problems, nil
+	}
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(ext)
+	if err != nil {
+		return nil, nil, nil, cannotHandle(r, err)
 	}
 	return &unstructured.Unstructured{Object: obj}, ext, problems, nil
 }
@@ -137,7 +158,7 @@ func checkKind(r *resource, u *unstructured.Unstructured) error {
 		}
 		return badRequest("the API version in the data (%s) does not match the expected API version (%s)", gv, r.apiVersion())
 	}
-	if kind != "" && kind != r.gvk.Kind {
+	if kind != "" && kind != r.gvk.Kind && r.cr == nil {
 		return badRequest("the object provided is unrecognized (must be of type %s): %s in version %q cannot be handled as a %s", r.gvk.Kind, kind, r.gvk.Version, r.gvk.Kind)
 	}
 	return nil
@@ -161,7 +182,7 @@ func normalize(r *resource, u *unstructured.Unstructured) error {
 		if err := sigsjson.UnmarshalCaseSensitivePreserveInts(raw, &meta); err != nil {
 			return cannotHandle(r, err)
 		}
-		return nil
+		return coerceCustom(r, u)
 	}
 	typed := r.newTyped()
 	if typed == nil {
@@ -184,18 +205,25 @@ func normalize(r *resource, u *unstructured.Unstructured) error {
 
 // encodeStored is the storage form of an object: JSON without
 // resourceVersion (the revision is the resourceVersion).
-func encodeStored(u *unstructured.Unstructured) ([]byte, error) {
-	md, _ := u.Object["metadata"].(map[string]any)
-	rv, had := md["resourceVersion"]
-	if had {
-		delete(md, "resourceVersion")
-		defer func() { md["resourceVersion"] = rv }()
+func encodeStored(obj object) ([]byte, error) {
+	if rv := obj.GetResourceVersion(); rv != "" {
+		obj.SetResourceVersion("")
+		defer obj.SetResourceVersion(rv)
 	}
-	b, err := json.Marshal(u.Object)
+	b, err := marshalJSON(obj)
 	if err != nil {
 		return nil, apierrors.NewInternalError(fmt.Errorf("encode: %w", err))
 	}
 	return b, nil
+}
+
+// marshalJSON is obj as JSON: a map's keys sorted, a Go type's fields in
+// their order.
+func marshalJSON(obj object) ([]byte, error) {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		return json.Marshal(u.Object)
+	}
+	return json.Marshal(obj)
 }
 
 // decodeStored is the inverse of encodeStored: it sets resourceVersion from

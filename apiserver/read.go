@@ -22,6 +22,9 @@ func (s *Server) getObject(ctx context.Context, req request) (*unstructured.Unst
 		return nil, kv, s.storageErr(req, err)
 	}
 	u, err := decodeKV(kv)
+	if err == nil && req.res.cr != nil {
+		req.res.cr.Decode(u) // defaults on read, as kube-apiserver's storage decoding
+	}
 	return u, kv, err
 }
 
@@ -127,7 +130,7 @@ type listResult struct {
 // list reads a page of req's collection through its watch cache, which
 // serves every resourceVersion rule (from itself or from storage).
 func (s *Server) list(ctx context.Context, req request, o listOptions) (listResult, error) {
-	res, err := s.caches[req.res].List(ctx, watchcache.ListOptions{
+	res, err := s.cacheFor(req.res).List(ctx, watchcache.ListOptions{
 		ResourceVersion:      o.rv,
 		ResourceVersionMatch: o.rvMatch,
 		Limit:                o.limit,
@@ -171,7 +174,7 @@ func listObject(r *resource, res listResult) *unstructured.Unstructured {
 		items[i] = it.Object
 	}
 	md := map[string]any{"resourceVersion": strconv.FormatInt(res.rev, 10)}
-	if res.continue_ != "" {
+	if res.continue_ != "" || r.cr != nil {
 		md["continue"] = res.continue_
 	}
 	if res.remaining != nil {

@@ -1,20 +1,21 @@
 package apiserver
 
 import (
-	"errors"
 	"fmt"
 	"sort"
-	"strings"
 	"sync"
+	"sync/atomic"
 
-	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 
+	"github.com/listwatch/listwatch/apiserver/internal/crd"
 	"github.com/listwatch/listwatch/apiserver/internal/kube"
 	"github.com/listwatch/listwatch/resources"
+	"github.com/listwatch/listwatch/watchcache"
 )
 
 // scheme holds the built-in types this server serves; it is ours, not
@@ -41,8 +42,6 @@ type resource struct {
 	hasStatus bool
 	// scale: non-nil when a /scale subresource exists.
 	scale *scaleSpec
-	// generation is set to 1 on create and bumped when spec changes.
-	generation bool
 	// unconditionalUpdate allows PUT without metadata.resourceVersion.
 	unconditionalUpdate bool
 	// createOnUpdate lets PUT create a missing object.
@@ -61,20 +60,27 @@ type resource struct {
 	// fields are the field selector labels beyond metadata.name and
 	// metadata.namespace, each a dotted path into the object.
 	fields []string
-	// validName checks metadata.name.
-	validName apivalidation.ValidateNameFunc
-	// prepareCreate resets what a client may not set on create (status).
-	prepareCreate func(obj map[string]any)
-	// statusUpdate turns the object a /status write sent (desired) into
-	// what it may change of cur, as the resource's status strategy in
-	// kube-apiserver does; set when hasStatus is, for custom resources.
-	statusUpdate func(cur, desired *unstructured.Unstructured)
 	// def is the registry's entry of a built-in resource; nil for custom
 	// resources.
 	def *resources.Resource
 	// kube holds Kubernetes' own rules of a built-in resource (defaulting,
 	// strategies); nil for custom resources, whose rules are above.
 	kube *kube.Rules
+	// cr holds kube-apiserver's rules of a custom resource served from a
+	// CustomResourceDefinition (package crd); nil for built-ins.
+	cr *crd.Rules
+	// cache is the watch cache of a custom resource (those of built-ins
+	// are in Server.caches).
+	cache *watchcache.Cache[*unstructured.Unstructured]
+	// crdName is the CustomResourceDefinition a custom resource is
+	// served from; terminating is set while it is being deleted (creates
+	// are refused).
+	crdName     string
+	terminating bool
+	// crdFingerprint is the installation's crdFingerprint, and crd the
+	// definition installed (shared, not to be changed).
+	crdFingerprint string
+	crd            *apiextensionsv1.CustomResourceDefinition
 	// printer is kube's Table form of a built-in resource, made on first
 	// use.
 	printOnce sync.Once
@@ -86,6 +92,9 @@ type resource struct {
 type scaleSpec struct {
 	// selector renders the object's selector as a label selector string.
 	selector func(obj map[string]any) (string, error)
+	// specReplicas and statusReplicas are where the replicas are; nil
+	// means spec.replicas (defaulting to 1) and status.replicas.
+	specReplicas, statusReplicas []string
 }
 
 func (r *resource) gvr() schema.GroupVersionResource {
@@ -97,6 +106,16 @@ func (r *resource) gr() schema.GroupResource {
 }
 
 func (r *resource) apiVersion() string { return r.gvk.GroupVersion().String() }
+
+// qualifiedKind names the resource in the errors of kube-apiserver's
+// generic store: the kind of a built-in object, the plural of a custom
+// resource (which it serves as unstructured objects).
+func (r *resource) qualifiedKind() schema.GroupKind {
+	if r.cr != nil {
+		return schema.GroupKind{Group: r.gvk.Group, Kind: r.plural}
+	}
+	return r.gvk.GroupKind()
+}
 
 // newTyped returns an empty typed object of the resource's kind; nil for
 // custom resources.
@@ -119,15 +138,27 @@ type registry struct {
 	groups []string
 	// versions of each group.
 	versions map[string][]string
+	// custom are the custom resources served from
+	// CustomResourceDefinitions, replaced whole on every change so that
+	// requests read them without a lock (crd.go).
+	custom atomic.Pointer[customSet]
 }
 
 func (g *registry) lookup(gv schema.GroupVersion, plural string) *resource {
-	return g.byGV[gv.String()][plural]
+	if r := g.byGV[gv.String()][plural]; r != nil {
+		return r
+	}
+	if cs := g.custom.Load(); cs != nil {
+		return cs.byGV[gv.String()][plural]
+	}
+	return nil
 }
 
 func (g *registry) add(r *resource) error {
-	if r.kube == nil && r.hasStatus != (r.statusUpdate != nil) {
-		return fmt.Errorf("apiserver: resource %s: a status subresource needs its status update rule, and only it", r.gvr())
+	if r.kube == nil {
+		// Custom resources come from CustomResourceDefinitions (crd.go),
+		// with their own rules, not through the registry.
+		return fmt.Errorf("apiserver: resource %s has no Kubernetes rules", r.gvr())
 	}
 	gv := r.gvk.GroupVersion()
 	m := g.byGV[gv.String()]
@@ -158,83 +189,25 @@ func (g *registry) resources(gv string) []*resource {
 	for _, r := range g.byGV[gv] {
 		out = append(out, r)
 	}
+	if cs := g.custom.Load(); cs != nil {
+		for plural, r := range cs.byGV[gv] {
+			if g.byGV[gv][plural] == nil {
+				out = append(out, r)
+			}
+		}
+	}
 	sort.Slice(out, func(i, j int) bool { return out[i].plural < out[j].plural })
 	return out
 }
 
-func newRegistry(crs []CustomResource) (*registry, error) {
+func newRegistry() (*registry, error) {
 	g := &registry{byGV: map[string]map[string]*resource{}, versions: map[string][]string{}}
 	for _, r := range builtins() {
 		if err := g.add(r); err != nil {
 			return nil, err
 		}
 	}
-	if err := validateCustomResources(crs); err != nil {
-		return nil, err
-	}
-	for _, cr := range crs {
-		singular := cr.Singular
-		if singular == "" {
-			singular = strings.ToLower(cr.Kind)
-		}
-		r := &resource{
-			gvk:        schema.GroupVersionKind{Group: cr.Group, Version: cr.Version, Kind: cr.Kind},
-			plural:     cr.Plural,
-			singular:   singular,
-			shortNames: cr.ShortNames,
-			namespaced: cr.Namespaced,
-			custom:     true,
-			hasStatus:  true,
-			generation: true,
-			// kube-apiserver requires resourceVersion on updates of custom
-			// resources and returns them when deleted.
-			returnDeleted: true,
-			validName:     apivalidation.NameIsDNSSubdomain,
-			prepareCreate: dropStatus,
-			statusUpdate:  statusOnly,
-		}
-		if err := g.add(r); err != nil {
-			return nil, err
-		}
-	}
 	return g, nil
-}
-
-func validateCustomResources(crs []CustomResource) error {
-	var errs []error
-	for i, cr := range crs {
-		switch {
-		case cr.Group == "" || cr.Version == "" || cr.Kind == "" || cr.Plural == "":
-			errs = append(errs, fmt.Errorf("custom resource %d: group, version, kind and plural are required", i))
-		case len(apivalidation.NameIsDNSSubdomain(cr.Group, false)) > 0 || !strings.Contains(cr.Group, "."):
-			errs = append(errs, fmt.Errorf("custom resource %d: group %q must be a DNS subdomain with a dot", i, cr.Group))
-		case len(apivalidation.NameIsDNSLabel(cr.Plural, false)) > 0 || cr.Plural != strings.ToLower(cr.Plural):
-			errs = append(errs, fmt.Errorf("custom resource %d: plural %q must be a lowercase DNS label", i, cr.Plural))
-		case len(apivalidation.NameIsDNSLabel(cr.Version, false)) > 0:
-			errs = append(errs, fmt.Errorf("custom resource %d: version %q must be a DNS label", i, cr.Version))
-		}
-	}
-	return errors.Join(errs...)
-}
-
-func dropStatus(obj map[string]any) { delete(obj, "status") }
-
-// The rules of /status writes, after kube-apiserver's status strategies
-// (their PrepareForUpdate). Whatever they leave of the write's metadata
-// then goes through the rules every update shares (prepareUpdate): the
-// server's own fields come from cur, and the rest is validated.
-
-// statusOnly keeps cur but for status: custom resources, whose status
-// strategy copies the stored object over the write but for status (and
-// managedFields, which this server does not keep).
-func statusOnly(cur, desired *unstructured.Unstructured) {
-	status, hasStatus := desired.Object["status"]
-	desired.Object = deepCopy(cur).Object
-	if hasStatus {
-		desired.Object["status"] = status
-	} else {
-		delete(desired.Object, "status")
-	}
 }
 
 // builtins are the resources of the registry's table (package resources),

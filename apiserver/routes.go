@@ -44,10 +44,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.serveDiscovery(w, r, s.versionInfo)
 		return
 	case path == "/api":
-		s.serveDiscovery(w, r, s.apiVersions)
+		s.serveDiscoveryRoot(w, r, true)
 		return
 	case path == "/apis":
-		s.serveDiscovery(w, r, s.apiGroupList)
+		s.serveDiscoveryRoot(w, r, false)
 		return
 	case len(parts) == 2 && parts[0] == "api":
 		s.serveDiscovery(w, r, func(r *http.Request) (any, error) { return s.resourceList(schema.GroupVersion{Version: parts[1]}) })
@@ -120,6 +120,10 @@ func (s *Server) parseResourcePath(gv schema.GroupVersion, p []string) (request,
 		case req.sub == "scale" && res.scale != nil:
 		case req.sub == "binding" && res.binding:
 		case (req.sub == resources.Finalize || req.sub == resources.Approval) && res.def != nil && res.def.HasSubresource(req.sub):
+		case res.cr != nil:
+			// The custom resource handler answers an unknown subresource
+			// as a missing object.
+			return req, apierrors.NewNotFound(res.gr(), req.name)
 		default:
 			return req, notFoundPath()
 		}

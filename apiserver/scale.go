@@ -63,6 +63,15 @@ func toScale(r *resource, u *unstructured.Unstructured) (*unstructured.Unstructu
 		return nil, apierrors.NewInternalError(err)
 	}
 	statusReplicas, _, _ := unstructured.NestedInt64(u.Object, "status", "replicas")
+	specReplicas := replicas(u.Object)
+	if r.scale.specReplicas != nil {
+		// A custom resource's scale subresource: its paths, 0 when unset.
+		specReplicas, _, _ = unstructured.NestedInt64(u.Object, r.scale.specReplicas...)
+		statusReplicas = 0
+		if r.scale.statusReplicas != nil {
+			statusReplicas, _, _ = unstructured.NestedInt64(u.Object, r.scale.statusReplicas...)
+		}
+	}
 	// The Go type gives the Scale kube-apiserver's shape (no spec.replicas
 	// when there are none, for one).
 	sc := &autoscalingv1.Scale{
@@ -73,7 +82,7 @@ func toScale(r *resource, u *unstructured.Unstructured) (*unstructured.Unstructu
 			ResourceVersion:   u.GetResourceVersion(),
 			CreationTimestamp: u.GetCreationTimestamp(),
 		},
-		Spec:   autoscalingv1.ScaleSpec{Replicas: int32(replicas(u.Object))},
+		Spec:   autoscalingv1.ScaleSpec{Replicas: int32(specReplicas)},
 		Status: autoscalingv1.ScaleStatus{Replicas: int32(statusReplicas), Selector: sel},
 	}
 	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(sc)
@@ -126,10 +135,18 @@ func (s *Server) updateScale(w http.ResponseWriter, r *http.Request, req request
 		if !ok {
 			n = 0
 		}
-		if err := unstructured.SetNestedField(cur.Object, n, "spec", "replicas"); err != nil {
+		path := []string{"spec", "replicas"}
+		if req.res.scale.specReplicas != nil {
+			path = req.res.scale.specReplicas
+		}
+		if err := unstructured.SetNestedField(cur.Object, n, path...); err != nil {
 			return nil, apierrors.NewInternalError(err)
 		}
-		cur.SetResourceVersion(sc.GetResourceVersion())
+		if rv := sc.GetResourceVersion(); rv != "" || req.res.cr == nil {
+			// A custom resource's Scale without a resourceVersion is
+			// written unconditionally, as kube-apiserver does.
+			cur.SetResourceVersion(rv)
+		}
 		return cur, nil
 	})
 	if err != nil {

@@ -61,7 +61,7 @@ func serializeObjects(t *testing.T) map[string]*unstructured.Unstructured {
 
 func lookupResource(t *testing.T, group, plural string) *resource {
 	t.Helper()
-	reg, err := newRegistry(nil)
+	reg, err := newRegistry()
 	if err != nil {
 		t.Fatal(err)
 	}

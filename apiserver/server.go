@@ -5,37 +5,21 @@
 package apiserver
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
-	"os"
 	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
 	"github.com/listwatch/listwatch/storage"
 	"github.com/listwatch/listwatch/watchcache"
 )
-
-// CustomResource declares a resource served as unstructured JSON.
-type CustomResource struct {
-	Group    string `json:"group"`
-	Version  string `json:"version"`
-	Kind     string `json:"kind"`
-	Plural   string `json:"plural"`
-	Singular string `json:"singular,omitempty"`
-	// ShortNames are advertised in discovery (kubectl get <short>).
-	ShortNames []string `json:"shortNames,omitempty"`
-	Namespaced bool     `json:"namespaced"`
-}
 
 // WatchCacheConfig tunes the per-resource watch caches; zero fields take
 // the watchcache package's defaults.
@@ -51,8 +35,7 @@ type WatchCacheConfig struct {
 
 // Config is what New needs; Storage is required.
 type Config struct {
-	Storage         storage.Interface
-	CustomResources []CustomResource
+	Storage storage.Interface
 	// Logger receives request errors and cache events; nil discards them.
 	Logger     *slog.Logger
 	WatchCache WatchCacheConfig
@@ -63,6 +46,9 @@ type Config struct {
 	// ServiceNodePortRange is where NodePort and LoadBalancer services get
 	// their node ports, as --service-node-port-range; "" is 30000-32767.
 	ServiceNodePortRange string
+	// DisableAdmissionPlugins names admission plugins not to run, as
+	// kube-apiserver's --disable-admission-plugins (admission.go).
+	DisableAdmissionPlugins []string
 }
 
 // Server serves the Kubernetes REST API over a storage backend.
@@ -73,14 +59,8 @@ type Server struct {
 	handler http.Handler
 	// caches serve every list and watch, one per resource.
 	caches map[*resource]*watchcache.Cache[*unstructured.Unstructured]
-	// openAPI holds the OpenAPI v3 documents and openAPIV2 the v2 one,
-	// each built on first request: most clients never ask.
-	openAPI       openAPIDocs
-	openAPIErr    error
-	openAPIOnce   sync.Once
-	openAPIV2     *openAPIV2
-	openAPIV2Err  error
-	openAPIV2Once sync.Once
+	// openAPI holds the OpenAPI documents, built on first request (openapi.go).
+	openAPI openAPIState
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -91,6 +71,21 @@ type Server struct {
 	// services allocates the cluster IPs and node ports of services
 	// (services.go).
 	services *serviceAllocations
+
+	// self is the server's client of itself and the admission plugins on
+	// it (admission.go); startup its start-up tasks (bootstrap.go).
+	self    *self
+	startup []*startupTask
+	writes  *writeTracker
+
+	// crdPublish serializes changes of the served custom resources
+	// (crd.go); crdOpenAPI, guarded by it, is set once the OpenAPI
+	// documents are being made.
+	crdPublish sync.Mutex
+	crdOpenAPI bool
+
+	// aggDiscovery serves aggregated discovery (discovery_aggregated.go).
+	aggDiscovery aggregatedDiscovery
 }
 
 // New builds a server for cfg; ctx bounds the lifetime of its background
@@ -103,12 +98,13 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	reg, err := newRegistry(cfg.CustomResources)
+	reg, err := newRegistry()
 	if err != nil {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, log: log, reg: reg, caches: map[*resource]*watchcache.Cache[*unstructured.Unstructured]{}}
 	s.ctx, s.cancel = context.WithCancel(ctx)
+	s.writes = trackWrites(&s.cfg.Storage)
 	for _, byPlural := range reg.byGV {
 		for _, r := range byPlural {
 			c, err := s.newCache(r)
@@ -124,6 +120,13 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.handler = s.routes()
+	if err := s.initSelf(); err != nil {
+		s.Close()
+		return nil, err
+	}
+	s.initStartup()
+	s.start()
+	s.startCRDController()
 	return s, nil
 }
 
@@ -156,52 +159,10 @@ func (s *Server) Handler() http.Handler { return s.handler }
 func (s *Server) Close() {
 	s.closeOnce.Do(func() {
 		s.cancel()
+		s.closeSelf()
 		for _, c := range s.caches {
 			c.Close()
 		}
 		s.wg.Wait()
 	})
-}
-
-// customResourceFile is the config file format of LoadCustomResources.
-type customResourceFile struct {
-	CustomResources []CustomResource `json:"customResources"`
-}
-
-// LoadCustomResources reads custom resource declarations from a YAML or
-// JSON file holding either a list of CustomResource or an object with a
-// "customResources" list.
-func LoadCustomResources(path string) ([]CustomResource, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("custom resources: %w", err)
-	}
-	return parseCustomResources(data)
-}
-
-func parseCustomResources(data []byte) ([]CustomResource, error) {
-	js, err := utilyaml.ToJSON(data)
-	if err != nil {
-		return nil, fmt.Errorf("custom resources: %w", err)
-	}
-	if t := bytes.TrimSpace(js); len(t) > 0 && t[0] == '[' {
-		var list []CustomResource
-		if err := strictUnmarshal(js, &list); err != nil {
-			return nil, fmt.Errorf("custom resources: %w", err)
-		}
-		return list, validateCustomResources(list)
-	}
-	var file customResourceFile
-	if err := strictUnmarshal(js, &file); err != nil {
-		return nil, fmt.Errorf("custom resources: %w", err)
-	}
-	return file.CustomResources, validateCustomResources(file.CustomResources)
-}
-
-// strictUnmarshal decodes JSON rejecting unknown fields, so that a typo in
-// a config file is an error rather than a silently ignored setting.
-func strictUnmarshal(data []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	return dec.Decode(v)
 }

@@ -160,10 +160,10 @@ func (w *serviceWrite) done(stored bool) {
 	w.finish = nil
 }
 
-// allocateServiceCreate gives a service being created (u, with ext its
-// decoded body when not nil) its cluster IPs and node ports; the write in
-// ctx (serviceWrite) keeps them until it is done.
-func (s *Server) allocateServiceCreate(ctx context.Context, req request, u *unstructured.Unstructured, ext runtime.Object) error {
+// allocateServiceCreate gives obj, a service being created, its cluster
+// IPs and node ports; the write in ctx (serviceWrite) keeps them until it
+// is done.
+func (s *Server) allocateServiceCreate(ctx context.Context, req request, obj runtime.Object) error {
 	w, _ := ctx.Value(serviceWriteKey{}).(*serviceWrite)
 	if w == nil || !s.isServices(req.res) {
 		return nil
@@ -171,7 +171,7 @@ func (s *Server) allocateServiceCreate(ctx context.Context, req request, u *unst
 	if err := s.servicesReady(ctx); err != nil {
 		return err
 	}
-	f, err := s.services.alloc.BeginCreate(ctx, u, ext, req.dryRun)
+	f, err := s.services.alloc.BeginCreate(ctx, obj, req.dryRun)
 	if err != nil {
 		return err
 	}
@@ -202,9 +202,9 @@ func (s *Server) allocateServiceUpdate(ctx context.Context, req request, desired
 // decorateService gives a service the strategy has made ready to store
 // the form kube-apiserver's service storage returns it in
 // (kube.ServiceAllocator.Decorate).
-func (s *Server) decorateService(req request, u *unstructured.Unstructured) {
+func (s *Server) decorateService(req request, obj runtime.Object) {
 	if s.isServices(req.res) && req.sub == "" {
-		s.services.alloc.Decorate(u)
+		s.services.alloc.Decorate(obj)
 	}
 }
 

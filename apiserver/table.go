@@ -50,6 +50,15 @@ var (
 // a built-in resource, Name and Age for a custom resource (the default of
 // a CustomResourceDefinition without additionalPrinterColumns).
 func printerFor(r *resource) (printer, error) {
+	if r.cr != nil {
+		// The CustomResourceDefinition's additionalPrinterColumns, by
+		// apiextensions-apiserver's Table convertor.
+		columns, err := r.cr.Columns()
+		if err != nil {
+			return printer{}, apierrors.NewInternalError(err)
+		}
+		return printer{columns: columns, row: r.cr.Row}, nil
+	}
 	if r.kube == nil {
 		return printer{columns: []metav1.TableColumnDefinition{nameCol, ageCol}, cells: func(u *unstructured.Unstructured) ([]any, error) {
 			return []any{u.GetName(), since(u.GetCreationTimestamp().Time)}, nil

@@ -55,7 +55,7 @@ func (s *Server) handleWatch(w http.ResponseWriter, r *http.Request, req request
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	defer cancel()
-	wch, err := s.caches[req.res].Watch(ctx, watchcache.WatchOptions{
+	wch, err := s.cacheFor(req.res).Watch(ctx, watchcache.WatchOptions{
 		ResourceVersion:      o.rv,
 		ResourceVersionMatch: o.rvMatch,
 		SendInitialEvents:    o.sendInitialEvents,

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 
@@ -227,40 +228,52 @@ func TestWatchClientGone(t *testing.T) {
 	})
 }
 
-func TestLoadCustomResources(t *testing.T) {
+func TestLoadManifests(t *testing.T) {
 	tests := []struct {
 		name, data string
 		want       int
 		wantErr    string
 	}{
-		{"yaml list", "- group: a.example.com\n  version: v1\n  kind: Foo\n  plural: foos\n  namespaced: true\n", 1, ""},
-		{"yaml object", "customResources:\n- {group: a.example.com, version: v1, kind: Foo, plural: foos}\n- {group: a.example.com, version: v1, kind: Bar, plural: bars}\n", 2, ""},
-		{"json", `[{"group":"a.example.com","version":"v1","kind":"Foo","plural":"foos"}]`, 1, ""},
-		{"missing plural", `[{"group":"a.example.com","version":"v1","kind":"Foo"}]`, 0, "required"},
-		{"bad group", `[{"group":"nodot","version":"v1","kind":"Foo","plural":"foos"}]`, 0, "DNS subdomain"},
-		{"unknown field", `[{"group":"a.example.com","version":"v1","kind":"Foo","plural":"foos","plurl":"x"}]`, 0, "unknown field"},
-		{"not yaml", "\t:::", 0, "custom resources"},
+		{"yaml documents", fooCRD + "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n", 2, ""},
+		{"json", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"}}`, 1, ""},
+		{"list", `{"apiVersion":"v1","kind":"List","items":[{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"}},{"apiVersion":"v1","kind":"Secret","metadata":{"name":"b"}}]}`, 2, ""},
+		{"empty documents", "---\n---\n", 0, ""},
+		{"no kind", "apiVersion: v1\nmetadata: {name: a}\n", 0, "no apiVersion or kind"},
+		{"not yaml", "\t:::", 0, "yaml"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			crs, err := parseCustomResources([]byte(tt.data))
+			objs, err := ParseManifests([]byte(tt.data))
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("err %v, want %q", err, tt.wantErr)
 				}
 				return
 			}
-			if err != nil || len(crs) != tt.want {
-				t.Fatalf("got %v %v", crs, err)
+			if err != nil || len(objs) != tt.want {
+				t.Fatalf("got %v %v", objs, err)
 			}
 		})
 	}
-	if _, err := LoadCustomResources(t.TempDir() + "/missing"); err == nil {
-		t.Error("missing file loaded")
+	dir := t.TempDir()
+	if err := os.WriteFile(dir+"/b.yaml", []byte(fooCRD), 0o600); err != nil {
+		t.Fatal(err)
 	}
-	// Duplicates of a built-in are refused.
-	if _, err := newRegistry([]CustomResource{{Group: "a.example.com", Version: "v1", Kind: "Foo", Plural: "foos"}, {Group: "a.example.com", Version: "v1", Kind: "Foo", Plural: "foos2"}}); err == nil {
-		t.Error("duplicate kind accepted")
+	if err := os.MkdirAll(dir+"/sub", 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dir+"/sub/a.json", []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dir+"/notes.txt", []byte("not a manifest"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	objs, err := LoadManifests(dir)
+	if err != nil || len(objs) != 2 || objs[0].GetKind() != "CustomResourceDefinition" {
+		t.Fatalf("LoadManifests(dir): %v %v", objs, err)
+	}
+	if _, err := LoadManifests(dir + "/missing"); err == nil {
+		t.Error("missing file loaded")
 	}
 }
 

@@ -8,13 +8,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
@@ -38,7 +38,7 @@ func readBody(r *http.Request) ([]byte, error) {
 
 // checkNamespace fills a body's namespace from the path and rejects a
 // mismatch (400), as kube-apiserver does.
-func checkNamespace(req request, u *unstructured.Unstructured) error {
+func checkNamespace(req request, u metav1.Object) error {
 	if !req.res.namespaced {
 		u.SetNamespace("")
 		return nil
@@ -60,128 +60,106 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, req reques
 	if err != nil {
 		return err
 	}
-	u, ext, err := decodeRequest(w, r, req.res, body, true)
+	obj, err := decodeNew(w, r, req.res, body)
 	if err != nil {
 		return err
 	}
-	if err := checkNamespace(req, u); err != nil {
+	if err := checkNamespace(req, obj); err != nil {
 		return err
 	}
-	out, err := s.create(r.Context(), req, u, ext)
+	out, err := s.create(r.Context(), req, obj)
 	if err != nil {
 		return err
 	}
 	return writeObject(w, r, req.res, http.StatusCreated, out)
 }
 
-// create stores a new object, setting what the server owns: name from
-// generateName, uid, creationTimestamp, generation, reset status.
-//
-// ext, when not nil, is the object decoded into its built-in Go type, and u
-// may then hold only its apiVersion, kind and metadata (decodeRequest).
-func (s *Server) create(ctx context.Context, req request, u *unstructured.Unstructured, ext runtime.Object) (*unstructured.Unstructured, error) {
+// create stores obj, a new object, setting what the server owns: name
+// from generateName, uid, creationTimestamp, generation, reset status, and
+// returns it as stored. obj is a built-in resource's Go type, or
+// *unstructured.Unstructured for a custom resource (see newObject); its
+// namespace is the request's (checkNamespace).
+func (s *Server) create(ctx context.Context, req request, obj object) (object, error) {
 	res := req.res
 	ctx, svc := s.serviceWrite(ctx, req)
 	defer svc.done(false)
-	u.SetResourceVersion("")
-	u.SetUID("")
-	u.SetDeletionTimestamp(nil)
-	u.SetDeletionGracePeriodSeconds(nil)
-	u.SetSelfLink("")
-	u.SetManagedFields(nil)
-	generated := u.GetName() == "" && u.GetGenerateName() != ""
+	obj.SetResourceVersion("")
+	obj.SetUID("")
+	obj.SetDeletionTimestamp(nil)
+	obj.SetDeletionGracePeriodSeconds(nil)
+	obj.SetSelfLink("")
+	obj.SetManagedFields(nil)
+	generated := obj.GetName() == "" && obj.GetGenerateName() != ""
 	if generated {
-		u.SetName(generatedBase(u.GetGenerateName()) + nameSuffix(5))
+		obj.SetName(generatedBase(obj.GetGenerateName()) + nameSuffix(5))
 	}
 	if res.kube != nil {
 		// As kube-apiserver: admission (the namespace's lifecycle) before
 		// the resource's strategy, which validates.
 		if res.namespaced {
-			if err := s.namespaceExists(ctx, res, u); err != nil {
+			if err := s.namespaceExists(ctx, res, obj.GetNamespace(), obj.GetName()); err != nil {
 				return nil, err
 			}
 		}
-		u.SetUID(types.UID(newUID()))
-		u.SetCreationTimestamp(now())
-		if err := s.allocateServiceCreate(ctx, req, u, ext); err != nil {
+		obj.SetUID(types.UID(newUID()))
+		obj.SetCreationTimestamp(now())
+		if err := s.allocateServiceCreate(ctx, req, obj); err != nil {
 			return nil, err
 		}
-		if err := res.kube.Create(ctx, s.kubeRequest(ctx, req, "create", u.GetName()), u, ext); err != nil {
+		stored, err := res.kube.Create(ctx, s.kubeRequest(ctx, req, "create", obj.GetName()), obj)
+		if err != nil {
 			return nil, err
 		}
-		s.decorateService(req, u)
-	} else if err := s.prepareCustomCreate(ctx, res, u); err != nil {
+		if obj, err = asObject(stored); err != nil {
+			return nil, err
+		}
+		s.decorateService(req, obj)
+	} else if u, ok := obj.(*unstructured.Unstructured); !ok {
+		return nil, apierrors.NewInternalError(fmt.Errorf("custom resource %v as %T", res.gvk, obj))
+	} else if res.cr == nil {
+		return nil, apierrors.NewInternalError(fmt.Errorf("apiserver: resource %v has no write rules", res.gvr()))
+	} else if err := s.createCustom(ctx, req, u); err != nil {
 		return nil, err
 	}
-	value, err := encodeStored(u)
+	value, err := encodeStored(obj)
 	if err != nil {
 		return nil, err
 	}
-	req.name = u.GetName()
+	req.name = obj.GetName()
 	if req.dryRun {
 		// What would be stored, without a resourceVersion: none was
 		// assigned. A name clash is still reported.
-		if _, err := s.cfg.Storage.Get(ctx, keyFor(res, u.GetNamespace(), u.GetName())); err == nil {
-			return nil, apierrors.NewAlreadyExists(res.gr(), u.GetName())
+		if _, err := s.cfg.Storage.Get(ctx, keyFor(res, obj.GetNamespace(), obj.GetName())); err == nil {
+			return nil, apierrors.NewAlreadyExists(res.gr(), obj.GetName())
 		} else if !errors.Is(err, storage.ErrNotFound) {
 			return nil, s.storageErr(req, err)
 		}
-		return u, nil
+		return obj, nil
 	}
-	rev, err := s.cfg.Storage.Create(ctx, keyFor(res, u.GetNamespace(), u.GetName()), value)
+	rev, err := s.cfg.Storage.Create(ctx, keyFor(res, obj.GetNamespace(), obj.GetName()), value)
 	// Five random characters clash now and then when thousands of objects
 	// share a generateName (an RC's pods); as kube-apiserver does, a
 	// generated name that is taken is drawn again rather than failing the
 	// client's create with a 409 it did nothing to cause.
 	for attempt := 1; generated && errors.Is(err, storage.ErrKeyExists) && attempt < generateNameAttempts; attempt++ {
-		u.SetName(generatedBase(u.GetGenerateName()) + nameSuffix(5))
-		if value, err = encodeStored(u); err != nil {
+		obj.SetName(generatedBase(obj.GetGenerateName()) + nameSuffix(5))
+		if value, err = encodeStored(obj); err != nil {
 			return nil, err
 		}
-		req.name = u.GetName()
-		rev, err = s.cfg.Storage.Create(ctx, keyFor(res, u.GetNamespace(), u.GetName()), value)
+		req.name = obj.GetName()
+		rev, err = s.cfg.Storage.Create(ctx, keyFor(res, obj.GetNamespace(), obj.GetName()), value)
 	}
 	if err != nil {
 		return nil, s.storageErr(req, err)
 	}
 	svc.done(true)
-	u.SetResourceVersion(strconv.FormatInt(rev, 10))
-	return u, nil
-}
-
-// prepareCustomCreate applies the create rules of a custom resource: the
-// server's own, until its schema's come with CustomResourceDefinitions.
-func (s *Server) prepareCustomCreate(ctx context.Context, res *resource, u *unstructured.Unstructured) error {
-	if res.generation {
-		u.SetGeneration(1)
-	} else {
-		u.SetGeneration(0)
-		unstructured.RemoveNestedField(u.Object, "metadata", "generation")
-	}
-	if res.prepareCreate != nil {
-		res.prepareCreate(u.Object)
-	}
-	if u.GetName() == "" {
-		return apierrors.NewInvalid(res.gvk.GroupKind(), "", field.ErrorList{
-			field.Required(field.NewPath("metadata", "name"), "name or generateName is required"),
-		})
-	}
-	if err := validateMeta(res, u, nil); err != nil {
-		return err
-	}
-	if res.namespaced {
-		if err := s.namespaceExists(ctx, res, u); err != nil {
-			return err
-		}
-	}
-	u.SetUID(types.UID(newUID()))
-	u.SetCreationTimestamp(now())
-	return nil
+	obj.SetResourceVersion(strconv.FormatInt(rev, 10))
+	return obj, nil
 }
 
 // kubeRequest describes a write to the Kubernetes strategies.
 func (s *Server) kubeRequest(ctx context.Context, req request, verb, name string) kube.Request {
-	kr := kube.Request{Verb: verb, Namespace: req.namespace, Name: name, Subresource: req.sub, Warn: req.warn}
+	kr := kube.Request{Verb: verb, Namespace: req.namespace, Name: name, Subresource: req.sub, Warn: req.warn, Admission: s.admissionChain(), DryRun: req.dryRun}
 	if u, ok := filters.UserFrom(ctx); ok {
 		kr.User = kube.User{Name: u.Name, UID: u.UID, Groups: u.Groups}
 	}
@@ -212,8 +190,7 @@ var namespacesResource = func() *resource {
 // namespaceExists is kube-apiserver's namespace lifecycle admission of a
 // create: 404 NotFound for a missing namespace, 403 Forbidden (with the
 // NamespaceTerminating cause) for one being deleted.
-func (s *Server) namespaceExists(ctx context.Context, res *resource, u *unstructured.Unstructured) error {
-	ns := u.GetNamespace()
+func (s *Server) namespaceExists(ctx context.Context, res *resource, ns, name string) error {
 	kv, err := s.cfg.Storage.Get(ctx, keyFor(namespacesResource, "", ns))
 	if errors.Is(err, storage.ErrNotFound) {
 		return apierrors.NewNotFound(namespacesResource.gr(), ns)
@@ -228,7 +205,6 @@ func (s *Server) namespaceExists(ctx context.Context, res *resource, u *unstruct
 	if nestedString(nsObj.Object, "status", "phase") != string(corev1.NamespaceTerminating) {
 		return nil
 	}
-	name := u.GetName()
 	if name == "" {
 		name = "Unknown"
 	}
@@ -306,7 +282,7 @@ func (s *Server) update(ctx context.Context, req request, mutate mutateFunc) (*u
 			if err != nil {
 				return nil, err
 			}
-			if bytes.Equal(value, kv.Value) {
+			if unchanged(kv, value, cur, desired) {
 				return nil, errNoChange{cur}
 			}
 			if req.dryRun {
@@ -347,12 +323,20 @@ func (s *Server) update(ctx context.Context, req request, mutate mutateFunc) (*u
 	}
 }
 
+// unchanged reports whether desired, to be stored as value over kv (which
+// decodes to cur), is what is stored already: the same bytes, or the same
+// object with its fields in another order (a create stores a built-in
+// object as its Go type's JSON, later writes as a map's, keys sorted).
+func unchanged(kv storage.KeyValue, value []byte, cur, desired *unstructured.Unstructured) bool {
+	return bytes.Equal(value, kv.Value) || reflect.DeepEqual(cur.Object, desired.Object)
+}
+
 // prepareUpdate turns desired into what may be stored over cur.
 func (s *Server) prepareUpdate(ctx context.Context, req request, cur, desired *unstructured.Unstructured) error {
 	res := req.res
 	if rv := desired.GetResourceVersion(); rv == "" {
 		if !res.unconditionalUpdate {
-			return apierrors.NewInvalid(res.gvk.GroupKind(), req.name, field.ErrorList{
+			return apierrors.NewInvalid(res.qualifiedKind(), req.name, field.ErrorList{
 				field.Invalid(field.NewPath("metadata", "resourceVersion"), 0, "must be specified for an update"),
 			})
 		}
@@ -378,43 +362,10 @@ func (s *Server) prepareUpdate(ctx context.Context, req request, cur, desired *u
 		s.decorateService(req, desired)
 		return nil
 	}
-	switch req.sub {
-	case "status":
-		// What a /status write may change is the resource's own rule.
-		res.statusUpdate(cur, desired)
-	case "":
-		if res.hasStatus {
-			if status, ok := cur.Object["status"]; ok {
-				desired.Object["status"] = status
-			} else {
-				delete(desired.Object, "status")
-			}
-		}
+	if res.cr == nil {
+		return apierrors.NewInternalError(fmt.Errorf("apiserver: resource %v has no write rules", res.gvr()))
 	}
-	// System metadata is the server's. A uid left out is the stored one;
-	// a different one is refused by validateMeta below (422, immutable),
-	// as kube-apiserver does for a patch, whereas a PUT body's uid is a
-	// precondition checked earlier (409, see handleUpdate).
-	desired.SetNamespace(cur.GetNamespace())
-	if desired.GetUID() == "" {
-		desired.SetUID(cur.GetUID())
-	}
-	desired.SetCreationTimestamp(cur.GetCreationTimestamp())
-	desired.SetDeletionTimestamp(cur.GetDeletionTimestamp())
-	desired.SetDeletionGracePeriodSeconds(cur.GetDeletionGracePeriodSeconds())
-	desired.SetSelfLink("")
-	if res.generation {
-		gen := cur.GetGeneration()
-		if specChanged(cur.Object, desired.Object) {
-			gen++
-		}
-		desired.SetGeneration(gen)
-	} else {
-		unstructured.RemoveNestedField(desired.Object, "metadata", "generation")
-	}
-	// No new finalizers on an object being deleted: validateMeta answers
-	// 422, as kube-apiserver's metadata validation does.
-	return validateMeta(res, desired, cur)
+	return s.updateCustom(ctx, req, cur, desired)
 }
 
 func (s *Server) handleUpdate(w http.ResponseWriter, r *http.Request, req request) error {
@@ -445,7 +396,7 @@ func (s *Server) handleUpdate(w http.ResponseWriter, r *http.Request, req reques
 		}
 		return err
 	}
-	u, _, err := decodeRequest(w, r, req.res, body, false)
+	u, ext, err := decodeRequest(w, r, req.res, body, false)
 	if err != nil {
 		return err
 	}
@@ -471,9 +422,17 @@ func (s *Server) handleUpdate(w http.ResponseWriter, r *http.Request, req reques
 			return perr
 		}
 		if req.res.createOnUpdate && req.sub == "" {
-			if out, err = s.create(r.Context(), req, u, nil); err == nil {
-				return writeObject(w, r, req.res, http.StatusCreated, out)
+			obj, err := newObject(u, ext)
+			if err == nil {
+				err = checkNamespace(req, obj)
 			}
+			if err == nil {
+				obj, err = s.create(r.Context(), req, obj)
+			}
+			if err != nil {
+				return err
+			}
+			return writeObject(w, r, req.res, http.StatusCreated, obj)
 		}
 	}
 	if err != nil {

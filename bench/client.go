@@ -229,7 +229,7 @@ func startListwatchClient(url string, proto bool, onUpdate func(*corev1.Pod)) (*
 	f := lwinformers.NewSharedInformerFactory(c, lwinformers.Options{Reflector: lwcache.ReflectorOptions{Logger: quiet}})
 	pods := f.Pods()
 	if onUpdate != nil {
-		if _, err := pods.Informer().AddEventHandler(lwcache.ResourceEventHandlerFuncs[*corev1.Pod]{
+		if _, err := pods.AddEventHandler(lwcache.ResourceEventHandlerFuncs[*corev1.Pod]{
 			UpdateFunc: func(_, p *corev1.Pod) { onUpdate(p) },
 		}); err != nil {
 			return nil, err
@@ -238,7 +238,7 @@ func startListwatchClient(url string, proto bool, onUpdate func(*corev1.Pod)) (*
 	ctx, cancel := context.WithCancel(context.Background())
 	f.Start(ctx)
 	return &clientUnderTest{
-		synced: func(wctx context.Context) bool { return pollSynced(wctx, time.Millisecond, pods.Informer().HasSynced) },
+		synced: func(wctx context.Context) bool { return pollSynced(wctx, time.Millisecond, pods.HasSynced) },
 		stop:   func() { cancel(); f.Shutdown() },
 		keep:   pods,
 	}, nil

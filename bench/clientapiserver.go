@@ -441,7 +441,10 @@ func (s *childServer) fresh(window, buffer int) error {
 	if err := s.store.Compact(s.ctx, rev); err != nil {
 		return err
 	}
-	api, err := apiserver.New(s.ctx, apiserver.Config{Storage: s.store, WatchCache: apiserver.WatchCacheConfig{WindowSize: window, WatcherBuffer: buffer}})
+	api, err := apiserver.New(s.ctx, apiserver.Config{Storage: s.store, WatchCache: apiserver.WatchCacheConfig{WindowSize: window, WatcherBuffer: buffer},
+		// No service account controller runs in the bench: as envtest,
+		// ServiceAccount admission is off.
+		DisableAdmissionPlugins: []string{"ServiceAccount"}})
 	if err != nil {
 		return err
 	}

@@ -371,7 +371,10 @@ func startControlPlane(ctx context.Context) (_ *controlPlane, err error) {
 	if cp.store, err = etcd.New(ctx, ecfg); err != nil {
 		return nil, err
 	}
-	if cp.api, err = apiserver.New(context.WithoutCancel(ctx), apiserver.Config{Storage: cp.store, Logger: quietLogger()}); err != nil {
+	if cp.api, err = apiserver.New(context.WithoutCancel(ctx), apiserver.Config{Storage: cp.store, Logger: quietLogger(),
+		// No service account controller runs in the bench: as envtest,
+		// ServiceAccount admission is off.
+		DisableAdmissionPlugins: []string{"ServiceAccount"}}); err != nil {
 		return nil, err
 	}
 	cp.token = rand.Text()

@@ -298,9 +298,15 @@ func (s *SharedIndexInformer[T]) handleDeltas(key string, deltas Deltas[T], isIn
 }
 
 // AddEventHandler registers handler with the informer's default resync
-// period. See AddEventHandlerWithResyncPeriod.
-func (s *SharedIndexInformer[T]) AddEventHandler(handler ResourceEventHandler[T]) (*Registration[T], error) {
-	return s.AddEventHandlerWithResyncPeriod(handler, s.opts.ResyncPeriod)
+// period; it is the Informer interface's method. See
+// AddEventHandlerWithResyncPeriod, which also returns the registration's
+// statistics.
+func (s *SharedIndexInformer[T]) AddEventHandler(handler ResourceEventHandler[T]) (ResourceEventHandlerRegistration, error) {
+	r, err := s.AddEventHandlerWithResyncPeriod(handler, s.opts.ResyncPeriod)
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
 }
 
 // AddEventHandlerWithResyncPeriod registers handler, which is then told of
@@ -370,8 +376,9 @@ func (s *SharedIndexInformer[T]) AddEventHandlerWithResyncPeriod(handler Resourc
 
 // RemoveEventHandler unregisters the handler of reg: its backlog is dropped
 // and it receives nothing more once the call it may be in returns.
-func (s *SharedIndexInformer[T]) RemoveEventHandler(reg *Registration[T]) error {
-	if reg == nil || reg.informer != s {
+func (s *SharedIndexInformer[T]) RemoveEventHandler(r ResourceEventHandlerRegistration) error {
+	reg, ok := r.(*Registration[T])
+	if !ok || reg == nil || reg.informer != s {
 		return ErrUnknownRegistration
 	}
 	l := reg.l.Swap(nil)

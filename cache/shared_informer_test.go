@@ -50,7 +50,7 @@ func runShared(t *testing.T, inf *podInformer) (stop func()) {
 
 func mustAdd(t *testing.T, inf *podInformer, h cache.ResourceEventHandler[*corev1.Pod]) *cache.Registration[*corev1.Pod] {
 	t.Helper()
-	r, err := inf.AddEventHandler(h)
+	r, err := inf.AddEventHandlerWithResyncPeriod(h, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -50,7 +50,11 @@ type realAPI struct {
 
 func startRealAPI(t *testing.T, st storage.Interface, wc apiserver.WatchCacheConfig) *realAPI {
 	t.Helper()
-	srv, err := apiserver.New(t.Context(), apiserver.Config{Storage: st, WatchCache: wc})
+	srv, err := apiserver.New(t.Context(), apiserver.Config{Storage: st, WatchCache: wc,
+		// No controller-manager makes the default service accounts: as
+		// kube's integration tests and envtest, ServiceAccount admission
+		// is off on this bare API server.
+		DisableAdmissionPlugins: []string{"ServiceAccount"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -378,9 +382,8 @@ func startPodInformerWith(t *testing.T, c *Client, ro cache.ReflectorOptions, tr
 	f := informers.NewSharedInformerFactory(c, informers.Options{Reflector: ro})
 	t.Cleanup(f.Shutdown)
 	pods := f.Pods()
-	t.Cleanup(pods.Release)
 	if tr != nil {
-		if _, err := pods.Informer().AddEventHandler(tr.handler()); err != nil {
+		if _, err := pods.AddEventHandler(tr.handler()); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -390,7 +393,7 @@ func startPodInformerWith(t *testing.T, c *Client, ro cache.ReflectorOptions, tr
 			t.Fatalf("%s did not sync", gvr)
 		}
 	}
-	return pods.Informer()
+	return pods.SharedIndexInformer
 }
 
 func pages(n int, size int64) int {

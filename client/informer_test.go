@@ -192,7 +192,6 @@ func TestInformerThroughFactory(t *testing.T) {
 				Backoff: cache.Backoff{Initial: time.Millisecond, Max: 10 * time.Millisecond}}})
 			defer f.Shutdown()
 			pods := f.Pods()
-			defer pods.Release()
 			notify := make(chan struct{}, 1)
 			poke := func() {
 				select {
@@ -200,7 +199,7 @@ func TestInformerThroughFactory(t *testing.T) {
 				default:
 				}
 			}
-			if _, err := pods.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs[*corev1.Pod]{
+			if _, err := pods.AddEventHandler(cache.ResourceEventHandlerFuncs[*corev1.Pod]{
 				AddFunc:    func(*corev1.Pod, bool) { poke() },
 				UpdateFunc: func(_, _ *corev1.Pod) { poke() },
 				DeleteFunc: func(*corev1.Pod, bool) { poke() },
@@ -213,7 +212,7 @@ func TestInformerThroughFactory(t *testing.T) {
 					t.Fatalf("%s did not sync", gvr)
 				}
 			}
-			store := pods.Informer().GetStore()
+			store := pods.GetStore()
 			waitFor := func(what string, cond func() bool) {
 				t.Helper()
 				deadline := time.After(30 * time.Second)

@@ -56,7 +56,11 @@ type serverOptions struct {
 func startServer(t *testing.T, b backend, o serverOptions) *server {
 	t.Helper()
 	st := b.new(t)
-	api, err := apiserver.New(t.Context(), apiserver.Config{Storage: st, WatchCache: o.watchCache})
+	api, err := apiserver.New(t.Context(), apiserver.Config{Storage: st, WatchCache: o.watchCache,
+		// No controller-manager makes the default service accounts: as
+		// kube's integration tests and envtest, ServiceAccount admission
+		// is off on this bare API server.
+		DisableAdmissionPlugins: []string{"ServiceAccount"}})
 	if err != nil {
 		t.Fatal(err)
 	}

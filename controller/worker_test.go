@@ -14,8 +14,6 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
-
-	"github.com/listwatch/listwatch/workqueue"
 )
 
 func TestMain(m *testing.M) {
@@ -37,7 +35,7 @@ func newRecorder() *recorder {
 	return &recorder{calls: map[string][]time.Duration{}, failures: map[string]int{}, panics: map[string]int{}, start: time.Now()}
 }
 
-func (r *recorder) sync(_ context.Context, item string) error {
+func (r *recorder) sync(_ context.Context, item string) (Result, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.calls[item] = append(r.calls[item], time.Since(r.start))
@@ -49,9 +47,31 @@ func (r *recorder) sync(_ context.Context, item string) error {
 	}
 	if r.failures[item] > 0 {
 		r.failures[item]--
-		return errors.New("transient")
+		return Result{}, errors.New("transient")
 	}
-	return nil
+	return Result{}, nil
+}
+
+// newTest returns a controller of sync fed by sources, logging nowhere,
+// with opts otherwise.
+func newTest[K comparable](t *testing.T, sync SyncHandler[K], opts Options, sources ...Source[K]) *Controller[K] {
+	t.Helper()
+	if opts.Logger == nil {
+		opts.Logger = quietLogger
+	}
+	c, err := New("test", sync, opts, sources...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// run runs c until the returned stop is called, which returns Run's error.
+func run[K comparable](c *Controller[K]) (stop func() error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	return func() error { cancel(); return <-done }
 }
 
 func (r *recorder) times(item string) []time.Duration {
@@ -60,17 +80,14 @@ func (r *recorder) times(item string) []time.Duration {
 	return append([]time.Duration(nil), r.calls[item]...)
 }
 
-func TestRunnerSyncRetryForgetPanic(t *testing.T) {
+func TestSyncRetryForgetPanic(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rec := newRecorder()
 		rec.failures["flaky"] = 2
 		rec.panics["panicky"] = 1
-		q := workqueue.NewRateLimitingQueue[string](
-			workqueue.NewItemExponentialFailureRateLimiter[string](time.Second, time.Minute), workqueue.Config{})
-		r := &Runner[string]{Name: "test", Queue: q, Sync: rec.sync, Logger: quietLogger}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error)
-		go func() { done <- r.Run(ctx, 3) }()
+		c := newTest(t, rec.sync, Options{Workers: 3, RetryBaseDelay: time.Second, RetryMaxDelay: time.Minute})
+		q := c.Queue()
+		stop := run(c)
 		for _, k := range []string{"ok", "flaky", "panicky"} {
 			q.Add(k)
 		}
@@ -101,23 +118,19 @@ func TestRunnerSyncRetryForgetPanic(t *testing.T) {
 				t.Errorf("%s: NumRequeues = %d after success, want 0 (Forget)", tt.item, n)
 			}
 		}
-		cancel()
-		if err := <-done; err != nil {
+		if err := stop(); err != nil {
 			t.Fatalf("Run = %v", err)
 		}
 	})
 }
 
-func TestRunnerWaitsForCaches(t *testing.T) {
+func TestWaitsForCaches(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rec := newRecorder()
-		q := workqueue.NewRateLimitingQueue[string](nil, workqueue.Config{})
 		var synced atomic.Bool
-		r := &Runner[string]{Name: "test", Queue: q, Sync: rec.sync, Logger: quietLogger}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error)
-		go func() { done <- r.Run(ctx, 2, func() bool { return true }, synced.Load) }()
-		q.Add("a")
+		c := newTest(t, rec.sync, Options{Workers: 2}, WaitFor[string](func() bool { return true }, synced.Load))
+		stop := run(c)
+		c.Queue().Add("a")
 		time.Sleep(10 * time.Second)
 		synctest.Wait()
 		if n := len(rec.times("a")); n != 0 {
@@ -129,35 +142,48 @@ func TestRunnerWaitsForCaches(t *testing.T) {
 		if got := rec.times("a"); len(got) != 1 || got[0] != 10100*time.Millisecond {
 			t.Fatalf("synced at %v, want once at 10.1s", got)
 		}
-		cancel()
-		<-done
+		_ = stop()
 	})
 }
 
-func TestRunnerCacheSyncAborted(t *testing.T) {
+func TestCacheSyncAborted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := workqueue.NewRateLimitingQueue[string](nil, workqueue.Config{})
-		r := &Runner[string]{Name: "test", Queue: q, Sync: newRecorder().sync, Logger: quietLogger}
+		c := newTest(t, newRecorder().sync, Options{}, WaitFor[string](func() bool { return false }))
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		err := r.Run(ctx, 1, func() bool { return false })
+		err := c.Run(ctx)
 		if !errors.Is(err, ErrCacheSyncAborted) || !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("Run = %v, want ErrCacheSyncAborted and DeadlineExceeded", err)
 		}
-		if !q.ShuttingDown() {
+		if !c.Queue().ShuttingDown() {
 			t.Fatal("queue left running")
+		}
+		if err := c.Run(context.Background()); !errors.Is(err, ErrAlreadyRun) {
+			t.Fatalf("second Run = %v, want ErrAlreadyRun", err)
 		}
 	})
 }
 
-func TestRunnerBadConfig(t *testing.T) {
-	r := &Runner[string]{Name: "test"}
-	if err := r.Run(context.Background(), 1); err == nil {
-		t.Fatal("Run without Queue and Sync succeeded")
+func TestNewBadConfig(t *testing.T) {
+	sync := func(context.Context, string) (Result, error) { return Result{}, nil }
+	tests := []struct {
+		name    string
+		ctrl    string
+		sync    SyncHandler[string]
+		sources []Source[string]
+	}{
+		{"no name", "", sync, nil},
+		{"no sync", "test", nil, nil},
+		{"nil source", "test", sync, []Source[string]{nil}},
+	}
+	for _, tt := range tests {
+		if _, err := New(tt.ctrl, tt.sync, Options{}, tt.sources...); err == nil {
+			t.Errorf("%s: New succeeded", tt.name)
+		}
 	}
 }
 
-func TestRunnerDrainsOnShutdown(t *testing.T) {
+func TestDrainsOnShutdown(t *testing.T) {
 	tests := []struct {
 		name      string
 		drain     time.Duration
@@ -174,28 +200,24 @@ func TestRunnerDrainsOnShutdown(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				var syncs atomic.Int32
 				started := make(chan struct{}, 10)
-				sync := func(ctx context.Context, item int) error {
+				sync := func(ctx context.Context, item int) (Result, error) {
 					started <- struct{}{}
 					select {
 					case <-time.After(time.Second):
 						syncs.Add(1)
-						return nil
+						return Result{}, nil
 					case <-ctx.Done():
-						return ctx.Err()
+						return Result{}, ctx.Err()
 					}
 				}
-				q := workqueue.NewRateLimitingQueue[int](nil, workqueue.Config{})
-				r := &Runner[int]{Name: "test", Queue: q, Sync: sync, Logger: quietLogger, DrainTimeout: tt.drain}
-				ctx, cancel := context.WithCancel(context.Background())
-				done := make(chan error)
+				c := newTest(t, sync, Options{DrainTimeout: tt.drain})
 				for i := range 5 {
-					q.Add(i)
+					c.Queue().Add(i)
 				}
 				start := time.Now()
-				go func() { done <- r.Run(ctx, 1) }()
+				stop := run(c)
 				<-started
-				cancel()
-				<-done
+				_ = stop()
 				if n := int(syncs.Load()); n != tt.wantSyncs {
 					t.Errorf("%d syncs finished, want %d", n, tt.wantSyncs)
 				}
@@ -262,33 +284,32 @@ func (h *captureHandler) records() []logRecord {
 // controller's name, the item's key and the error Sync returned, and a
 // panicking one with the key and the panic value; a successful sync logs
 // nothing at error level.
-func TestRunnerLogsSyncErrors(t *testing.T) {
+func TestLogsSyncErrors(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		errConflict := errors.New("conflict writing status")
-		syncFn := func(_ context.Context, key string) error {
+		syncFn := func(_ context.Context, key string) (Result, error) {
 			switch key {
 			case "ns/failing":
-				return fmt.Errorf("update %s: %w", key, errConflict)
+				return Result{}, fmt.Errorf("update %s: %w", key, errConflict)
 			case "ns/panicky":
 				panic("boom")
 			}
-			return nil
+			return Result{}, nil
 		}
 		h := newCaptureHandler()
-		// A limiter that never retries within the test: one failure each.
-		q := workqueue.NewRateLimitingQueue[string](
-			workqueue.NewItemExponentialFailureRateLimiter[string](time.Hour, time.Hour), workqueue.Config{})
-		r := &Runner[string]{Name: "rc", Queue: q, Sync: syncFn, Logger: slog.New(h)}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error)
-		go func() { done <- r.Run(ctx, 2) }()
+		// A backoff that never retries within the test: one failure each.
+		c, err := New("rc", syncFn, Options{Workers: 2, Logger: slog.New(h), RetryBaseDelay: time.Hour, RetryMaxDelay: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		q := c.Queue()
+		stop := run(c)
 		for _, k := range []string{"ns/ok", "ns/failing", "ns/panicky"} {
 			q.Add(k)
 		}
 		time.Sleep(time.Minute)
 		synctest.Wait()
-		cancel()
-		if err := <-done; err != nil {
+		if err := stop(); err != nil {
 			t.Fatalf("Run = %v", err)
 		}
 

@@ -40,6 +40,7 @@ import (
 	"github.com/listwatch/listwatch/controllers/namespace"
 	"github.com/listwatch/listwatch/controllers/podlifecycle"
 	"github.com/listwatch/listwatch/controllers/replication"
+	"github.com/listwatch/listwatch/controllers/serviceaccount"
 	"github.com/listwatch/listwatch/informers"
 	"github.com/listwatch/listwatch/leaderelection"
 	"github.com/listwatch/listwatch/record"
@@ -53,11 +54,17 @@ const (
 	Endpoints        = "endpoints"
 	GarbageCollector = "garbagecollector"
 	Namespace        = "namespace"
+	ServiceAccount   = "serviceaccount"
+	RootCACert       = "rootcacert"
 )
 
 // AllControllers lists every controller, in the order they start.
 func AllControllers() []string {
-	return []string{Replication, PodLifecycle, Endpoints, GarbageCollector, Namespace}
+	names := make([]string, len(controllers))
+	for i, c := range controllers {
+		names[i] = c.name
+	}
+	return names
 }
 
 // Defaults of the Lease the replicas compete for.
@@ -139,7 +146,7 @@ func New(cfg Config) (*Manager, error) {
 	var names []string
 	for _, n := range chosen {
 		n = strings.TrimSpace(n)
-		if !slices.Contains(AllControllers(), n) {
+		if _, ok := lookup(n); !ok {
 			return nil, fmt.Errorf("controllermanager: unknown controller %q (known: %s)", n, strings.Join(AllControllers(), ", "))
 		}
 		if !slices.Contains(names, n) {
@@ -445,12 +452,6 @@ func (m *Manager) serveHTTP() (stop func()) {
 	}
 }
 
-// runnable is one started controller.
-type runnable struct {
-	name string
-	run  func(ctx context.Context) error
-}
-
 // runControllers builds the chosen controllers on a new shared informer
 // factory, starts the informers and the controllers, and stops them all
 // when ctx ends: the controllers first (they drain their queues), then
@@ -469,19 +470,26 @@ func (m *Manager) runControllers(ctx context.Context) error {
 	// the broadcaster stops after them.
 	defer func() { stopEvents(); eventsDone.Wait() }()
 
-	runs, err := m.buildControllers(ctx, factory, broadcaster)
-	if err != nil {
-		return err
+	d := deps{m: m, factory: factory, events: broadcaster}
+	runs := make([]runner, len(m.controllers))
+	for i, name := range m.controllers {
+		def, _ := lookup(name)
+		r, err := def.new(ctx, d)
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		runs[i] = r
 	}
 	factory.Start(ctx)
 
 	var wg sync.WaitGroup
 	errs := make([]error, len(runs))
 	for i, r := range runs {
+		name := m.controllers[i]
 		wg.Go(func() {
-			if err := r.run(ctx); err != nil && ctx.Err() == nil {
-				m.log.Error("controller stopped", "controller", r.name, "err", err)
-				errs[i] = fmt.Errorf("%s: %w", r.name, err)
+			if err := r.Run(ctx); err != nil && ctx.Err() == nil {
+				m.log.Error("controller stopped", "controller", name, "err", err)
+				errs[i] = fmt.Errorf("%s: %w", name, err)
 			}
 		})
 	}
@@ -510,79 +518,92 @@ func (m *Manager) eventOptions() record.Options {
 	return o
 }
 
-// buildControllers makes the chosen controllers, registering their
-// handlers on factory's informers before they start.
-func (m *Manager) buildControllers(ctx context.Context, factory *informers.SharedInformerFactory, b *record.Broadcaster) ([]runnable, error) {
-	var runs []runnable
-	var pods *informers.Informer[*corev1.Pod]
-	sharedPods := func() *informers.Informer[*corev1.Pod] {
-		if pods == nil {
-			pods = factory.Pods()
-		}
-		return pods
+// runner is a controller built and not yet run: every controller's New
+// returns one, and its Run returns once ctx has ended and its workers
+// have stopped.
+type runner interface {
+	Run(ctx context.Context) error
+}
+
+// deps are what the controllers of one term of leadership share.
+type deps struct {
+	m       *Manager
+	factory *informers.SharedInformerFactory
+	events  *record.Broadcaster
+}
+
+// options fills in what every controller gets from the manager unless its
+// Config section says otherwise: the logger and the queue metrics.
+func (d deps) options(o controller.Options) controller.Options {
+	if o.Logger == nil {
+		o.Logger = d.m.log
 	}
-	for _, name := range m.controllers {
-		switch name {
-		case Replication:
-			rest := replication.NewREST(m.client)
-			rec := b.NewRecorder("replication-controller")
-			opts := m.cfg.Replication
-			if opts.Logger == nil {
-				opts.Logger = m.log
-			}
-			if opts.Recorder == nil {
-				opts.Recorder = rec
-			}
-			pc := &controller.RealPodControl{Client: rest, Recorder: rec, Logger: opts.Logger}
-			rm, err := replication.NewManager(sharedPods().Informer(), factory.ReplicationControllers().Informer(), rest, pc, opts)
-			if err != nil {
-				return nil, err
-			}
-			runs = append(runs, runnable{name, func(ctx context.Context) error { return rm.Run(ctx, 0) }})
-		case PodLifecycle:
-			opts := m.cfg.PodLifecycle
-			if opts.Logger == nil {
-				opts.Logger = m.log
-			}
-			pl, err := podlifecycle.New(sharedPods().Informer(), newPodLifecycleClient(m.client), opts)
-			if err != nil {
-				return nil, err
-			}
-			runs = append(runs, runnable{name, pl.Run})
-		case Endpoints:
-			ec, err := endpoints.New(factory.Services().Informer(), sharedPods().Informer(), factory.Endpoints().Informer(),
-				newEndpointsClient(m.client), endpoints.Options{Logger: m.log})
-			if err != nil {
-				return nil, err
-			}
-			runs = append(runs, runnable{name, ec.Run})
-		case GarbageCollector:
-			resources, err := m.gcResources(ctx)
-			if err != nil {
-				return nil, err
-			}
-			gc, err := garbagecollector.New(factory, garbagecollector.NewClient(m.client), resources,
-				garbagecollector.Options{Logger: m.log, Metrics: m.queueMetrics})
-			if err != nil {
-				return nil, err
-			}
-			runs = append(runs, runnable{name, gc.Run})
-		case Namespace:
-			opts := m.cfg.Namespace
-			if opts.Logger == nil {
-				opts.Logger = m.log
-			}
-			if opts.Metrics == nil {
-				opts.Metrics = m.queueMetrics
-			}
-			nc, err := namespace.New(factory.Namespaces().Informer(), namespace.NewClient(m.client), opts)
-			if err != nil {
-				return nil, err
-			}
-			runs = append(runs, runnable{name, nc.Run})
+	if o.Metrics == nil {
+		o.Metrics = d.m.queueMetrics
+	}
+	return o
+}
+
+// controllerDef is a row of the table of controllers: a name
+// Config.Controllers chooses by, and how to make the controller on the
+// term's shared informer factory, registering on its informers before
+// they start.
+type controllerDef struct {
+	name string
+	new  func(ctx context.Context, d deps) (runner, error)
+}
+
+// controllers is every controller the manager can run, in the order they
+// start.
+var controllers = []controllerDef{
+	{Replication, func(_ context.Context, d deps) (runner, error) {
+		api := replication.NewClient(d.m.client)
+		rec := d.events.NewRecorder("replication-controller")
+		opts := d.m.cfg.Replication
+		opts.Controller = d.options(opts.Controller)
+		if opts.Recorder == nil {
+			opts.Recorder = rec
+		}
+		pc := &controller.RealPodControl{Client: api, Recorder: rec, Logger: opts.Controller.Logger}
+		return replication.New(informers.For[*corev1.Pod](d.factory), informers.For[*corev1.ReplicationController](d.factory), api, pc, opts)
+	}},
+	{PodLifecycle, func(_ context.Context, d deps) (runner, error) {
+		opts := d.m.cfg.PodLifecycle
+		opts.Controller = d.options(opts.Controller)
+		return podlifecycle.New(informers.For[*corev1.Pod](d.factory), podlifecycle.NewClient(d.m.client), opts)
+	}},
+	{Endpoints, func(_ context.Context, d deps) (runner, error) {
+		return endpoints.New(informers.For[*corev1.Service](d.factory), informers.For[*corev1.Pod](d.factory),
+			d.factory.Endpoints(), endpoints.NewClient(d.m.client), d.options(controller.Options{}))
+	}},
+	{GarbageCollector, func(ctx context.Context, d deps) (runner, error) {
+		resources, err := d.m.gcResources(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return garbagecollector.New(d.factory, garbagecollector.NewClient(d.m.client), resources,
+			garbagecollector.Options{Controller: d.options(controller.Options{})})
+	}},
+	{Namespace, func(_ context.Context, d deps) (runner, error) {
+		opts := d.m.cfg.Namespace
+		opts.Controller = d.options(opts.Controller)
+		return namespace.New(informers.For[*corev1.Namespace](d.factory), namespace.NewClient(d.m.client), opts)
+	}},
+	{ServiceAccount, func(_ context.Context, d deps) (runner, error) {
+		return serviceaccount.New(informers.For[*corev1.Namespace](d.factory), informers.For[*corev1.ServiceAccount](d.factory),
+			serviceaccount.NewClient(d.m.client), serviceaccount.Options{Controller: d.options(controller.Options{})})
+	}},
+	{RootCACert, newRootCACert},
+}
+
+// lookup finds the row of the controller called name.
+func lookup(name string) (controllerDef, bool) {
+	for _, c := range controllers {
+		if c.name == name {
+			return c, true
 		}
 	}
-	return runs, nil
+	return controllerDef{}, false
 }
 
 // gcSkipped are served resources the collector leaves alone: nothing is

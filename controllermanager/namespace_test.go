@@ -46,7 +46,7 @@ func TestNamespaceDeletion(t *testing.T) {
 	cc := &client.Config{REST: &rest.Config{Host: hs.URL}, QPS: -1}
 	m, err := New(Config{
 		Client:         cc,
-		Controllers:    []string{PodLifecycle, Namespace},
+		Controllers:    []string{PodLifecycle, Namespace, ServiceAccount},
 		LeaderElection: LeaderElection{Disabled: true},
 		PodLifecycle:   podlifecycle.Options{StartDelay: time.Millisecond, TerminationDelay: 100 * time.Millisecond},
 		Namespace:      namespace.Options{DeletionGracePeriod: 50 * time.Millisecond},

@@ -84,10 +84,15 @@ type runnable interface {
 
 type entry struct {
 	informer runnable
-	refs     int
-	started  bool
-	cancel   context.CancelFunc
-	done     chan struct{}
+	// typed is the *Informer[T] handed out for the entry's key.
+	typed any
+	// pinned is set once For or InformerFor asked for the informer: it
+	// then runs until Shutdown. refs counts the holds Acquire gave out.
+	pinned  bool
+	refs    int
+	started bool
+	cancel  context.CancelFunc
+	done    chan struct{}
 }
 
 // SharedInformerFactory creates and shares informers. It is safe for
@@ -112,55 +117,62 @@ func NewSharedInformerFactory(src Source, opts Options) *SharedInformerFactory {
 	return &SharedInformerFactory{source: src, opts: opts, log: log, informers: map[informerKey]*entry{}}
 }
 
-// Informer is one user's hold on a shared informer. Release it when done:
-// the informer stops when its last holder releases it.
+// Informer is the factory's shared informer of one resource for objects
+// of type T: the *cache.SharedIndexInformer[T] it embeds (so it is a
+// cache.Informer[T], which controllers take), and a Lister.
 type Informer[T cache.Object] struct {
-	f        *SharedInformerFactory
-	key      informerKey
-	informer *cache.SharedIndexInformer[T]
-	once     sync.Once
+	*cache.SharedIndexInformer[T]
+	resource schema.GroupResource
 }
 
-// Informer returns the shared informer.
-func (i *Informer[T]) Informer() *cache.SharedIndexInformer[T] { return i.informer }
-
-// Lister returns a Lister over the shared informer's cache.
+// Lister returns a Lister over the informer's cache.
 func (i *Informer[T]) Lister() cache.Lister[T] {
-	return i.informer.Lister(i.key.gvr.GroupResource())
+	return i.SharedIndexInformer.Lister(i.resource)
 }
 
-// Release gives up this hold on the informer. When it was the last one, the
-// informer is stopped (without waiting: Shutdown waits) and forgotten, so a
-// later request creates a new one. Release is idempotent.
-func (i *Informer[T]) Release() {
-	i.once.Do(func() { i.f.release(i.key) })
-}
-
-// InformerFor returns a hold on the shared informer of resource gvr with
-// objects of type T, creating the informer on first request. A new informer
-// runs from the next Start. For a built-in resource, For finds gvr from T
+// InformerFor returns the shared informer of resource gvr with objects of
+// type T, creating it on the first call; every later call returns the same
+// one, so callers need not keep it. A new informer runs from the next
+// Start until Shutdown. For a built-in resource, For finds gvr from T
 // alone; T *metav1.PartialObjectMetadata holds the objects' metadata alone
 // (MetadataFor).
 func InformerFor[T cache.Object](f *SharedInformerFactory, gvr schema.GroupVersionResource) *Informer[T] {
-	return informerOf[T](f, gvr, nil)
+	inf, _ := informerOf[T](f, gvr, nil, false)
+	return inf
 }
 
-// informerOf is InformerFor, reading from lw rather than from the source
-// when lw is not nil.
-func informerOf[T cache.Object](f *SharedInformerFactory, gvr schema.GroupVersionResource, lw cache.ListerWatcher[cache.Object]) *Informer[T] {
+// Acquire is InformerFor for users that come and go while the factory
+// runs, such as the garbage collector, which follows custom resources as
+// they are added and removed: release gives up the hold (calling it again
+// does nothing), and an informer that no For or InformerFor asked for
+// stops, and is forgotten, when its last hold is released, so that a
+// later request makes a new one.
+func Acquire[T cache.Object](f *SharedInformerFactory, gvr schema.GroupVersionResource) (inf *Informer[T], release func()) {
+	return informerOf[T](f, gvr, nil, true)
+}
+
+// informerOf returns the informer of gvr for T, counting a hold when
+// counted (and returning its release) and pinning it otherwise. It reads
+// from lw rather than from the source when lw is not nil.
+func informerOf[T cache.Object](f *SharedInformerFactory, gvr schema.GroupVersionResource, lw cache.ListerWatcher[cache.Object], counted bool) (*Informer[T], func()) {
 	key := informerKey{gvr: gvr, typ: reflect.TypeFor[T]()}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	e, ok := f.informers[key]
 	if !ok {
-		e = &entry{informer: newTyped[T](f, gvr, lw)}
+		inf := &Informer[T]{SharedIndexInformer: newTyped[T](f, gvr, lw), resource: gvr.GroupResource()}
+		e = &entry{informer: inf.SharedIndexInformer, typed: inf}
 		f.informers[key] = e
 	}
+	// The entry was made for this very key, whose type is T.
+	inf, _ := e.typed.(*Informer[T])
+	if !counted {
+		e.pinned = true
+		return inf, func() {}
+	}
 	e.refs++
-	// The entry holds the informer as a runnable; the typed pointer is
-	// recovered from the entry made for this very key and type.
-	inf, _ := e.informer.(*cache.SharedIndexInformer[T])
-	return &Informer[T]{f: f, key: key, informer: inf}
+	var once sync.Once
+	return inf, func() { once.Do(func() { f.release(key, e) }) }
 }
 
 // newTyped builds the informer of gvr for T with the factory's options,
@@ -216,15 +228,11 @@ func StripManagedFields[T cache.Object](obj T) (T, error) {
 	return cp, nil
 }
 
-func (f *SharedInformerFactory) release(key informerKey) {
+func (f *SharedInformerFactory) release(key informerKey, e *entry) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	e, ok := f.informers[key]
-	if !ok {
-		return
-	}
 	e.refs--
-	if e.refs > 0 {
+	if e.refs > 0 || e.pinned || f.informers[key] != e {
 		return
 	}
 	delete(f.informers, key)
@@ -234,8 +242,9 @@ func (f *SharedInformerFactory) release(key informerKey) {
 }
 
 // Start runs every informer requested and not yet running, until ctx is
-// done, Shutdown is called or its last holder releases it. It does not
-// block, and calling it again starts only what is new.
+// done, Shutdown is called or the last hold on an acquired one is
+// released. It does not block, and calling it again starts only what is
+// new.
 func (f *SharedInformerFactory) Start(ctx context.Context) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -3,6 +3,7 @@ package informers_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
@@ -73,19 +74,13 @@ func TestFactory_ResyncPeriods(t *testing.T) {
 				reg  func() (time.Duration, error)
 				want time.Duration
 			}{
-				{"pods", f.Pods().Informer(), func() (time.Duration, error) {
-					r, err := f.Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs[*corev1.Pod]{})
-					if err != nil {
-						return 0, err
-					}
-					return r.ResyncPeriod(), nil
+				{"pods", f.Pods().SharedIndexInformer, func() (time.Duration, error) {
+					r, err := f.Pods().AddEventHandler(cache.ResourceEventHandlerFuncs[*corev1.Pod]{})
+					return resyncPeriod[*corev1.Pod](r, err)
 				}, tc.wantPods},
-				{"namespaces", f.Namespaces().Informer(), func() (time.Duration, error) {
-					r, err := f.Namespaces().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs[*corev1.Namespace]{})
-					if err != nil {
-						return 0, err
-					}
-					return r.ResyncPeriod(), nil
+				{"namespaces", f.Namespaces().SharedIndexInformer, func() (time.Duration, error) {
+					r, err := f.Namespaces().AddEventHandler(cache.ResourceEventHandlerFuncs[*corev1.Namespace]{})
+					return resyncPeriod[*corev1.Namespace](r, err)
 				}, tc.wantNamespaces},
 			} {
 				if got := c.inf.ResyncCheckPeriod(); got != c.want {
@@ -111,7 +106,7 @@ func TestFactory_DefaultResyncFires(t *testing.T) {
 		pods.Create(newPod("a", "p1", nil))
 		var mu sync.Mutex
 		resyncs := 0
-		f.Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs[*corev1.Pod]{
+		f.Pods().AddEventHandler(cache.ResourceEventHandlerFuncs[*corev1.Pod]{
 			UpdateFunc: func(_, _ *corev1.Pod) { mu.Lock(); resyncs++; mu.Unlock() },
 		})
 		f.Start(t.Context())
@@ -213,15 +208,15 @@ func newAccessorCase[T cache.Object](name string, gvr schema.GroupVersionResourc
 				t.Fatal(err)
 			}
 			h := get(f)
-			if h.Informer() != informers.InformerFor[T](f, gvr).Informer() {
+			if h.SharedIndexInformer != informers.InformerFor[T](f, gvr).SharedIndexInformer {
 				t.Errorf("%s: accessor and InformerFor(%v) disagree", name, gvr)
 			}
 			return func() {
-				if !h.Informer().HasSynced() {
+				if !h.HasSynced() {
 					t.Errorf("%s: not synced", name)
 					return
 				}
-				items := h.Informer().GetStore().List()
+				items := h.GetStore().List()
 				if len(items) != 1 || items[0].GetName() != obj.GetName() || items[0].GetNamespace() != obj.GetNamespace() {
 					t.Errorf("%s: cache holds %v, want %s/%s", name, items, obj.GetNamespace(), obj.GetName())
 				}
@@ -298,15 +293,12 @@ func TestFactory_ForUnknownType(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f, _, src := setup(t, informers.Options{})
 		h := informers.For[*unstructured.Unstructured](f)
-		defer h.Release()
-		if h2 := informers.For[*unstructured.Unstructured](f); h2.Informer() != h.Informer() {
+		if h2 := informers.For[*unstructured.Unstructured](f); h2 != h {
 			t.Error("two requests for one type got two informers")
-		} else {
-			h2.Release()
 		}
 		f.Start(t.Context())
 		synctest.Wait()
-		st := h.Informer().SyncStatus()
+		st := h.SyncStatus()
 		if st.Synced || !errors.Is(st.LastError, informers.ErrNotBuiltin) {
 			t.Errorf("status %+v, want ErrNotBuiltin", st)
 		}
@@ -369,10 +361,8 @@ func TestFactory_Metadata(t *testing.T) {
 				f := informers.NewSharedInformerFactory(src, informers.Options{Reflector: cache.ReflectorOptions{Logger: quiet}})
 				t.Cleanup(f.Shutdown)
 				h := informers.MetadataFor(f, podsGVR)
-				defer h.Release()
 				typed := f.Pods()
-				defer typed.Release()
-				if any(h.Informer()) == any(typed.Informer()) {
+				if any(h.SharedIndexInformer) == any(typed.SharedIndexInformer) {
 					t.Fatal("the metadata informer is the typed one")
 				}
 				f.Start(t.Context())
@@ -402,4 +392,17 @@ func TestFactory_Metadata(t *testing.T) {
 			})
 		})
 	}
+}
+
+// resyncPeriod is the resync period of the handler registration r, which
+// a SharedIndexInformer[T] made.
+func resyncPeriod[T cache.Object](r cache.ResourceEventHandlerRegistration, err error) (time.Duration, error) {
+	if err != nil {
+		return 0, err
+	}
+	reg, ok := r.(*cache.Registration[T])
+	if !ok {
+		return 0, fmt.Errorf("registration %T is not a *cache.Registration", r)
+	}
+	return reg.ResyncPeriod(), nil
 }

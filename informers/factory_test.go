@@ -100,14 +100,14 @@ func TestFactory_SharesOneInformerPerResource(t *testing.T) {
 		f, pods, src := setup(t, informers.Options{Reflector: cache.ReflectorOptions{Logger: slog.New(logs)}})
 		pods.Create(newPod("a", "p1", nil))
 		c1, c2 := f.Pods(), f.Pods()
-		if c1.Informer() != c2.Informer() {
+		if c1.SharedIndexInformer != c2.SharedIndexInformer {
 			t.Fatal("two requests for pods got two informers")
 		}
 		// Two controllers sharing the pod informer each see every event.
 		var mu sync.Mutex
 		seen := map[string][]string{}
 		for _, name := range []string{"c1", "c2"} {
-			_, err := c1.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs[*corev1.Pod]{
+			_, err := c1.AddEventHandler(cache.ResourceEventHandlerFuncs[*corev1.Pod]{
 				AddFunc: func(p *corev1.Pod, _ bool) {
 					mu.Lock()
 					defer mu.Unlock()
@@ -178,7 +178,7 @@ func TestFactory_Options(t *testing.T) {
 		h := f.Pods()
 		var mu sync.Mutex
 		resyncs := 0
-		h.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs[*corev1.Pod]{
+		h.AddEventHandler(cache.ResourceEventHandlerFuncs[*corev1.Pod]{
 			UpdateFunc: func(_, _ *corev1.Pod) { mu.Lock(); resyncs++; mu.Unlock() },
 		})
 		f.Start(t.Context())
@@ -204,7 +204,7 @@ func TestFactory_StartOnlyNewAndReleaseStops(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f, pods, src := setup(t, informers.Options{})
 		pods.Create(newPod("a", "p1", nil))
-		h1 := f.Pods()
+		h1, release1 := informers.Acquire[*corev1.Pod](f, podsGVR)
 		f.Start(t.Context())
 		synctest.Wait()
 		// An informer requested after Start runs from the next Start; the
@@ -218,27 +218,38 @@ func TestFactory_StartOnlyNewAndReleaseStops(t *testing.T) {
 			t.Errorf("WaitForCacheSync = %v, want pods only", got)
 		}
 		// Namespaces are not served: the reason is readable.
-		if st := ns.Informer().SyncStatus(); st.Synced || st.LastError == nil {
+		if st := ns.SyncStatus(); st.Synced || st.LastError == nil {
 			t.Errorf("namespaces status %+v, want an error", st)
 		}
-		h2 := f.Pods()
-		h1.Release()
-		h1.Release() // idempotent
+		h2, release2 := informers.Acquire[*corev1.Pod](f, podsGVR)
+		if h1 != h2 {
+			t.Fatal("two holds on pods got two informers")
+		}
+		release1()
+		release1() // idempotent
 		synctest.Wait()
-		if h2.Informer().IsStopped() {
+		if h2.IsStopped() {
 			t.Fatal("informer stopped while a holder remains")
 		}
-		inf := h2.Informer()
-		h2.Release()
+		release2()
 		synctest.Wait()
-		if !inf.IsStopped() {
+		if !h2.IsStopped() {
 			t.Error("informer still runs after its last holder released it")
 		}
 		if pods.Watchers() != 0 {
 			t.Errorf("%d pod watches still open", pods.Watchers())
 		}
-		if f.Pods().Informer() == inf {
+		// For pins the new informer: a hold released on it stops nothing.
+		h3 := f.Pods()
+		if h3 == h2 {
 			t.Error("a released informer was handed out again")
+		}
+		_, release3 := informers.Acquire[*corev1.Pod](f, podsGVR)
+		release3()
+		f.Start(t.Context())
+		synctest.Wait()
+		if h3.IsStopped() || f.Pods() != h3 {
+			t.Error("an informer For asked for stopped when a hold on it was released")
 		}
 		src.mu.Lock()
 		defer src.mu.Unlock()
@@ -253,7 +264,7 @@ func TestFactory_ShutdownWaitsForEveryGoroutine(t *testing.T) {
 		f, pods, _ := setup(t, informers.Options{})
 		pods.Create(newPod("a", "p1", nil))
 		release := make(chan struct{})
-		f.Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs[*corev1.Pod]{
+		f.Pods().AddEventHandler(cache.ResourceEventHandlerFuncs[*corev1.Pod]{
 			AddFunc: func(*corev1.Pod, bool) { <-release },
 		})
 		f.Namespaces()

@@ -19,7 +19,7 @@ import (
 // (package resources).
 var ErrNotBuiltin = errors.New("not the Go type of a built-in resource")
 
-// For returns a hold on the shared informer of the built-in resource whose
+// For returns the shared informer of the built-in resource whose
 // objects have Go type T (For[*appsv1.ReplicaSet] is apps/v1 replicasets),
 // the resource found in the registry from T alone: it is InformerFor with
 // that resource. Custom resources and unstructured objects take
@@ -29,13 +29,14 @@ var ErrNotBuiltin = errors.New("not the Go type of a built-in resource")
 // WaitForCacheSync reports it (under the zero GroupVersionResource) as not
 // synced.
 //
-// Like InformerFor, each call takes a reference that Release gives up:
-// callers that share one informer keep the hold they got.
+// Like InformerFor, it may be called any number of times: every call
+// returns the same informer.
 func For[T cache.Object](f *SharedInformerFactory) *Informer[T] {
 	r, ok := resources.For[T]()
 	if !ok {
 		err := fmt.Errorf("informers: %s: %w; name its resource with InformerFor", reflect.TypeFor[T](), ErrNotBuiltin)
-		return informerOf[T](f, schema.GroupVersionResource{}, failing{err})
+		inf, _ := informerOf[T](f, schema.GroupVersionResource{}, failing{err}, false)
+		return inf
 	}
 	return InformerFor[T](f, r.GVR())
 }
@@ -51,7 +52,7 @@ func (l failing) Watch(context.Context, metav1.ListOptions) (cache.Watcher[cache
 	return nil, l.err
 }
 
-// MetadataFor returns a hold on the shared informer of the metadata of
+// MetadataFor returns the shared informer of the metadata of
 // resource gvr's objects, any resource's: InformerFor of
 // *metav1.PartialObjectMetadata. Its cache holds each object's metadata
 // alone, which is all some controllers (the garbage collector) read.
@@ -62,28 +63,28 @@ func MetadataFor(f *SharedInformerFactory, gvr schema.GroupVersionResource) *Inf
 // The accessors of the resources the controllers of this module share;
 // For serves every other built-in resource.
 
-// Namespaces returns a hold on the shared informer of core/v1 namespaces.
+// Namespaces returns the shared informer of core/v1 namespaces.
 func (f *SharedInformerFactory) Namespaces() *Informer[*corev1.Namespace] {
 	return For[*corev1.Namespace](f)
 }
 
-// Pods returns a hold on the shared informer of core/v1 pods.
+// Pods returns the shared informer of core/v1 pods.
 func (f *SharedInformerFactory) Pods() *Informer[*corev1.Pod] {
 	return For[*corev1.Pod](f)
 }
 
-// ReplicationControllers returns a hold on the shared informer of core/v1
+// ReplicationControllers returns the shared informer of core/v1
 // replication controllers.
 func (f *SharedInformerFactory) ReplicationControllers() *Informer[*corev1.ReplicationController] {
 	return For[*corev1.ReplicationController](f)
 }
 
-// Services returns a hold on the shared informer of core/v1 services.
+// Services returns the shared informer of core/v1 services.
 func (f *SharedInformerFactory) Services() *Informer[*corev1.Service] {
 	return For[*corev1.Service](f)
 }
 
-// Endpoints returns a hold on the shared informer of core/v1 endpoints.
+// Endpoints returns the shared informer of core/v1 endpoints.
 //
 //lint:ignore SA1019 the controllers of this project still read core/v1 Endpoints.
 func (f *SharedInformerFactory) Endpoints() *Informer[*corev1.Endpoints] {

@@ -18,6 +18,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
@@ -29,6 +30,7 @@ var schemeBuilders = []func(*runtime.Scheme) error{
 	networkingv1.AddToScheme, rbacv1.AddToScheme, discoveryv1.AddToScheme,
 	coordinationv1.AddToScheme, storagev1.AddToScheme, schedulingv1.AddToScheme,
 	nodev1.AddToScheme, certificatesv1.AddToScheme, admissionregistrationv1.AddToScheme,
+	apiextensionsv1.AddToScheme,
 }
 
 // of fills in the GVK and Go type of a resource of type T; the Go type's
@@ -158,4 +160,10 @@ var builtins = []*Resource{
 		Plural: "mutatingwebhookconfigurations", Singular: "mutatingwebhookconfiguration", Categories: []string{"api-extensions"}}),
 	of[*admissionregistrationv1.ValidatingWebhookConfiguration](admissionregistrationv1.SchemeGroupVersion, "ValidatingWebhookConfiguration", Resource{
 		Plural: "validatingwebhookconfigurations", Singular: "validatingwebhookconfiguration", Categories: []string{"api-extensions"}}),
+
+	// apiextensions.k8s.io/v1: the definitions of custom resources, which
+	// the server serves as they come and go
+	of[*apiextensionsv1.CustomResourceDefinition](apiextensionsv1.SchemeGroupVersion, "CustomResourceDefinition", Resource{
+		Plural: "customresourcedefinitions", Singular: "customresourcedefinition", ShortNames: []string{"crd", "crds"},
+		Categories: []string{"api-extensions"}, Subresources: []string{Status}}),
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/klog/v2"
 
 	"github.com/listwatch/listwatch/apiserver"
@@ -53,6 +54,8 @@ type serverConfig struct {
 	TLSCertFile, TLSKeyFile string
 	CertDir                 string
 
+	// CustomResourcesFile is a file or directory of CustomResourceDefinitions
+	// (and other objects) applied at start-up; empty: none.
 	CustomResourcesFile string
 
 	// ServiceClusterIPRange and ServiceNodePortRange are where services
@@ -64,6 +67,8 @@ type serverConfig struct {
 	MaxMutatingRequestsInFlight int
 	MaxRequestBodyBytes         int64
 	RequestTimeout              time.Duration
+	// DisableAdmissionPlugins names admission plugins not to run.
+	DisableAdmissionPlugins []string
 
 	// wrapRoutes, when set, wraps the routes inside the filter chain: a
 	// test holds requests in their in-flight slots with it.
@@ -78,12 +83,21 @@ func (c *serverConfig) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.TLSCertFile, "tls-cert-file", "", "serving certificate (PEM, chain allowed); default: self-signed under --cert-dir")
 	fs.StringVar(&c.TLSKeyFile, "tls-private-key-file", "", "private key of --tls-cert-file")
 	fs.StringVar(&c.CertDir, "cert-dir", "./.listwatch/pki", "directory of the generated CA and serving certificate")
-	fs.StringVar(&c.CustomResourcesFile, "custom-resources", "", "YAML or JSON file declaring custom resources")
+	fs.StringVar(&c.CustomResourcesFile, "custom-resources", "", "YAML or JSON file, or directory of them, of CustomResourceDefinitions and other objects applied at start-up (as envtest's CRD paths)")
 	serviceRangeFlags(fs, &c.ServiceClusterIPRange, &c.ServiceNodePortRange)
 	fs.IntVar(&c.MaxRequestsInFlight, "max-requests-inflight", filters.DefaultMaxRequestsInFlight, "cap on concurrent read-only requests, watches excluded (0: none)")
 	fs.IntVar(&c.MaxMutatingRequestsInFlight, "max-mutating-requests-inflight", filters.DefaultMaxMutatingRequestsInFlight, "cap on concurrent writes (0: none)")
 	fs.Int64Var(&c.MaxRequestBodyBytes, "max-request-body-bytes", filters.DefaultMaxRequestBodyBytes, "cap on request body size in bytes")
 	fs.DurationVar(&c.RequestTimeout, "request-timeout", filters.DefaultRequestTimeout, "bound on every request but watches, the reading of its body included")
+	fs.Func("disable-admission-plugins", "comma-separated admission plugins not to run, as kube-apiserver's (ServiceAccount, where no controller-manager makes the default service accounts)", func(v string) error {
+		c.DisableAdmissionPlugins = nil
+		for _, p := range strings.Split(v, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				c.DisableAdmissionPlugins = append(c.DisableAdmissionPlugins, p)
+			}
+		}
+		return nil
+	})
 }
 
 // serviceRangeFlags adds --service-cluster-ip-range and
@@ -205,9 +219,9 @@ func startServer(ctx context.Context, cfg serverConfig, log *slog.Logger) (_ *ru
 	if err := apiserver.CheckServiceRanges(cfg.ServiceClusterIPRange, cfg.ServiceNodePortRange); err != nil {
 		return nil, err
 	}
-	var crs []apiserver.CustomResource
+	var manifests []*unstructured.Unstructured
 	if cfg.CustomResourcesFile != "" {
-		if crs, err = apiserver.LoadCustomResources(cfg.CustomResourcesFile); err != nil {
+		if manifests, err = apiserver.LoadManifests(cfg.CustomResourcesFile); err != nil {
 			return nil, err
 		}
 	}
@@ -225,14 +239,18 @@ func startServer(ctx context.Context, cfg serverConfig, log *slog.Logger) (_ *ru
 	cleanup = append(cleanup, func() { store.close() })
 
 	api, err := apiserver.New(bg, apiserver.Config{
-		Storage: store, CustomResources: crs, Logger: log,
+		Storage: store, Logger: log,
 		ServiceClusterIPRange: cfg.ServiceClusterIPRange, ServiceNodePortRange: cfg.ServiceNodePortRange,
+		DisableAdmissionPlugins: cfg.DisableAdmissionPlugins,
 	})
 	if err != nil {
 		return nil, err
 	}
 	s.api = api
 	cleanup = append(cleanup, api.Close)
+	if err := api.Apply(ctx, manifests); err != nil {
+		return nil, fmt.Errorf("--custom-resources: %w", err)
+	}
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -474,6 +492,15 @@ func (s *runningServer) createKubernetesService(ctx context.Context) {
 	body := fmt.Sprintf(`{"apiVersion":"v1","kind":"Service","metadata":{"name":"kubernetes","labels":{"component":"apiserver","provider":"kubernetes"}},`+
 		`"spec":{"type":"ClusterIP","clusterIP":%q,"ipFamilyPolicy":"SingleStack","sessionAffinity":"None","ports":[{"name":"https","protocol":"TCP","port":443,"targetPort":%s}]}}`,
 		s.api.KubernetesServiceIP().String(), port)
+	// A restart finds it stored: its cluster IP is then taken (by itself),
+	// and a create would be refused for that before its name.
+	if req, err := http.NewRequestWithContext(ctx, http.MethodGet, "/api/v1/namespaces/default/services/kubernetes", nil); err == nil {
+		var resp responseBuffer
+		s.api.Handler().ServeHTTP(&resp, req)
+		if resp.code() == http.StatusOK {
+			return
+		}
+	}
 	for attempt := 0; ; attempt++ {
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, "/api/v1/namespaces/default/services", strings.NewReader(body))
 		if err != nil {

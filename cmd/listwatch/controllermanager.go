@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/listwatch/listwatch/client"
+	"github.com/listwatch/listwatch/controller"
 	"github.com/listwatch/listwatch/controllermanager"
 	"github.com/listwatch/listwatch/controllers/podlifecycle"
 	"github.com/listwatch/listwatch/controllers/replication"
@@ -100,7 +101,7 @@ func (o *cmOptions) config(cc *client.Config, log *slog.Logger) controllermanage
 			RetryPeriod:   o.retryPeriod,
 		},
 		BindAddress: o.bindAddress,
-		Replication: replication.Options{Workers: o.rcWorkers, BurstReplicas: o.burstReplicas},
+		Replication: replication.Options{BurstReplicas: o.burstReplicas, Controller: controller.Options{Workers: o.rcWorkers}},
 		PodLifecycle: podlifecycle.Options{
 			Nodes: splitList(o.nodes),
 			// podlifecycle reads 0 as "the default"; a nanosecond is

@@ -48,7 +48,7 @@ func TestControllerManagerFlags(t *testing.T) {
 			"--kube-api-qps=200", "--kube-api-burst=300"},
 			check: func(t *testing.T, c controllermanager.Config) {
 				if c.LeaderElection.Name != "x" || c.LeaderElection.LeaseDuration != 3*time.Second ||
-					c.Replication.Workers != 9 || c.Replication.BurstReplicas != 7 || c.BindAddress != "" ||
+					c.Replication.Controller.Workers != 9 || c.Replication.BurstReplicas != 7 || c.BindAddress != "" ||
 					c.Client.QPS != 200 || c.Client.Burst != 300 {
 					t.Errorf("got %+v", c)
 				}

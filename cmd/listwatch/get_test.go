@@ -280,9 +280,9 @@ func TestGetPrintsTheServersTables(t *testing.T) {
 	}{
 		{name: "rc", args: []string{"rc"}, wantHeader: "NAME DESIRED CURRENT READY AGE", wantNames: []string{"web"}},
 		{name: "services by short name", args: []string{"svc", "web"}, wantHeader: "NAME TYPE CLUSTER-IP", wantNames: []string{"web"}},
-		{name: "custom resource in full", args: []string{"widgets.v1.example.listwatch.dev"}, wantHeader: "NAME AGE", wantNames: []string{"gadget", "gizmo"}},
-		{name: "custom resource by singular, from discovery", args: []string{"widget"}, wantHeader: "NAME AGE", wantNames: []string{"gadget", "gizmo"}},
-		{name: "custom resource by short name", args: []string{"wd", "gizmo"}, wantHeader: "NAME AGE", wantNames: []string{"gizmo"}},
+		{name: "custom resource in full", args: []string{"widgets.v1.example.listwatch.dev"}, wantHeader: "NAME COLOR SIZE AGE", wantNames: []string{"gadget", "gizmo"}},
+		{name: "custom resource by singular, from discovery", args: []string{"widget"}, wantHeader: "NAME COLOR SIZE AGE", wantNames: []string{"gadget", "gizmo"}},
+		{name: "custom resource by short name", args: []string{"wd", "gizmo"}, wantHeader: "NAME COLOR SIZE AGE", wantNames: []string{"gizmo"}},
 		{name: "all namespaces", args: []string{"rc", "-A"}, wantHeader: "NAMESPACE NAME DESIRED", wantNames: []string{"default"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -332,7 +332,7 @@ func TestGetPrintsTheServersTables(t *testing.T) {
 			}
 			return ""
 		}
-		if h := next("the header"); !strings.HasPrefix(h, "NAME AGE") {
+		if h := next("the header"); !strings.HasPrefix(h, "NAME COLOR SIZE AGE") {
 			t.Fatalf("header %q", h)
 		}
 		for _, name := range []string{"gadget", "gizmo"} {

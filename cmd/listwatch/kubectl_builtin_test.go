@@ -88,10 +88,24 @@ func TestKubectlBuiltinResources(t *testing.T) {
 		t.Errorf("service web has no ClusterIP: %q", ip)
 	}
 
-	// kubectl explain reads the server's OpenAPI.
-	for _, res := range []string{"configmaps", "deployments.spec.strategy", "jobs.spec.backoffLimit"} {
-		if out := e.ok("explain", res).stdout; !strings.Contains(out, "FIELD") && !strings.Contains(out, "KIND") {
-			t.Errorf("kubectl explain %s:\n%s", res, out)
+	// kubectl explain reads the server's OpenAPI, which has Kubernetes'
+	// descriptions of the fields.
+	explains := []struct {
+		field string
+		// want are parts of the output, as kubectl wraps it.
+		want []string
+	}{
+		{"configmaps", []string{"KIND:", "ConfigMap holds configuration data for pods to consume."}},
+		{"deployments.spec.strategy", []string{"FIELD: strategy", "The deployment strategy to use to replace existing pods with new ones."}},
+		{"jobs.spec.backoffLimit", []string{"FIELD: backoffLimit <integer>", "Specifies the number of retries before marking this job failed."}},
+		{"pods.spec.containers", []string{"FIELD: containers <[]Container>", "List of containers belonging to the pod.", "imagePullPolicy\t<string>"}},
+	}
+	for _, ex := range explains {
+		out := e.ok("explain", ex.field).stdout
+		for _, want := range ex.want {
+			if !strings.Contains(out, want) {
+				t.Errorf("kubectl explain %s lacks %q:\n%s", ex.field, want, out)
+			}
 		}
 	}
 
@@ -115,8 +129,10 @@ func TestKubectlBuiltinResources(t *testing.T) {
 	e.ok("create", "namespace", "scratch")
 	out := e.ok("get", "configmaps,secrets,serviceaccounts,deployments,jobs,roles,rolebindings,services", "-n", "scratch", "-o", "name").stdout
 	for _, line := range strings.Fields(out) {
-		// The service account controller, where it runs, makes "default".
-		if line != "serviceaccount/default" {
+		// What the controllers make in every namespace: the service
+		// account controller "default", the root CA publisher
+		// kube-root-ca.crt.
+		if line != "serviceaccount/default" && line != "configmap/kube-root-ca.crt" {
 			t.Errorf("left over in the recreated namespace: %s", line)
 		}
 	}

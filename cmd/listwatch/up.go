@@ -56,7 +56,8 @@ type upConfig struct {
 	// Port is tried first; a free port is used when it is taken.
 	Port           int
 	StorageBackend string
-	// CustomResourcesFile declares custom resources; empty: none.
+	// CustomResourcesFile is a file or directory of CustomResourceDefinitions
+	// (and other objects) applied at start-up; empty: none.
 	CustomResourcesFile string
 	CompactionInterval  time.Duration
 	// ServiceClusterIPRange and ServiceNodePortRange: see serverConfig.
@@ -76,7 +77,7 @@ func runUp(ctx context.Context, args []string) error {
 	fs.StringVar(&cfg.Dir, "dir", "./.listwatch", "directory of the cluster's state: etcd data, certificates, token, kubeconfig")
 	fs.IntVar(&cfg.Port, "port", 6443, "HTTPS port on 127.0.0.1; a free port is used if it is taken")
 	fs.StringVar(&cfg.StorageBackend, "storage-backend", backendEtcd, "storage backend: etcd (embedded, in --dir) or memory")
-	fs.StringVar(&cfg.CustomResourcesFile, "custom-resources", "", "YAML or JSON file declaring custom resources")
+	fs.StringVar(&cfg.CustomResourcesFile, "custom-resources", "", "YAML or JSON file, or directory of them, of CustomResourceDefinitions and other objects applied at start-up (as envtest's CRD paths)")
 	fs.DurationVar(&cfg.CompactionInterval, "compaction-interval", 5*time.Minute, "interval of storage compaction (0: never)")
 	serviceRangeFlags(fs, &cfg.ServiceClusterIPRange, &cfg.ServiceNodePortRange)
 	level := logLevelFlag(fs)

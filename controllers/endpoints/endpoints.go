@@ -12,7 +12,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
@@ -26,7 +25,6 @@ import (
 
 	"github.com/listwatch/listwatch/cache"
 	"github.com/listwatch/listwatch/controller"
-	"github.com/listwatch/listwatch/workqueue"
 )
 
 // Client writes Endpoints.
@@ -36,66 +34,53 @@ type Client interface {
 	Delete(ctx context.Context, namespace, name string) error
 }
 
-// Options tune the controller.
-type Options struct {
-	Workers int // default 2
-	Logger  *slog.Logger
-}
+// DefaultWorkers is the number of workers when Options.Workers is not
+// positive.
+const DefaultWorkers = 2
 
 // Controller reconciles Endpoints with Services and pods.
 type Controller struct {
-	services  *cache.SharedIndexInformer[*corev1.Service]
-	pods      *cache.SharedIndexInformer[*corev1.Pod]
-	endpoints *cache.SharedIndexInformer[*corev1.Endpoints]
+	*controller.Controller[string]
+	services  cache.Informer[*corev1.Service]
+	pods      cache.Informer[*corev1.Pod]
+	endpoints cache.Informer[*corev1.Endpoints]
 	client    Client
-	queue     *workqueue.RateLimitingQueue[string]
-	workers   int
-	log       *slog.Logger
 }
 
-// New registers the controller's handlers on the three shared informers.
-func New(services *cache.SharedIndexInformer[*corev1.Service], pods *cache.SharedIndexInformer[*corev1.Pod],
-	endpoints *cache.SharedIndexInformer[*corev1.Endpoints], client Client, opts Options) (*Controller, error) {
+// New returns the controller of the Endpoints of services, over the
+// informers of services, pods and endpoints: every Service change, every
+// pod change that can change an Endpoints object (to the Services that
+// select the pod), and every change someone else makes to an Endpoints
+// object (to be undone) syncs a Service.
+func New(services cache.Informer[*corev1.Service], pods cache.Informer[*corev1.Pod],
+	endpoints cache.Informer[*corev1.Endpoints], client Client, opts controller.Options) (*Controller, error) {
+	if services == nil || pods == nil || endpoints == nil || client == nil {
+		return nil, errors.New("endpoints: New needs three informers and a client")
+	}
 	if opts.Workers <= 0 {
-		opts.Workers = 2
+		opts.Workers = DefaultWorkers
 	}
-	if opts.Logger == nil {
-		opts.Logger = slog.Default()
-	}
-	c := &Controller{
-		services: services, pods: pods, endpoints: endpoints, client: client,
-		queue:   workqueue.NewRateLimitingQueue(workqueue.DefaultControllerRateLimiter[string](), workqueue.Config{Name: "endpoints"}),
-		workers: opts.Workers,
-		log:     opts.Logger.With("controller", "endpoints"),
-	}
-	enqueueService := func(s *corev1.Service) {
-		if key, err := cache.MetaNamespaceKeyFunc(s); err == nil {
-			c.queue.Add(key)
-		}
-	}
-	_, err1 := services.AddEventHandler(cache.ResourceEventHandlerFuncs[*corev1.Service]{
-		AddFunc:    func(s *corev1.Service, _ bool) { enqueueService(s) },
-		UpdateFunc: func(_, s *corev1.Service) { enqueueService(s) },
-		DeleteFunc: func(s *corev1.Service, _ bool) { enqueueService(s) },
-	})
-	_, err2 := pods.AddEventHandler(cache.ResourceEventHandlerFuncs[*corev1.Pod]{
-		AddFunc: func(p *corev1.Pod, _ bool) { c.enqueueSelecting(p) },
-		UpdateFunc: func(old, p *corev1.Pod) {
-			if podChanged(old, p) {
-				c.enqueueSelecting(p)
-				if !labels.Equals(old.Labels, p.Labels) {
-					c.enqueueSelecting(old)
+	c := &Controller{services: services, pods: pods, endpoints: endpoints, client: client}
+	var err error
+	c.Controller, err = controller.New("endpoints", c.sync, opts,
+		controller.For(services),
+		controller.Handle[string](pods, cache.ResourceEventHandlerFuncs[*corev1.Pod]{
+			AddFunc: func(p *corev1.Pod, _ bool) { c.enqueueSelecting(p) },
+			UpdateFunc: func(old, p *corev1.Pod) {
+				if podChanged(old, p) {
+					c.enqueueSelecting(p)
+					if !labels.Equals(old.Labels, p.Labels) {
+						c.enqueueSelecting(old)
+					}
 				}
-			}
-		},
-		DeleteFunc: func(p *corev1.Pod, _ bool) { c.enqueueSelecting(p) },
-	})
-	// Someone else changing an Endpoints object we own is undone.
-	_, err3 := endpoints.AddEventHandler(cache.ResourceEventHandlerFuncs[*corev1.Endpoints]{
-		UpdateFunc: func(_, ep *corev1.Endpoints) { c.queue.Add(ep.Namespace + "/" + ep.Name) },
-		DeleteFunc: func(ep *corev1.Endpoints, _ bool) { c.queue.Add(ep.Namespace + "/" + ep.Name) },
-	})
-	if err := errors.Join(err1, err2, err3); err != nil {
+			},
+			DeleteFunc: func(p *corev1.Pod, _ bool) { c.enqueueSelecting(p) },
+		}),
+		// An Endpoints object has its Service's key: someone else changing
+		// one we own is undone.
+		controller.For(endpoints),
+	)
+	if err != nil {
 		return nil, fmt.Errorf("endpoints: %w", err)
 	}
 	return c, nil
@@ -117,21 +102,22 @@ func (c *Controller) enqueueSelecting(p *corev1.Pod) {
 	}
 	for _, s := range svcs {
 		if s.Spec.Selector != nil && labels.SelectorFromValidatedSet(s.Spec.Selector).Matches(labels.Set(p.Labels)) {
-			c.queue.Add(s.Namespace + "/" + s.Name)
+			c.Queue().Add(s.Namespace + "/" + s.Name)
 		}
 	}
 }
 
-// Run runs the workers until ctx ends.
-func (c *Controller) Run(ctx context.Context) error {
-	r := controller.Runner[string]{Name: "endpoints", Queue: c.queue, Sync: c.sync, Logger: c.log}
-	return r.Run(ctx, c.workers, c.services.HasSynced, c.pods.HasSynced, c.endpoints.HasSynced)
+// sync makes the Endpoints of the Service key names list the pods it
+// selects, deletes them when the Service is gone, and leaves alone those of
+// a Service without a selector.
+func (c *Controller) sync(ctx context.Context, key string) (controller.Result, error) {
+	return controller.Result{}, c.syncEndpoints(ctx, key)
 }
 
-func (c *Controller) sync(ctx context.Context, key string) error {
+func (c *Controller) syncEndpoints(ctx context.Context, key string) error {
 	ns, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
-		return nil
+		return controller.Terminal(err)
 	}
 	svc, ok, err := c.services.GetIndexer().GetByKey(key)
 	if err != nil {

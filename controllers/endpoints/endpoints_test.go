@@ -20,6 +20,7 @@ import (
 
 	"github.com/listwatch/listwatch/cache"
 	"github.com/listwatch/listwatch/cache/cachetest"
+	"github.com/listwatch/listwatch/controller"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -125,7 +126,7 @@ func TestController(t *testing.T) {
 		svcInf := cache.NewSharedIndexInformer[*corev1.Service](svcs, cache.SharedInformerOptions[*corev1.Service]{Reflector: opts})
 		podInf := cache.NewSharedIndexInformer[*corev1.Pod](pods, cache.SharedInformerOptions[*corev1.Pod]{Reflector: opts})
 		epInf := cache.NewSharedIndexInformer[*corev1.Endpoints](eps, cache.SharedInformerOptions[*corev1.Endpoints]{Reflector: opts})
-		c, err := New(svcInf, podInf, epInf, epAPI{eps}, Options{Logger: quiet})
+		c, err := New(svcInf, podInf, epInf, epAPI{eps}, controller.Options{Logger: quiet})
 		if err != nil {
 			t.Fatal(err)
 		}

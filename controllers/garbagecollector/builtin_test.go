@@ -128,12 +128,12 @@ func TestBuiltinResources(t *testing.T) {
 	})
 }
 
-// synced returns the HasSynced of the factory's informer of T, which
-// For, or MetadataFor, hands out.
+// synced returns the HasSynced of the factory's informer of T, which the
+// collector acquired.
 func synced[T cache.Object](f *informers.SharedInformerFactory, gvr schema.GroupVersionResource) func() bool {
-	h := informers.InformerFor[T](f, gvr)
-	defer h.Release()
-	return h.Informer().HasSynced
+	inf, release := informers.Acquire[T](f, gvr)
+	defer release()
+	return inf.HasSynced
 }
 
 func allSeen(seen map[schema.GroupVersionKind]bool, want []string) bool {

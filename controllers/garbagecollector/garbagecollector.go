@@ -17,7 +17,8 @@
 //	c, _ := client.New(cfg)
 //	factory := informers.NewSharedInformerFactory(c, informers.Options{})
 //	gc, err := garbagecollector.New(factory, garbagecollector.NewClient(c),
-//		garbagecollector.BuiltinResources(), garbagecollector.Options{Logger: log})
+//		garbagecollector.BuiltinResources(),
+//		garbagecollector.Options{Controller: controller.Options{Logger: log}})
 //	...
 //	err = gc.Run(ctx)
 package garbagecollector
@@ -38,7 +39,6 @@ import (
 	"github.com/listwatch/listwatch/cache"
 	"github.com/listwatch/listwatch/controller"
 	"github.com/listwatch/listwatch/informers"
-	"github.com/listwatch/listwatch/workqueue"
 )
 
 // Resource is a resource the collector watches: its objects can be owners
@@ -57,28 +57,29 @@ type Resource struct {
 }
 
 // Subscriber registers h for the events of resource gvr with an informer
-// of f and returns the registration's HasSynced and a func that undoes the
-// registration.
+// of f, acquired with informers.Acquire, and returns the registration's
+// HasSynced and a func that undoes the registration and releases the
+// informer.
 type Subscriber func(f *informers.SharedInformerFactory, gvr schema.GroupVersionResource, h cache.ResourceEventHandler[cache.Object]) (hasSynced func() bool, release func(), err error)
 
 // InformerOf returns the Subscriber that uses the factory's informer of
 // objects of type T.
 func InformerOf[T cache.Object]() Subscriber {
 	return func(f *informers.SharedInformerFactory, gvr schema.GroupVersionResource, h cache.ResourceEventHandler[cache.Object]) (func() bool, func(), error) {
-		inf := informers.InformerFor[T](f, gvr)
-		reg, err := inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs[T]{
+		inf, release := informers.Acquire[T](f, gvr)
+		reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs[T]{
 			AddFunc:    func(obj T, initial bool) { h.OnAdd(obj, initial) },
 			UpdateFunc: func(oldObj, newObj T) { h.OnUpdate(oldObj, newObj) },
 			DeleteFunc: func(obj T, unknown bool) { h.OnDelete(obj, unknown) },
 		})
 		if err != nil {
-			inf.Release()
+			release()
 			return nil, nil, fmt.Errorf("garbagecollector: watching %s: %w", gvr, err)
 		}
 		return reg.HasSynced, func() {
 			// The registration may be gone with a stopped informer already.
-			_ = inf.Informer().RemoveEventHandler(reg)
-			inf.Release()
+			_ = inf.RemoveEventHandler(reg)
+			release()
 		}, nil
 	}
 }
@@ -90,21 +91,19 @@ func InformerOf[T cache.Object]() Subscriber {
 // metadata.
 func Metadata() Subscriber { return InformerOf[*metav1.PartialObjectMetadata]() }
 
+// DefaultWorkers is the number of workers of each queue when
+// Options.Controller.Workers is not positive.
+const DefaultWorkers = 4
+
 // Options configure a GarbageCollector. The zero value works.
 type Options struct {
-	// Workers is the number of workers of each queue; zero means 4.
-	Workers int
-	// Logger receives the collector's logs; nil discards them.
-	Logger *slog.Logger
-	// Metrics, when set, records the queues' metrics.
-	Metrics workqueue.MetricsProvider
-	// RateLimiter delays retries; nil means
-	// workqueue.DefaultControllerRateLimiter. Each queue gets its own from
-	// this constructor.
-	RateLimiter func() workqueue.RateLimiter[types.UID]
 	// AbsentCacheSize bounds how many UIDs known to be absent are
 	// remembered, which saves API reads; zero means 10,000.
 	AbsentCacheSize int
+	// Controller tunes each of the two queues' controllers: workers
+	// (DefaultWorkers when not positive), retries, logs (discarded when
+	// Logger is nil) and metrics.
+	Controller controller.Options
 }
 
 // GarbageCollector deletes dependents of absent owners and carries out
@@ -113,14 +112,14 @@ type GarbageCollector struct {
 	factory *informers.SharedInformerFactory
 	client  Client
 	log     *slog.Logger
-	workers int
 
 	byGVK map[schema.GroupVersionKind]*Resource
 	graph *graph
 
-	toDelete, toOrphan *workqueue.RateLimitingQueue[types.UID]
+	// toDelete and toOrphan are the controllers of the attemptToDelete
+	// and attemptToOrphan queues.
+	toDelete, toOrphan *controller.Controller[types.UID]
 
-	synced   []func() bool
 	releases []func()
 	ran      atomic.Bool
 }
@@ -132,33 +131,21 @@ func New(factory *informers.SharedInformerFactory, client Client, resources []Re
 	if factory == nil || client == nil {
 		return nil, errors.New("garbagecollector: New needs a factory and a client")
 	}
-	log := opts.Logger
-	if log == nil {
-		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	if opts.Controller.Logger == nil {
+		opts.Controller.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	workers := opts.Workers
-	if workers <= 0 {
-		workers = 4
+	if opts.Controller.Workers <= 0 {
+		opts.Controller.Workers = DefaultWorkers
 	}
 	absentSize := opts.AbsentCacheSize
 	if absentSize <= 0 {
 		absentSize = 10_000
 	}
-	newQueue := func(name string) *workqueue.RateLimitingQueue[types.UID] {
-		var limiter workqueue.RateLimiter[types.UID]
-		if opts.RateLimiter != nil {
-			limiter = opts.RateLimiter()
-		}
-		return workqueue.NewRateLimitingQueue(limiter, workqueue.Config{Name: name, MetricsProvider: opts.Metrics})
-	}
 	gc := &GarbageCollector{
-		factory:  factory,
-		client:   client,
-		log:      log.With("controller", "garbagecollector"),
-		workers:  workers,
-		byGVK:    map[schema.GroupVersionKind]*Resource{},
-		toDelete: newQueue("garbage_collector_attempt_to_delete"),
-		toOrphan: newQueue("garbage_collector_attempt_to_orphan"),
+		factory: factory,
+		client:  client,
+		log:     opts.Controller.Logger.With("controller", "garbagecollector"),
+		byGVK:   map[schema.GroupVersionKind]*Resource{},
 	}
 	byGVR := map[schema.GroupVersionResource]bool{}
 	for i := range resources {
@@ -173,9 +160,12 @@ func New(factory *informers.SharedInformerFactory, client Client, resources []Re
 		gc.byGVK[r.GVK] = &r
 	}
 	gc.graph = newGraph(gc.locate,
-		func(uid types.UID) { gc.toDelete.Add(uid) },
-		func(uid types.UID) { gc.toOrphan.Add(uid) },
+		func(uid types.UID) { gc.toDelete.Queue().Add(uid) },
+		func(uid types.UID) { gc.toOrphan.Queue().Add(uid) },
 		absentSize)
+	// The graph is fed by handlers on informers acquired for the
+	// resources, registered now: both queues' workers wait for them.
+	var synced []func() bool
 	for _, r := range gc.byGVK {
 		sub := r.Subscribe
 		if sub == nil {
@@ -184,14 +174,29 @@ func New(factory *informers.SharedInformerFactory, client Client, resources []Re
 		hasSynced, release, err := sub(factory, r.GVR, handler{g: gc.graph, res: r})
 		if err != nil {
 			gc.release()
-			gc.toDelete.ShutDown()
-			gc.toOrphan.ShutDown()
 			return nil, err
 		}
-		gc.synced = append(gc.synced, hasSynced)
+		synced = append(synced, hasSynced)
 		gc.releases = append(gc.releases, release)
 	}
+	var err1, err2 error
+	gc.toDelete, err1 = controller.New("garbage_collector_attempt_to_delete", withoutResult(gc.attemptToDelete), opts.Controller,
+		controller.WaitFor[types.UID](synced...))
+	gc.toOrphan, err2 = controller.New("garbage_collector_attempt_to_orphan", withoutResult(gc.attemptToOrphan), opts.Controller,
+		controller.WaitFor[types.UID](synced...))
+	if err := errors.Join(err1, err2); err != nil {
+		gc.release()
+		return nil, fmt.Errorf("garbagecollector: %w", err)
+	}
 	return gc, nil
+}
+
+// withoutResult is the sync handler of an attempt, which never asks for a
+// later look: what it waits for, an informer event brings.
+func withoutResult(attempt func(context.Context, types.UID) error) controller.SyncHandler[types.UID] {
+	return func(ctx context.Context, uid types.UID) (controller.Result, error) {
+		return controller.Result{}, attempt(ctx, uid)
+	}
 }
 
 // release gives up the informer registrations.
@@ -213,17 +218,12 @@ func (gc *GarbageCollector) Run(ctx context.Context) error {
 	}
 	defer gc.release()
 	gc.factory.Start(ctx)
-	runners := []*controller.Runner[types.UID]{
-		{Name: "garbagecollector-delete", Queue: gc.toDelete, Sync: gc.attemptToDelete, Logger: gc.log},
-		{Name: "garbagecollector-orphan", Queue: gc.toOrphan, Sync: gc.attemptToOrphan, Logger: gc.log},
-	}
-	errs := make([]error, len(runners))
 	var wg sync.WaitGroup
-	for i, r := range runners {
-		wg.Go(func() { errs[i] = r.Run(ctx, gc.workers, gc.synced...) })
-	}
+	var errDelete, errOrphan error
+	wg.Go(func() { errDelete = gc.toDelete.Run(ctx) })
+	wg.Go(func() { errOrphan = gc.toOrphan.Run(ctx) })
 	wg.Wait()
-	return errors.Join(errs...)
+	return errors.Join(errDelete, errOrphan)
 }
 
 // locate finds where the owner ref, of a dependent in depNamespace, lives.

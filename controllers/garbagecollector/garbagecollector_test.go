@@ -334,8 +334,8 @@ func TestRun(t *testing.T) {
 			shared.Subscribe = InformerOf[*unstructured.Unstructured]()
 			e := newEnv(t, []Resource{rcs, shared})
 			// Another controller's hold on the same informer.
-			hold := informers.InformerFor[*unstructured.Unstructured](e.factory, pods.GVR)
-			defer hold.Release()
+			hold, release := informers.Acquire[*unstructured.Unstructured](e.factory, pods.GVR)
+			defer release()
 			rc := e.api.create(t, rcs, newObj(rcs, "rc"))
 			e.api.create(t, pods, newObj(pods, "p", ownerRef(rc, true)))
 			e.start()
@@ -347,7 +347,7 @@ func TestRun(t *testing.T) {
 			if n := e.api.informers[pods.GVR]; n != 1 {
 				t.Errorf("%d pod informers, want the one shared", n)
 			}
-			if !hold.Informer().HasSynced() {
+			if !hold.HasSynced() {
 				t.Errorf("the shared informer is not running")
 			}
 		})

@@ -23,6 +23,7 @@ import (
 
 	"github.com/listwatch/listwatch/cache"
 	"github.com/listwatch/listwatch/cache/cachetest"
+	"github.com/listwatch/listwatch/controller"
 	"github.com/listwatch/listwatch/informers"
 )
 
@@ -422,7 +423,7 @@ func newEnv(t testing.TB, resources []Resource) *env {
 	api := newFakeAPI(resources)
 	e := &env{t: t, api: api, client: &gcClient{api: api}}
 	e.factory = informers.NewSharedInformerFactory(api, informers.Options{Reflector: cache.ReflectorOptions{Logger: quiet}})
-	gc, err := New(e.factory, e.client, resources, Options{Workers: 3, Logger: quiet})
+	gc, err := New(e.factory, e.client, resources, Options{Controller: controller.Options{Workers: 3, Logger: quiet}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -453,8 +454,8 @@ func (e *env) settle() {
 	e.t.Helper()
 	idle := func() bool {
 		synctest.Wait()
-		return e.gc.toDelete.Len() == 0 && e.gc.toOrphan.Len() == 0 &&
-			e.gc.toDelete.Waiting() == 0 && e.gc.toOrphan.Waiting() == 0
+		del, orph := e.gc.toDelete.Queue(), e.gc.toOrphan.Queue()
+		return del.Len() == 0 && orph.Len() == 0 && del.Waiting() == 0 && orph.Waiting() == 0
 	}
 	for range 100_000 {
 		if idle() {

@@ -124,7 +124,7 @@ func (gc *GarbageCollector) finishForeground(ctx context.Context, v nodeView) er
 		}
 		blocked = true
 		if !d.deletingDependents {
-			gc.toDelete.Add(d.id.uid)
+			gc.toDelete.Queue().Add(d.id.uid)
 		}
 	}
 	if blocked {

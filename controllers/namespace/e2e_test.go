@@ -27,6 +27,7 @@ import (
 	"github.com/listwatch/listwatch/apiserver"
 	"github.com/listwatch/listwatch/cache"
 	"github.com/listwatch/listwatch/client"
+	"github.com/listwatch/listwatch/controller"
 	"github.com/listwatch/listwatch/informers"
 	"github.com/listwatch/listwatch/internal/testbackends"
 	"github.com/listwatch/listwatch/storage"
@@ -35,8 +36,14 @@ import (
 // backends are the storage backends the end-to-end tests run on.
 var backends = testbackends.All("namespace")
 
-// The custom resource of the tests.
-var crWidgets = apiserver.CustomResource{Group: "example.listwatch.dev", Version: "v1", Kind: "Widget", Plural: "widgets", Singular: "widget", Namespaced: true}
+// crWidgets is the custom resource of the tests, and widgetsCRD its
+// definition.
+var crWidgets = struct{ Group, Version, Kind, Plural string }{"example.listwatch.dev", "v1", "Widget", "widgets"}
+
+const widgetsCRD = `{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition",
+"metadata":{"name":"widgets.example.listwatch.dev"},
+"spec":{"group":"example.listwatch.dev","scope":"Namespaced","names":{"kind":"Widget","plural":"widgets","singular":"widget"},
+"versions":[{"name":"v1","served":true,"storage":true,"schema":{"openAPIV3Schema":{"type":"object","x-kubernetes-preserve-unknown-fields":true}}}]}}`
 
 // e2eWait bounds every wait; it is what a hung controller fails on, never
 // what a test measures.
@@ -65,8 +72,19 @@ type e2eEnv struct {
 
 func startE2E(t *testing.T, st storage.Interface) *e2eEnv {
 	t.Helper()
-	srv, err := apiserver.New(t.Context(), apiserver.Config{Storage: st, CustomResources: []apiserver.CustomResource{crWidgets}})
+	srv, err := apiserver.New(t.Context(), apiserver.Config{Storage: st,
+		// No service account controller runs here: as kube's
+		// integration tests and envtest, ServiceAccount admission is off.
+		DisableAdmissionPlugins: []string{"ServiceAccount"}})
 	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	objs, err := apiserver.ParseManifests([]byte(widgetsCRD))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Apply(t.Context(), objs); err != nil {
 		t.Fatal(err)
 	}
 	hs := httptest.NewServer(srv.Handler())
@@ -78,7 +96,7 @@ func startE2E(t *testing.T, st storage.Interface) *e2eEnv {
 	// A short grace period, so that the test does not wait kube's 5s for
 	// each event, but one all the same: the delayed path is the one kube
 	// takes.
-	nc, err := New(factory.Namespaces().Informer(), NewClient(c), Options{Logger: quiet, DeletionGracePeriod: 100 * time.Millisecond})
+	nc, err := New(factory.Namespaces(), NewClient(c), Options{Controller: controller.Options{Logger: quiet}, DeletionGracePeriod: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

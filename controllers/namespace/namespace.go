@@ -22,21 +22,21 @@ import (
 
 	"github.com/listwatch/listwatch/cache"
 	"github.com/listwatch/listwatch/controller"
-	"github.com/listwatch/listwatch/workqueue"
 )
 
 // Defaults of Options, kube-controller-manager's.
 const (
 	// DefaultWorkers is --concurrent-namespace-syncs.
 	DefaultWorkers = 10
-	// DefaultResyncPeriod is --namespace-sync-period.
-	DefaultResyncPeriod = 5 * time.Minute
 	// DefaultDeletionGracePeriod is how long an event about a namespace
 	// being deleted waits before it is acted on: time for every API server
 	// to see the namespace Terminating (and refuse new content in it), and
 	// for creations racing the deletion to land, so that the controller
 	// finds them.
 	DefaultDeletionGracePeriod = 5 * time.Second
+	// DefaultRetryMaxDelay bounds the backoff of a failed namespace: the
+	// namespaces being deleted are few, and someone is usually waiting.
+	DefaultRetryMaxDelay = time.Minute
 	// FinalizerKubernetes is the token of spec.finalizers the controller
 	// removes once the namespace is empty.
 	FinalizerKubernetes = corev1.FinalizerKubernetes
@@ -49,53 +49,43 @@ const finalizerEstimate = 15
 // Options tune the controller; the zero value is kube-controller-manager's
 // configuration.
 type Options struct {
-	// Workers is the number of namespaces synced at once; DefaultWorkers
-	// when zero.
-	Workers int
-	// ResyncPeriod is how often every namespace is looked at again;
-	// DefaultResyncPeriod when zero, none when negative.
-	ResyncPeriod time.Duration
 	// DeletionGracePeriod delays the handling of a namespace's events;
 	// DefaultDeletionGracePeriod when zero, no delay when negative.
 	DeletionGracePeriod time.Duration
 	// FinalizerToken is the token of spec.finalizers the controller owns;
 	// FinalizerKubernetes when empty.
 	FinalizerToken corev1.FinalizerName
-	// Logger defaults to slog.Default().
-	Logger *slog.Logger
-	// Metrics, when set, records the queue's metrics.
-	Metrics workqueue.MetricsProvider
+	// Controller tunes the workers (DefaultWorkers when not positive),
+	// retries (at most DefaultRetryMaxDelay apart when not set), logs and
+	// metrics.
+	Controller controller.Options
 }
 
 // Controller deletes the content of namespaces being deleted.
 type Controller struct {
-	namespaces *cache.SharedIndexInformer[*corev1.Namespace]
-	lister     cache.Lister[*corev1.Namespace]
-	client     Client
-	queue      *workqueue.RateLimitingQueue[string]
-	workers    int
-	grace      time.Duration
-	token      corev1.FinalizerName
-	log        *slog.Logger
-	runnerLog  *slog.Logger // without the controller attribute, which the Runner adds
+	*controller.Controller[string]
+	lister cache.Lister[*corev1.Namespace]
+	client Client
+	grace  time.Duration
+	token  corev1.FinalizerName
+	log    *slog.Logger
 	// now is the clock of estimates and condition times.
 	now func() time.Time
 }
 
-// New registers the controller's handlers on the shared informer of
-// namespaces.
-func New(namespaces *cache.SharedIndexInformer[*corev1.Namespace], client Client, opts Options) (*Controller, error) {
+// New returns the controller of the namespaces of the namespaces
+// informer. A namespace being deleted is synced after the grace period
+// that follows each of its events, and again for as long as content
+// remains in it.
+func New(namespaces cache.Informer[*corev1.Namespace], client Client, opts Options) (*Controller, error) {
 	if namespaces == nil || client == nil {
 		return nil, errors.New("namespace: an informer and a client are required")
 	}
-	if opts.Workers <= 0 {
-		opts.Workers = DefaultWorkers
+	if opts.Controller.Workers <= 0 {
+		opts.Controller.Workers = DefaultWorkers
 	}
-	switch {
-	case opts.ResyncPeriod == 0:
-		opts.ResyncPeriod = DefaultResyncPeriod
-	case opts.ResyncPeriod < 0:
-		opts.ResyncPeriod = 0
+	if opts.Controller.RetryMaxDelay <= 0 {
+		opts.Controller.RetryMaxDelay = DefaultRetryMaxDelay
 	}
 	switch {
 	case opts.DeletionGracePeriod == 0:
@@ -106,39 +96,24 @@ func New(namespaces *cache.SharedIndexInformer[*corev1.Namespace], client Client
 	if opts.FinalizerToken == "" {
 		opts.FinalizerToken = FinalizerKubernetes
 	}
-	if opts.Logger == nil {
-		opts.Logger = slog.Default()
-	}
 	c := &Controller{
-		namespaces: namespaces,
-		lister:     namespaces.Lister(corev1.Resource("namespaces")),
-		client:     client,
-		queue:      workqueue.NewRateLimitingQueue(rateLimiter(), workqueue.Config{Name: "namespace", MetricsProvider: opts.Metrics}),
-		workers:    opts.Workers,
-		grace:      opts.DeletionGracePeriod,
-		token:      opts.FinalizerToken,
-		log:        opts.Logger.With("controller", "namespace"),
-		runnerLog:  opts.Logger,
-		now:        time.Now,
+		lister: cache.NewLister(namespaces.GetIndexer(), corev1.Resource("namespaces")),
+		client: client,
+		grace:  opts.DeletionGracePeriod,
+		token:  opts.FinalizerToken,
+		now:    time.Now,
 	}
-	_, err := namespaces.AddEventHandlerWithResyncPeriod(cache.ResourceEventHandlerFuncs[*corev1.Namespace]{
-		AddFunc:    func(ns *corev1.Namespace, _ bool) { c.enqueue(ns) },
-		UpdateFunc: func(_, ns *corev1.Namespace) { c.enqueue(ns) },
-	}, opts.ResyncPeriod)
+	var err error
+	c.Controller, err = controller.New("namespace", c.sync, opts.Controller,
+		controller.Handle[string](namespaces, cache.ResourceEventHandlerFuncs[*corev1.Namespace]{
+			AddFunc:    func(ns *corev1.Namespace, _ bool) { c.enqueue(ns) },
+			UpdateFunc: func(_, ns *corev1.Namespace) { c.enqueue(ns) },
+		}))
 	if err != nil {
 		return nil, fmt.Errorf("namespace: %w", err)
 	}
+	c.log = c.Logger()
 	return c, nil
-}
-
-// rateLimiter retries a failed namespace sooner than other controllers
-// do, and at least once a minute: namespaces being deleted are few, and
-// someone is usually waiting for them.
-func rateLimiter() workqueue.RateLimiter[string] {
-	return workqueue.NewMaxOfRateLimiter[string](
-		workqueue.NewItemExponentialFailureRateLimiter[string](5*time.Millisecond, time.Minute),
-		workqueue.NewBucketRateLimiter[string](10, 100),
-	)
 }
 
 // enqueue queues a namespace being deleted, after the grace period.
@@ -151,42 +126,36 @@ func (c *Controller) enqueue(ns *corev1.Namespace) {
 		return
 	}
 	if c.grace > 0 {
-		c.queue.AddAfter(key, c.grace)
+		c.Queue().AddAfter(key, c.grace)
 		return
 	}
-	c.queue.Add(key)
-}
-
-// Run runs the workers until ctx ends.
-func (c *Controller) Run(ctx context.Context) error {
-	r := controller.Runner[string]{Name: "namespace", Queue: c.queue, Sync: c.sync, Logger: c.runnerLog}
-	return r.Run(ctx, c.workers, c.namespaces.HasSynced)
+	c.Queue().Add(key)
 }
 
 // sync empties the namespace key names if it is being deleted. Content
-// that is going away but not gone yet queues the namespace again after
+// that is going away but not gone yet syncs the namespace again after
 // half the estimate of its going.
-func (c *Controller) sync(ctx context.Context, key string) error {
+func (c *Controller) sync(ctx context.Context, key string) (controller.Result, error) {
 	ns, err := c.lister.Get(key)
 	if apierrors.IsNotFound(err) {
 		c.log.Debug("namespace has been deleted", "namespace", key)
-		return nil
+		return controller.Result{}, nil
 	}
 	if err != nil {
-		return err
+		return controller.Result{}, err
 	}
 	start := time.Now()
 	estimate, err := c.deleteNamespace(ctx, ns.Name)
 	c.log.Debug("synced namespace", "namespace", key, "duration", time.Since(start), "estimate", estimate, "err", err)
 	if err != nil {
-		return fmt.Errorf("deleting namespace %s: %w", key, err)
+		return controller.Result{}, fmt.Errorf("deleting namespace %s: %w", key, err)
 	}
-	if estimate > 0 {
-		wait := requeueAfter(estimate)
-		c.log.Debug("content remains in namespace", "namespace", key, "wait", wait)
-		c.queue.AddAfter(key, wait)
+	if estimate <= 0 {
+		return controller.Result{}, nil
 	}
-	return nil
+	wait := requeueAfter(estimate)
+	c.log.Debug("content remains in namespace", "namespace", key, "wait", wait)
+	return controller.Result{RequeueAfter: wait}, nil
 }
 
 // requeueAfter is when a namespace whose content should be gone in

@@ -19,6 +19,7 @@ import (
 
 	"github.com/listwatch/listwatch/cache"
 	"github.com/listwatch/listwatch/client"
+	"github.com/listwatch/listwatch/controller"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -30,8 +31,8 @@ var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 // the table tests call its decisions directly.
 func newTestController(t *testing.T, api *fakeAPI, opts Options) *Controller {
 	t.Helper()
-	if opts.Logger == nil {
-		opts.Logger = quiet
+	if opts.Controller.Logger == nil {
+		opts.Controller.Logger = quiet
 	}
 	inf := cache.NewSharedIndexInformer[*corev1.Namespace](api.namespaces, cache.SharedInformerOptions[*corev1.Namespace]{
 		Reflector: cache.ReflectorOptions{Logger: quiet},
@@ -40,7 +41,7 @@ func newTestController(t *testing.T, api *fakeAPI, opts Options) *Controller {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(c.queue.ShutDown)
+	t.Cleanup(c.Queue().ShutDown)
 	c.now = api.now
 	return c
 }
@@ -522,10 +523,10 @@ func TestEnqueue(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c := newTestController(t, newFakeAPI(time.Now), Options{DeletionGracePeriod: tt.grace})
 			c.enqueue(tt.ns)
-			if got := c.queue.Len(); got != tt.wantQueued {
+			if got := c.Queue().Len(); got != tt.wantQueued {
 				t.Errorf("queued %d, want %d", got, tt.wantQueued)
 			}
-			if got := c.queue.Waiting(); got != tt.wantWait {
+			if got := c.Queue().Waiting(); got != tt.wantWait {
 				t.Errorf("waiting %d, want %d", got, tt.wantWait)
 			}
 		})
@@ -559,7 +560,7 @@ func TestRun(t *testing.T) {
 		inf := cache.NewSharedIndexInformer[*corev1.Namespace](api.namespaces, cache.SharedInformerOptions[*corev1.Namespace]{
 			Reflector: cache.ReflectorOptions{Logger: quiet},
 		})
-		c, err := New(inf, api, Options{Logger: quiet})
+		c, err := New(inf, api, Options{Controller: controller.Options{Logger: quiet}})
 		if err != nil {
 			t.Fatal(err)
 		}

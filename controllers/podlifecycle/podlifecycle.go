@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"log/slog"
 	"strconv"
 	"sync"
 	"time"
@@ -27,7 +26,6 @@ import (
 
 	"github.com/listwatch/listwatch/cache"
 	"github.com/listwatch/listwatch/controller"
-	"github.com/listwatch/listwatch/workqueue"
 )
 
 // DefaultSchedulerName is the scheduler whose pods this controller binds.
@@ -58,10 +56,14 @@ type Options struct {
 	// down after a graceful deletion; the pod's own grace period applies
 	// when shorter. Default 1 s.
 	TerminationDelay time.Duration
-	// Workers run syncs in parallel (default 4).
-	Workers int
-	Logger  *slog.Logger
+	// Controller tunes the workers (DefaultWorkers when not positive),
+	// logs and metrics.
+	Controller controller.Options
 }
+
+// DefaultWorkers is the number of workers when Options.Controller.Workers
+// is not positive.
+const DefaultWorkers = 4
 
 func (o *Options) defaults() {
 	if len(o.Nodes) == 0 {
@@ -73,22 +75,18 @@ func (o *Options) defaults() {
 	if o.TerminationDelay <= 0 {
 		o.TerminationDelay = time.Second
 	}
-	if o.Workers <= 0 {
-		o.Workers = 4
-	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
+	if o.Controller.Workers <= 0 {
+		o.Controller.Workers = DefaultWorkers
 	}
 }
 
 // Controller simulates the scheduler and kubelets.
 type Controller struct {
-	informer *cache.SharedIndexInformer[*corev1.Pod]
+	*controller.Controller[string]
+	informer cache.Informer[*corev1.Pod]
 	client   PodClient
 	opts     Options
 	nodes    map[string]bool
-	queue    *workqueue.RateLimitingQueue[string]
-	log      *slog.Logger
 
 	mu sync.Mutex
 	// boundAt records when each pod was first seen bound to one of the
@@ -104,15 +102,17 @@ type Controller struct {
 	// assume counts each pod exactly once: the informer's node index is
 	// updated before the handlers hear of a binding, and counting it
 	// with the assumptions would count a binding twice meanwhile.
-	bound   map[types.UID]string
-	load    map[string]int
-	started bool
+	bound map[types.UID]string
+	load  map[string]int
 }
 
 // New returns a Controller over the shared pod informer, which may be
 // running already: its handler is replayed what is cached, bindings
 // included.
-func New(pods *cache.SharedIndexInformer[*corev1.Pod], client PodClient, opts Options) (*Controller, error) {
+func New(pods cache.Informer[*corev1.Pod], client PodClient, opts Options) (*Controller, error) {
+	if pods == nil || client == nil {
+		return nil, errors.New("podlifecycle: New needs an informer and a client")
+	}
 	opts.defaults()
 	if opts.FailFraction < 0 || opts.FailFraction > 1 {
 		return nil, fmt.Errorf("podlifecycle: FailFraction %v not in [0, 1]", opts.FailFraction)
@@ -122,8 +122,6 @@ func New(pods *cache.SharedIndexInformer[*corev1.Pod], client PodClient, opts Op
 		client:   client,
 		opts:     opts,
 		nodes:    map[string]bool{},
-		queue:    workqueue.NewRateLimitingQueue(workqueue.DefaultControllerRateLimiter[string](), workqueue.Config{Name: "podlifecycle"}),
-		log:      opts.Logger.With("controller", "podlifecycle"),
 		boundAt:  map[types.UID]time.Time{},
 		assumed:  map[types.UID]string{},
 		bound:    map[types.UID]string{},
@@ -132,7 +130,8 @@ func New(pods *cache.SharedIndexInformer[*corev1.Pod], client PodClient, opts Op
 	for _, n := range opts.Nodes {
 		c.nodes[n] = true
 	}
-	_, err := pods.AddEventHandler(cache.ResourceEventHandlerFuncs[*corev1.Pod]{
+	var err error
+	c.Controller, err = controller.New("podlifecycle", c.sync, opts.Controller, controller.Handle[string](pods, cache.ResourceEventHandlerFuncs[*corev1.Pod]{
 		AddFunc:    func(p *corev1.Pod, _ bool) { c.observe(p) },
 		UpdateFunc: func(_, p *corev1.Pod) { c.observe(p) },
 		DeleteFunc: func(p *corev1.Pod, _ bool) {
@@ -145,7 +144,7 @@ func New(pods *cache.SharedIndexInformer[*corev1.Pod], client PodClient, opts Op
 			}
 			c.mu.Unlock()
 		},
-	})
+	}))
 	if err != nil {
 		return nil, fmt.Errorf("podlifecycle: %w", err)
 	}
@@ -170,44 +169,31 @@ func (c *Controller) observe(p *corev1.Pod) {
 func (c *Controller) enqueue(p *corev1.Pod) {
 	key, err := cache.MetaNamespaceKeyFunc(p)
 	if err != nil {
-		c.log.Warn("cannot key pod", "err", err)
+		c.Logger().Warn("cannot key pod", "err", err)
 		return
 	}
-	c.queue.Add(key)
-}
-
-// Run runs the workers until ctx ends.
-func (c *Controller) Run(ctx context.Context) error {
-	c.mu.Lock()
-	if c.started {
-		c.mu.Unlock()
-		return errors.New("podlifecycle: Run called twice")
-	}
-	c.started = true
-	c.mu.Unlock()
-	r := controller.Runner[string]{Name: "podlifecycle", Queue: c.queue, Sync: c.sync, Logger: c.log}
-	return r.Run(ctx, c.opts.Workers, c.informer.HasSynced)
+	c.Queue().Add(key)
 }
 
 // sync moves the pod at key one step through its lifecycle.
-func (c *Controller) sync(ctx context.Context, key string) error {
+func (c *Controller) sync(ctx context.Context, key string) (controller.Result, error) {
 	ns, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
-		return nil // not a key this controller made: nothing to retry
+		return controller.Result{}, controller.Terminal(err)
 	}
 	pod, ok, err := c.informer.GetIndexer().GetByKey(key)
 	if err != nil || !ok {
-		return err
+		return controller.Result{}, err
 	}
 	switch {
 	case pod.DeletionTimestamp != nil:
 		return c.terminate(ctx, pod)
 	case pod.Spec.NodeName == "":
-		return c.schedule(ctx, ns, name, pod)
+		return controller.Result{}, c.schedule(ctx, ns, name, pod)
 	case c.nodes[pod.Spec.NodeName] && (pod.Status.Phase == corev1.PodPending || pod.Status.Phase == ""):
 		return c.start(ctx, key, pod)
 	}
-	return nil
+	return controller.Result{}, nil
 }
 
 // schedule binds a pending pod to the node with the fewest pods.
@@ -229,7 +215,7 @@ func (c *Controller) schedule(ctx context.Context, ns, name string, pod *corev1.
 	case err != nil:
 		return fmt.Errorf("binding pod %s/%s to %s: %w", ns, name, node, err)
 	}
-	c.log.Debug("bound pod", "pod", ns+"/"+name, "node", node)
+	c.Logger().Debug("bound pod", "pod", ns+"/"+name, "node", node)
 	return nil
 }
 
@@ -260,7 +246,7 @@ func (c *Controller) assume(uid types.UID) string {
 
 // start makes a bound pod Running and Ready, or Failed, once StartDelay has
 // passed since it was first seen bound.
-func (c *Controller) start(ctx context.Context, key string, pod *corev1.Pod) error {
+func (c *Controller) start(ctx context.Context, key string, pod *corev1.Pod) (controller.Result, error) {
 	now := time.Now()
 	c.mu.Lock()
 	at, ok := c.boundAt[pod.UID]
@@ -270,8 +256,7 @@ func (c *Controller) start(ctx context.Context, key string, pod *corev1.Pod) err
 	}
 	c.mu.Unlock()
 	if wait := at.Add(c.opts.StartDelay).Sub(now); wait > 0 {
-		c.queue.AddAfter(key, wait)
-		return nil
+		return controller.Result{RequeueAfter: wait}, nil
 	}
 	next := pod.DeepCopy()
 	if c.fails(pod.UID) {
@@ -282,15 +267,13 @@ func (c *Controller) start(ctx context.Context, key string, pod *corev1.Pod) err
 	_, err := c.client.UpdateStatus(ctx, next)
 	switch {
 	case apierrors.IsNotFound(err):
-		return nil
 	case apierrors.IsConflict(err):
 		// A newer version is on its way through the informer, and with it
 		// another sync.
-		return nil
 	case err != nil:
-		return fmt.Errorf("starting pod %s: %w", key, err)
+		return controller.Result{}, fmt.Errorf("starting pod %s: %w", key, err)
 	}
-	return nil
+	return controller.Result{}, nil
 }
 
 // fails decides, stably for a pod, whether it is one of the FailFraction.
@@ -306,9 +289,9 @@ func (c *Controller) fails(uid types.UID) bool {
 // terminate confirms the graceful deletion of a pod on one of the nodes once
 // it has had min(its grace period, TerminationDelay) to shut down. Pods on
 // other nodes are left to their own kubelets.
-func (c *Controller) terminate(ctx context.Context, pod *corev1.Pod) error {
+func (c *Controller) terminate(ctx context.Context, pod *corev1.Pod) (controller.Result, error) {
 	if !c.nodes[pod.Spec.NodeName] {
-		return nil
+		return controller.Result{}, nil
 	}
 	grace := time.Duration(0)
 	if pod.DeletionGracePeriodSeconds != nil {
@@ -317,9 +300,7 @@ func (c *Controller) terminate(ctx context.Context, pod *corev1.Pod) error {
 	requested := pod.DeletionTimestamp.Add(-grace)
 	done := requested.Add(min(grace, c.opts.TerminationDelay))
 	if wait := time.Until(done); wait > 0 {
-		key, _ := cache.MetaNamespaceKeyFunc(pod)
-		c.queue.AddAfter(key, wait)
-		return nil
+		return controller.Result{RequeueAfter: wait}, nil
 	}
 	zero := int64(0)
 	uid := pod.UID
@@ -328,9 +309,9 @@ func (c *Controller) terminate(ctx context.Context, pod *corev1.Pod) error {
 		Preconditions:      &metav1.Preconditions{UID: &uid},
 	})
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-		return fmt.Errorf("confirming deletion of pod %s/%s: %w", pod.Namespace, pod.Name, err)
+		return controller.Result{}, fmt.Errorf("confirming deletion of pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
-	return nil
+	return controller.Result{}, nil
 }
 
 func setRunning(p *corev1.Pod, now time.Time) {

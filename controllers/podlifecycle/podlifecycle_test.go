@@ -131,7 +131,7 @@ func start(t *testing.T, opts Options, pods ...*corev1.Pod) *harness {
 	inf := cache.NewSharedIndexInformer[*corev1.Pod](src, cache.SharedInformerOptions[*corev1.Pod]{
 		Reflector: cache.ReflectorOptions{Logger: quiet},
 	})
-	opts.Logger = quiet
+	opts.Controller.Logger = quiet
 	c, err := New(inf, api, opts)
 	if err != nil {
 		t.Fatal(err)

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/listwatch/listwatch/controller"
 )
 
 // waitFor polls cond; benchmarks run outside a synctest bubble, where
@@ -24,9 +26,11 @@ func waitFor(b *testing.B, cond func() bool) {
 func BenchmarkScaleUp(b *testing.B) {
 	for b.Loop() {
 		b.StopTimer()
-		e := newEnv(b, Options{})
-		waitFor(b, func() bool { return e.m.podReg.HasSynced() && e.m.rcReg.HasSynced() })
-		e.start(5)
+		e := newEnv(b, Options{Controller: controller.Options{Workers: 5}})
+		waitFor(b, func() bool { return e.factory.Pods().HasSynced() && e.factory.ReplicationControllers().HasSynced() })
+		e.start()
+		// Run registers the handlers: the clock starts with the workers.
+		waitFor(b, e.m.HasSynced)
 		b.StartTimer()
 		e.createRC(newRC("web", 1000))
 		waitFor(b, func() bool { rc, ok := e.rcs.Get(ns, "web"); return ok && rc.Status.Replicas == 1000 })
@@ -52,14 +56,16 @@ func BenchmarkSteadySync(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	waitFor(b, func() bool { return len(e.m.pods.GetStore().List()) == 1000 && e.m.rcReg.HasSynced() })
+	waitFor(b, func() bool {
+		return len(e.m.pods.GetIndexer().List()) == 1000 && e.factory.ReplicationControllers().HasSynced()
+	})
 	// The first sync writes status; the measured ones find nothing to do.
-	if err := e.m.syncReplicationController(b.Context(), "default/web"); err != nil {
+	if _, err := e.m.syncReplicationController(b.Context(), "default/web"); err != nil {
 		b.Fatal(err)
 	}
 	waitFor(b, func() bool { rc, _ := e.m.rcLister.Namespace(ns).Get("web"); return rc.Status.Replicas == 1000 })
 	for b.Loop() {
-		if err := e.m.syncReplicationController(b.Context(), "default/web"); err != nil {
+		if _, err := e.m.syncReplicationController(b.Context(), "default/web"); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -99,8 +105,10 @@ func BenchmarkSyncLargeNamespace(b *testing.B) {
 				}
 			}
 			total := bc.own + bc.others
-			waitFor(b, func() bool { return len(e.m.pods.GetStore().List()) == total && e.m.rcReg.HasSynced() })
-			if err := e.m.syncReplicationController(b.Context(), "default/web"); err != nil {
+			waitFor(b, func() bool {
+				return len(e.m.pods.GetIndexer().List()) == total && e.factory.ReplicationControllers().HasSynced()
+			})
+			if _, err := e.m.syncReplicationController(b.Context(), "default/web"); err != nil {
 				b.Fatal(err)
 			}
 			waitFor(b, func() bool {
@@ -109,7 +117,7 @@ func BenchmarkSyncLargeNamespace(b *testing.B) {
 			})
 			b.ReportAllocs()
 			for b.Loop() {
-				if err := e.m.syncReplicationController(b.Context(), "default/web"); err != nil {
+				if _, err := e.m.syncReplicationController(b.Context(), "default/web"); err != nil {
 					b.Fatal(err)
 				}
 			}

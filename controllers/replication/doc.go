@@ -32,13 +32,13 @@
 // is also the informers' Source:
 //
 //	factory := informers.NewSharedInformerFactory(c, informers.Options{})
-//	api := replication.NewREST(c)
+//	api := replication.NewClient(c)
 //	podControl := &controller.RealPodControl{Client: api, Recorder: rec}
-//	m, err := replication.NewManager(factory.Pods().Informer(),
-//		factory.ReplicationControllers().Informer(), api, podControl,
+//	m, err := replication.New(informers.For[*corev1.Pod](factory),
+//		informers.For[*corev1.ReplicationController](factory), api, podControl,
 //		replication.Options{Recorder: rec})
 //	factory.Start(ctx)
-//	err = m.Run(ctx, 5) // returns once ctx ends and the queue is drained
+//	err = m.Run(ctx) // returns once ctx ends and the queue is drained
 //	factory.Shutdown()
 //
 // The pod informer is meant to be shared with other controllers (the

@@ -53,7 +53,7 @@ func (m *Manager) addPod(pod *corev1.Pod, _ bool) {
 		}
 		key := rcKey(rc)
 		m.expectations.CreationObserved(key)
-		m.queue.Add(key)
+		m.Queue().Add(key)
 		return
 	}
 	m.enqueueMatching(pod)
@@ -95,7 +95,7 @@ func (m *Manager) updatePod(old, cur *corev1.Pod) {
 		if rc.Spec.MinReadySeconds > 0 && !controller.IsPodReady(old) && controller.IsPodReady(cur) {
 			// The pod becomes available minReadySeconds from now, and no
 			// event will say so.
-			m.queue.AddAfter(rcKey(rc), time.Duration(rc.Spec.MinReadySeconds)*time.Second)
+			m.Queue().AddAfter(rcKey(rc), time.Duration(rc.Spec.MinReadySeconds)*time.Second)
 		}
 		return
 	}
@@ -122,7 +122,7 @@ func (m *Manager) deletePod(pod *corev1.Pod, finalStateUnknown bool) {
 		m.log.Debug("pod deletion inferred from a relist", "pod", podKey(pod), "rc", key)
 	}
 	m.expectations.DeletionObserved(key, podKey(pod))
-	m.queue.Add(key)
+	m.Queue().Add(key)
 }
 
 // resolveControllerRef returns the cached RC that ref names, or nil when

@@ -9,7 +9,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
-	"github.com/listwatch/listwatch/cache"
 	"github.com/listwatch/listwatch/cache/cachetest"
 	"github.com/listwatch/listwatch/controller"
 )
@@ -18,29 +17,22 @@ import (
 // fills the RC cache itself and calls the handlers directly.
 func newIdleManager(t *testing.T, rcs ...*corev1.ReplicationController) *Manager {
 	t.Helper()
-	podInf := cache.NewSharedIndexInformer[*corev1.Pod](cachetest.New[*corev1.Pod](), cache.SharedInformerOptions[*corev1.Pod]{})
-	rcInf := cache.NewSharedIndexInformer[*corev1.ReplicationController](cachetest.New[*corev1.ReplicationController](),
-		cache.SharedInformerOptions[*corev1.ReplicationController]{})
-	for _, rc := range rcs {
-		if err := rcInf.GetIndexer().Add(rc); err != nil {
-			t.Fatal(err)
-		}
-	}
 	api := &fakeAPI{}
-	m, err := NewManager(podInf, rcInf, api, &controller.RealPodControl{Client: api}, Options{Logger: quiet})
+	m, err := New(cachetest.NewInformer[*corev1.Pod](), cachetest.NewInformer(rcs...), api,
+		&controller.RealPodControl{Client: api}, Options{Controller: controller.Options{Logger: quiet}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(m.queue.ShutDown)
+	t.Cleanup(m.Queue().ShutDown)
 	return m
 }
 
 // queued drains the queue's ready items, sorted.
 func queued(m *Manager) []string {
 	var out []string
-	for m.queue.Len() > 0 {
-		k, _ := m.queue.Get()
-		m.queue.Done(k)
+	for m.Queue().Len() > 0 {
+		k, _ := m.Queue().Get()
+		m.Queue().Done(k)
 		out = append(out, k)
 	}
 	slices.Sort(out)
@@ -139,7 +131,7 @@ func TestPodHandlers(t *testing.T) {
 			if got := queued(m); !slices.Equal(got, tc.wantQueued) {
 				t.Errorf("queued %v, want %v", got, tc.wantQueued)
 			}
-			if got := m.queue.Waiting(); got != tc.wantWaiting {
+			if got := m.Queue().Waiting(); got != tc.wantWaiting {
 				t.Errorf("%d keys queued for later, want %d", got, tc.wantWaiting)
 			}
 			adds, dels, _ := m.expectations.GetExpectations(webKey)

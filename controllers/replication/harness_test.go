@@ -258,10 +258,17 @@ func newEnv(t testing.TB, opts Options) *env {
 		corev1.SchemeGroupVersion.WithResource("pods"):                   cache.Erase[*corev1.Pod](pods),
 		corev1.SchemeGroupVersion.WithResource("replicationcontrollers"): cache.Erase[*corev1.ReplicationController](rcs),
 	}, informers.Options{Reflector: cache.ReflectorOptions{Logger: quiet}})
-	if opts.Logger == nil {
-		opts.Logger = quiet
+	if opts.Controller.Logger == nil {
+		opts.Controller.Logger = quiet
 	}
-	m, err := NewManager(f.Pods().Informer(), f.ReplicationControllers().Informer(), api,
+	if opts.Controller.Workers == 0 {
+		opts.Controller.Workers = 1
+	}
+	// The workers start at the first poll after the handlers, registered
+	// by Run, have been replayed the caches: a millisecond of the bubble's
+	// clock after run.
+	opts.Controller.CacheSyncPollInterval = time.Millisecond
+	m, err := New(f.Pods(), f.ReplicationControllers(), api,
 		&controller.RealPodControl{Client: api, Logger: quiet}, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -275,17 +282,34 @@ func newEnv(t testing.TB, opts Options) *env {
 
 // run starts the workers once the informers have delivered what they
 // hold, so that the first syncs see a cache that has caught up.
-func (e *env) run(workers int) {
+func (e *env) run() {
 	synctest.Wait()
-	e.start(workers)
+	e.start()
+	time.Sleep(time.Millisecond)
+	synctest.Wait()
 }
 
-func (e *env) start(workers int) {
+// observe registers the manager's event handlers, which Run registers,
+// for tests that call its sync steps without running it.
+func (e *env) observe() {
+	e.tb.Helper()
+	_, err1 := e.factory.Pods().AddEventHandler(cache.ResourceEventHandlerFuncs[*corev1.Pod]{
+		AddFunc: e.m.addPod, UpdateFunc: e.m.updatePod, DeleteFunc: e.m.deletePod,
+	})
+	_, err2 := e.factory.ReplicationControllers().AddEventHandler(cache.ResourceEventHandlerFuncs[*corev1.ReplicationController]{
+		AddFunc: e.m.addRC, UpdateFunc: e.m.updateRC, DeleteFunc: e.m.deleteRC,
+	})
+	if err := errors.Join(err1, err2); err != nil {
+		e.tb.Fatal(err)
+	}
+}
+
+func (e *env) start() {
 	e.done = make(chan error, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	prev := e.cancel
 	e.cancel = func() { cancel(); prev() }
-	go func() { e.done <- e.m.Run(ctx, workers) }()
+	go func() { e.done <- e.m.Run(ctx) }()
 }
 
 func (e *env) stop() {

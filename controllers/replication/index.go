@@ -45,10 +45,10 @@ func indexOrphanPod(p *corev1.Pod) ([]string, error) {
 	return []string{p.Namespace}, nil
 }
 
-// addPodIndexers adds the manager's indices to the pod informer unless an
-// earlier manager over the same informer already did.
-func addPodIndexers(inf *cache.SharedIndexInformer[*corev1.Pod]) error {
-	have := inf.GetIndexer().GetIndexers()
+// addPodIndexers adds the manager's indices to the pod informer's cache
+// unless an earlier manager over the same informer already did.
+func addPodIndexers(idx cache.Indexer[*corev1.Pod]) error {
+	have := idx.GetIndexers()
 	want := cache.Indexers[*corev1.Pod]{}
 	if _, ok := have[indexByController]; !ok {
 		want[indexByController] = indexPodByController
@@ -59,10 +59,10 @@ func addPodIndexers(inf *cache.SharedIndexInformer[*corev1.Pod]) error {
 	if len(want) == 0 {
 		return nil
 	}
-	if err := inf.AddIndexers(want); err != nil {
+	if err := idx.AddIndexers(want); err != nil {
 		// Another manager may have added them between the check and
 		// here; anything else is a real failure.
-		have = inf.GetIndexer().GetIndexers()
+		have = idx.GetIndexers()
 		_, a := have[indexByController]
 		_, b := have[indexOrphans]
 		if !a || !b {

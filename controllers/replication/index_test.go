@@ -6,6 +6,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/listwatch/listwatch/cache/cachetest"
 )
 
 // TestCandidatePods: a sync reads the RC's own active pods and the active
@@ -46,7 +48,7 @@ func TestCandidatePods(t *testing.T) {
 		}
 	}
 	// A second manager over the same informers shares the indices.
-	if _, err := NewManager(m.pods, m.rcs, m.client, m.podControl, Options{Logger: quiet}); err != nil {
+	if _, err := New(m.pods, cachetest.NewInformer[*corev1.ReplicationController](), m.client, m.podControl, Options{}); err != nil {
 		t.Fatalf("second manager: %v", err)
 	}
 

@@ -32,7 +32,8 @@ func TestPropertyConverges(t *testing.T) {
 
 func runProperty(t *testing.T, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
-	e := newEnv(t, Options{BurstReplicas: 1 + rng.IntN(5)})
+	burst, workers := 1+rng.IntN(5), 1+rng.IntN(3)
+	e := newEnv(t, Options{BurstReplicas: burst, Controller: controller.Options{Workers: workers}})
 	faults := rand.New(rand.NewPCG(seed, 0xfa17)) // used under fakeAPI.mu
 	names := []string{"a", "b", "c"}
 	maxDesired := map[string]int{}
@@ -43,7 +44,7 @@ func runProperty(t *testing.T, seed uint64) {
 		rcs[n] = e.createRC(newRC(n, r))
 		maxDesired[n] = int(r)
 	}
-	e.run(1 + rng.IntN(3))
+	e.run()
 
 	check := func(step int) {
 		t.Helper()

@@ -24,8 +24,8 @@ var (
 	_ controller.PodClient = (*REST)(nil)
 )
 
-// NewREST returns the manager's API access through c.
-func NewREST(c *client.Client) *REST {
+// NewClient returns the manager's API access through c.
+func NewClient(c *client.Client) *REST {
 	return &REST{
 		rcs:  client.For[*corev1.ReplicationController](c, ""),
 		pods: client.For[*corev1.Pod](c, ""),

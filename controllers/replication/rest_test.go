@@ -62,7 +62,7 @@ func TestREST(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := NewREST(c)
+	r := NewClient(c)
 	ctx := t.Context()
 
 	rc, err := r.Get(ctx, "ns1", "web")

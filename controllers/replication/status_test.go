@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/listwatch/listwatch/cache/cachetest"
 	"github.com/listwatch/listwatch/controller"
 )
 
@@ -185,7 +186,7 @@ func TestTemplateNotSelected(t *testing.T) {
 		rc := newRC("web", 2)
 		rc.Spec.Template.Labels = map[string]string{"app": "other"}
 		e.createRC(rc)
-		e.run(1)
+		e.run()
 		e.settle(settleLimit, func() bool { return failureCondition(e.rc("web").Status.Conditions) >= 0 })
 		if calls, _, _, _, _ := e.api.counts(); calls != 0 {
 			t.Errorf("create calls %d, want 0", calls)
@@ -197,17 +198,24 @@ func TestTemplateNotSelected(t *testing.T) {
 }
 
 func TestRunLifecycle(t *testing.T) {
-	// Informers that never run never sync: Run gives up when ctx ends.
-	m := newIdleManager(t)
+	// Informers that never sync: Run gives up when ctx ends.
+	pods, rcs := cachetest.NewInformer[*corev1.Pod](), cachetest.NewInformer[*corev1.ReplicationController]()
+	pods.SetSynced(false)
+	rcs.SetSynced(false)
+	api := &fakeAPI{}
+	m, err := New(pods, rcs, api, &controller.RealPodControl{Client: api}, Options{Controller: controller.Options{Logger: quiet}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	if err := m.Run(ctx, 1); !errors.Is(err, controller.ErrCacheSyncAborted) {
+	if err := m.Run(ctx); !errors.Is(err, controller.ErrCacheSyncAborted) {
 		t.Errorf("Run before the caches synced: %v, want ErrCacheSyncAborted", err)
 	}
-	if err := m.Run(t.Context(), 1); !errors.Is(err, ErrAlreadyRun) {
+	if err := m.Run(t.Context()); !errors.Is(err, controller.ErrAlreadyRun) {
 		t.Errorf("second Run: %v, want ErrAlreadyRun", err)
 	}
-	if _, err := NewManager(nil, nil, nil, nil, Options{}); err == nil {
-		t.Error("NewManager without informers returned nil error")
+	if _, err := New(nil, nil, nil, nil, Options{}); err == nil {
+		t.Error("New without informers returned nil error")
 	}
 }

@@ -18,23 +18,23 @@ import (
 
 // syncReplicationController brings the RC with key one step closer to
 // spec.replicas active pods and records what it finds in status. It is
-// never called concurrently for one key.
-func (m *Manager) syncReplicationController(ctx context.Context, key string) error {
+// never called concurrently for one key. It asks to be called again when
+// a ready pod will become available, which no event announces.
+func (m *Manager) syncReplicationController(ctx context.Context, key string) (controller.Result, error) {
 	ns, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
 		// Retrying cannot mend a malformed key.
-		m.log.Error("dropping malformed key", "key", key, "err", err)
-		return nil
+		return controller.Result{}, controller.Terminal(fmt.Errorf("malformed key %q: %w", key, err))
 	}
 	rc, err := m.rcLister.Namespace(ns).Get(name)
 	if apierrors.IsNotFound(err) {
 		// Its pods are the garbage collector's business, not ours: they
 		// are neither recreated nor deleted.
 		m.expectations.DeleteExpectations(key)
-		return nil
+		return controller.Result{}, nil
 	}
 	if err != nil {
-		return fmt.Errorf("getting RC %s from the cache: %w", key, err)
+		return controller.Result{}, fmt.Errorf("getting RC %s from the cache: %w", key, err)
 	}
 
 	// Expectations are read before the pods are listed: a pod event that
@@ -44,13 +44,13 @@ func (m *Manager) syncReplicationController(ctx context.Context, key string) err
 
 	candidates, err := m.candidatePods(ns, string(rc.UID))
 	if err != nil {
-		return fmt.Errorf("listing pods for RC %s: %w", key, err)
+		return controller.Result{}, fmt.Errorf("listing pods for RC %s: %w", key, err)
 	}
 	pods, err := m.claimPods(ctx, rc, candidates)
 	if err != nil {
 		// Pods left half adopted or unreleased are retried with backoff
 		// before anything is created for them.
-		return fmt.Errorf("claiming pods for RC %s: %w", key, err)
+		return controller.Result{}, fmt.Errorf("claiming pods for RC %s: %w", key, err)
 	}
 
 	var manageErr error
@@ -62,13 +62,13 @@ func (m *Manager) syncReplicationController(ctx context.Context, key string) err
 	now := time.Now()
 	status := calculateStatus(rc, pods, managed, manageErr, now)
 	if err := m.updateStatus(ctx, rc, status); err != nil {
-		return errors.Join(manageErr, err)
+		return controller.Result{}, errors.Join(manageErr, err)
 	}
+	var res controller.Result
 	if d, ok := nextAvailable(pods, rc.Spec.MinReadySeconds, now); ok {
-		// No event marks the moment a ready pod becomes available.
-		m.queue.AddAfter(key, d)
+		res.RequeueAfter = d
 	}
-	return manageErr
+	return res, manageErr
 }
 
 // claimPods returns the active pods the RC controls after adopting the

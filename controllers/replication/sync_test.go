@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/listwatch/listwatch/cache/cachetest"
+	"github.com/listwatch/listwatch/controller"
 )
 
 const settleLimit = 10 * time.Minute
@@ -33,9 +34,9 @@ func TestScaleUpCreatesExactlyN(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				e := newEnv(t, Options{BurstReplicas: tc.burst})
+				e := newEnv(t, Options{BurstReplicas: tc.burst, Controller: controller.Options{Workers: tc.workers}})
 				rc := e.createRC(newRC("web", tc.replicas))
-				e.run(tc.workers)
+				e.run()
 				e.settle(settleLimit, func() bool {
 					got := e.rc("web").Status
 					return len(e.owned(rc)) == int(tc.replicas) && got.Replicas == tc.replicas && got.ObservedGeneration == 1
@@ -67,10 +68,10 @@ func TestScaleUpCreatesExactlyN(t *testing.T) {
 // run meanwhile, and a sync creates at most burstReplicas pods.
 func TestExpectationsHoldWhileCacheLags(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		e := newEnv(t, Options{BurstReplicas: 3})
+		e := newEnv(t, Options{BurstReplicas: 3, Controller: controller.Options{Workers: 2}})
 		e.api.set(func(f *fakeAPI) { f.holdCreates = true })
 		rc := e.createRC(newRC("web", 10))
-		e.run(2)
+		e.run()
 		synctest.Wait()
 		// Poke the RC many times: every sync finds expectations pending.
 		for i := range 5 {
@@ -103,7 +104,7 @@ func TestExpectationsExpire(t *testing.T) {
 		e := newEnv(t, Options{ExpectationsTTL: time.Minute})
 		e.api.set(func(f *fakeAPI) { f.holdCreates = true })
 		e.createRC(newRC("web", 2))
-		e.run(1)
+		e.run()
 		synctest.Wait()
 		if calls, _, _, _, _ := e.api.counts(); calls != 2 {
 			t.Fatalf("create calls = %d, want 2", calls)
@@ -187,7 +188,7 @@ func TestScaleDownDeletesLowestRanked(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				e.run(1)
+				e.run()
 				e.settle(settleLimit, func() bool { return e.rc("web").Status.Replicas == int32(len(tc.pods)) })
 				e.scale("web", tc.target)
 				e.settle(settleLimit, func() bool {
@@ -218,7 +219,7 @@ func TestGracefulDeletionObservedOnce(t *testing.T) {
 		e := newEnv(t, Options{})
 		e.api.set(func(f *fakeAPI) { f.gracefulDeletes = true })
 		rc := e.createRC(newRC("web", 4))
-		e.run(1)
+		e.run()
 		e.settle(settleLimit, func() bool { return len(e.owned(rc)) == 4 })
 		e.scale("web", 1)
 		e.settle(settleLimit, func() bool { return e.rc("web").Status.Replicas == 1 })
@@ -242,7 +243,7 @@ func TestGracefulDeletionObservedOnce(t *testing.T) {
 
 func TestAdoptionAndRelease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		e := newEnv(t, Options{})
+		e := newEnv(t, Options{Controller: controller.Options{Workers: 2}})
 		other := newRC("other", 1)
 		other.Spec.Selector = map[string]string{"app": "other"}
 		for _, p := range []*corev1.Pod{
@@ -255,7 +256,7 @@ func TestAdoptionAndRelease(t *testing.T) {
 			}
 		}
 		rc := e.createRC(newRC("web", 2))
-		e.run(2)
+		e.run()
 		e.settle(settleLimit, func() bool { return len(e.owned(rc)) == 2 && e.rc("web").Status.Replicas == 2 })
 		if _, created, _, _, _ := e.api.counts(); created != 1 {
 			t.Errorf("created %d, want 1 (the orphan is adopted)", created)
@@ -322,7 +323,7 @@ func TestNoAdoptionByDeletedRC(t *testing.T) {
 				e.api.set(func(f *fakeAPI) {
 					f.rcGet = func(_, _ string) (*corev1.ReplicationController, error) { return tc.fresh(rc) }
 				})
-				e.run(1)
+				e.run()
 				synctest.Wait()
 				time.Sleep(time.Second)
 				synctest.Wait()
@@ -360,7 +361,7 @@ func TestDeletedRCPodsNotRecreated(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				e := newEnv(t, Options{})
 				rc := e.createRC(newRC("web", 3))
-				e.run(1)
+				e.run()
 				e.settle(settleLimit, func() bool { return len(e.owned(rc)) == 3 })
 				tc.remove(e)
 				synctest.Wait()
@@ -411,6 +412,7 @@ func TestSlowStartStopsAtFailingBatch(t *testing.T) {
 						return nil
 					}
 				})
+				e.observe()
 				rc := e.createRC(newRC("web", 7))
 				synctest.Wait()
 				// The server accepts creations, the watch lags.
@@ -443,7 +445,7 @@ func TestReplicaFailureCondition(t *testing.T) {
 		e := newEnv(t, Options{})
 		e.api.set(func(f *fakeAPI) { f.failCreate = func(int) error { return errInjected } })
 		rc := e.createRC(newRC("web", 3))
-		e.run(1)
+		e.run()
 		e.settle(settleLimit, func() bool { return failureCondition(e.rc("web").Status.Conditions) >= 0 })
 		c := e.rc("web").Status.Conditions[0]
 		if c.Type != corev1.ReplicationControllerReplicaFailure || c.Status != corev1.ConditionTrue || c.Reason != ReasonFailedCreate || c.Message == "" {
@@ -465,8 +467,9 @@ func TestReplicaFailureCondition(t *testing.T) {
 func TestDeleteFailureLowersExpectations(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t, Options{})
+		e.observe()
 		rc := e.createRC(newRC("web", 3))
-		e.settle(settleLimit, e.m.rcs.HasSynced)
+		e.settle(settleLimit, e.factory.ReplicationControllers().HasSynced)
 		var pods []*corev1.Pod
 		for _, name := range []string{"a", "b", "c"} {
 			p, err := e.pods.Create(newPod(name, map[string]string{"app": "web"}, rc))
@@ -523,9 +526,9 @@ func TestDeleteFailureLowersExpectations(t *testing.T) {
 func TestTombstoneDeletePod(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var logs logBuffer
-		e := newEnv(t, Options{Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+		e := newEnv(t, Options{Controller: controller.Options{Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}})
 		rc := e.createRC(newRC("web", 2))
-		e.run(1)
+		e.run()
 		e.settle(settleLimit, func() bool { return len(e.owned(rc)) == 2 && e.rc("web").Status.Replicas == 2 })
 		e.api.set(func(f *fakeAPI) { f.holdDeletes = true })
 		e.scale("web", 1)
@@ -585,7 +588,7 @@ func TestStatusAvailableAfterMinReadySeconds(t *testing.T) {
 		rc.Spec.MinReadySeconds = 30
 		rc.Generation = 7
 		rc = e.createRC(rc)
-		e.run(1)
+		e.run()
 		e.settle(settleLimit, func() bool { return len(e.owned(rc)) == 3 })
 		for _, p := range e.owned(rc) {
 			e.setReady(p, true)

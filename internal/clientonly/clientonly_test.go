@@ -57,21 +57,21 @@ func main() {
 	ctx := context.Background()
 	f := informers.NewSharedInformerFactory(c, informers.Options{})
 	pods := informers.For[*corev1.Pod](f)
-	defer pods.Release()
-	q := workqueue.NewRateLimitingQueue[string](nil, workqueue.Config{Name: "pods"})
-	pods.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs[*corev1.Pod]{
-		AddFunc: func(p *corev1.Pod, _ bool) { q.Add(p.Namespace + "/" + p.Name) },
-	})
-	r := &controller.Runner[string]{Name: "pods", Queue: q, Sync: func(ctx context.Context, key string) error {
+	sync := func(ctx context.Context, key string) (controller.Result, error) {
 		ns, name, err := cache.SplitMetaNamespaceKey(key)
 		if err != nil {
-			return err
+			return controller.Result{}, controller.Terminal(err)
 		}
 		_, err = client.For[*corev1.Pod](c, ns).Get(ctx, name, metav1.GetOptions{})
-		return err
-	}}
+		return controller.Result{}, err
+	}
+	ctrl, err := controller.New("pods", sync, controller.Options{RetryQPS: workqueue.DefaultQPS}, controller.For(pods))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	f.Start(ctx)
-	_ = r.Run(ctx, 1, pods.Informer().HasSynced)
+	_ = ctrl.Run(ctx)
 }
 `
 

@@ -137,7 +137,11 @@ type inProcess struct {
 // when set, wraps the listener (to tune the sockets of some connections).
 func startInProcess(t *testing.T, st storage.Interface, wc apiserver.WatchCacheConfig, wrap func(net.Listener) net.Listener) *inProcess {
 	t.Helper()
-	api, err := apiserver.New(context.WithoutCancel(t.Context()), apiserver.Config{Storage: st, WatchCache: wc})
+	api, err := apiserver.New(context.WithoutCancel(t.Context()), apiserver.Config{Storage: st, WatchCache: wc,
+		// No controller-manager makes the default service accounts: as
+		// kube's integration tests and envtest, ServiceAccount admission
+		// is off on this bare API server.
+		DisableAdmissionPlugins: []string{"ServiceAccount"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,7 +293,10 @@ func newProcDirs(t *testing.T) procDirs {
 // until it is ready, and kills it when the test ends if it still runs.
 func startProc(t *testing.T, d procDirs, args ...string) *proc {
 	t.Helper()
-	all := append([]string{"apiserver", "--secure-port", "0", "--cert-dir", d.certDir, "--token-auth-file", d.tokenFile}, args...)
+	// No controller-manager makes the default service accounts: as kube's
+	// integration tests and envtest, ServiceAccount admission is off.
+	all := append([]string{"apiserver", "--secure-port", "0", "--cert-dir", d.certDir, "--token-auth-file", d.tokenFile,
+		"--disable-admission-plugins=ServiceAccount"}, args...)
 	cmd := exec.Command(listwatchBin, all...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {

@@ -26,6 +26,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"sigs.k8s.io/yaml"
 )
@@ -78,7 +79,15 @@ type Step struct {
 	// and the recorder warns when kube-apiserver answers otherwise; the
 	// comparison ignores it (the golden is the truth).
 	Expect int `json:"expect,omitempty"`
+	// Until, when set, sends the request again (every 50 ms, for at most
+	// UntilTimeout) until it is answered with this status code: for what
+	// a server does after the request that caused it (a
+	// CustomResourceDefinition served, or gone). The last answer counts.
+	Until int `json:"until,omitempty"`
 }
+
+// UntilTimeout bounds the retries of a step with Until.
+const UntilTimeout = 60 * time.Second
 
 // Request is a step's request as the case file states it, placeholders
 // unsubstituted; the golden keeps it so that a case file edited since the
@@ -91,6 +100,7 @@ type Request struct {
 	Body        any               `json:"body,omitempty"`
 	RawBody     *string           `json:"rawBody,omitempty"`
 	View        string            `json:"view,omitempty"`
+	Until       int               `json:"until,omitempty"`
 }
 
 // Response is a server's masked answer to one step.
@@ -246,7 +256,7 @@ func (s *Step) check(earlier map[string]bool) error {
 
 // request is the step as the golden keeps it.
 func (s *Step) request() Request {
-	return Request{Method: s.Method, Path: s.Path, Query: s.Query, ContentType: s.ContentType, Body: s.Body, RawBody: s.RawBody, View: s.View}
+	return Request{Method: s.Method, Path: s.Path, Query: s.Query, ContentType: s.ContentType, Body: s.Body, RawBody: s.RawBody, View: s.View, Until: s.Until}
 }
 
 // SameRequest reports whether a golden's recorded request is the case
@@ -443,9 +453,25 @@ func (r *run) substitute(s string) string {
 	})
 }
 
-// step runs one step: it never fails, an unanswered request is a response
-// with code 0.
+// step runs one step, again while its Until code is not answered: it
+// never fails, an unanswered request is a response with code 0.
 func (r *run) step(ctx context.Context, s *Step) Response {
+	deadline := time.Now().Add(UntilTimeout)
+	for {
+		out := r.once(ctx, s)
+		if s.Until == 0 || out.Code == s.Until || time.Now().After(deadline) || ctx.Err() != nil {
+			return out
+		}
+		select {
+		case <-ctx.Done():
+			return out
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// once sends a step's request once.
+func (r *run) once(ctx context.Context, s *Step) Response {
 	var body io.Reader
 	contentType := ContentTypes[s.ContentType]
 	if contentType == "" {

@@ -4,73 +4,215 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/admission/initializer"
+	"k8s.io/apiserver/pkg/admission/plugin/resourcequota"
 	"k8s.io/apiserver/pkg/authentication/user"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/component-base/compatibility"
+	baseversion "k8s.io/component-base/version"
 
 	"k8s.io/kubernetes/pkg/capabilities"
+	controlplaneadmission "k8s.io/kubernetes/pkg/controlplane/apiserver/admission"
+	"k8s.io/kubernetes/pkg/kubeapiserver/admission/exclusion"
+	quotainstall "k8s.io/kubernetes/pkg/quota/v1/install"
 	certsubjectrestriction "k8s.io/kubernetes/plugin/pkg/admission/certificates/subjectrestriction"
 	"k8s.io/kubernetes/plugin/pkg/admission/defaulttolerationseconds"
+	"k8s.io/kubernetes/plugin/pkg/admission/limitranger"
+	"k8s.io/kubernetes/plugin/pkg/admission/network/defaultingressclass"
+	"k8s.io/kubernetes/plugin/pkg/admission/nodedeclaredfeatures"
 	"k8s.io/kubernetes/plugin/pkg/admission/nodetaint"
+	"k8s.io/kubernetes/plugin/pkg/admission/podresize"
+	"k8s.io/kubernetes/plugin/pkg/admission/podtopologylabels"
+	podpriority "k8s.io/kubernetes/plugin/pkg/admission/priority"
+	"k8s.io/kubernetes/plugin/pkg/admission/runtimeclass"
 	"k8s.io/kubernetes/plugin/pkg/admission/scheduling/podgroupprotection"
+	"k8s.io/kubernetes/plugin/pkg/admission/security/podsecurity"
+	"k8s.io/kubernetes/plugin/pkg/admission/serviceaccount"
+	"k8s.io/kubernetes/plugin/pkg/admission/storage/persistentvolume/resize"
+	"k8s.io/kubernetes/plugin/pkg/admission/storage/storageclass/setdefault"
 	"k8s.io/kubernetes/plugin/pkg/admission/storage/storageobjectinuseprotection"
 )
 
-// Admission: kube-apiserver's own admission plugins, those of its default
-// set that need nothing but the object they admit (no client, informer,
-// authorizer or configuration). kube-apiserver runs the mutating ones on the
-// decoded object before the strategy's BeforeCreate or BeforeUpdate, and the
-// validating ones after it, before the object is stored; Create and Update
-// do the same.
+// Admission: kube-apiserver's own admission plugins, its default set,
+// built with what kube-apiserver gives them: a client of the server itself
+// (its loopback client) and a client-go informer factory over that client,
+// whose informers (one per resource a plugin reads: ServiceAccounts,
+// LimitRanges, PriorityClasses, RuntimeClasses, StorageClasses,
+// IngressClasses, ResourceQuotas, Namespaces, Nodes) the server starts.
+// kube-apiserver runs the mutating plugins on the decoded object before the
+// strategy's BeforeCreate or BeforeUpdate, and the validating ones after
+// it, before the object is stored; Create and Update do the same.
 //
-// The rest of the default set reads other objects through client-go
-// informers (ServiceAccount, Priority, LimitRanger, RuntimeClass,
-// ResourceQuota, PodSecurity, DefaultStorageClass, DefaultIngressClass,
-// PersistentVolumeClaimResize, PodTopologyLabels, ...), needs an authorizer
-// (CertificateApproval, CertificateSigning, ClusterTrustBundleAttest) or
-// calls out (the webhooks and admission policies), and is not run;
-// NamespaceLifecycle's rules are the server's own.
+// Of the default set, these are not run: NamespaceLifecycle, whose rules
+// are the server's own; CertificateApproval, CertificateSigning and
+// ClusterTrustBundleAttest, which need an authorizer; and the webhooks and
+// admission policies, which call out.
 
-// admissionPlugins are the plugins run, in kube-apiserver's order
-// (k8s.io/kubernetes/pkg/kubeapiserver/options.AllOrderedPlugins).
-var admissionPlugins = []string{
-	nodetaint.PluginName,                    // TaintNodesByCondition
-	defaulttolerationseconds.PluginName,     // DefaultTolerationSeconds
-	storageobjectinuseprotection.PluginName, // StorageObjectInUseProtection
-	podgroupprotection.PluginName,           // PodGroupProtection
-	certsubjectrestriction.PluginName,       // CertificateSubjectRestriction
+// plugin is one admission plugin of kube-apiserver's default set.
+type plugin struct {
+	name     string
+	register func(*admission.Plugins)
+	// reads: the plugin reads other objects (client and informers).
+	reads bool
 }
 
-// admissionChain is the plugins above as kube-apiserver chains them,
-// initialised by k8s.io/apiserver's plugin initializer with only the
-// feature gates to give. It is built on first use, not when the package
-// loads: building it logs through klog, which a program sends to its own
-// logger first (and a CLI command that serves nothing never builds it).
-var admissionChain = sync.OnceValues(func() (admission.Interface, error) {
-	plugins := admission.NewPlugins()
-	nodetaint.Register(plugins)
-	defaulttolerationseconds.Register(plugins)
-	storageobjectinuseprotection.Register(plugins)
-	podgroupprotection.Register(plugins)
-	certsubjectrestriction.Register(plugins)
-	init := initializer.New(nil, nil, nil, nil, utilfeature.DefaultFeatureGate, nil, nil, nil)
-	chain, err := plugins.NewFromPlugins(admissionPlugins, noPluginConfig{}, init, nil)
-	if err != nil {
-		return nil, apierrors.NewInternalError(fmt.Errorf("kube: admission plugins: %w", err))
+// admissionPlugins are the plugins run, in kube-apiserver's order
+// (k8s.io/kubernetes/pkg/kubeapiserver/options.AllOrderedPlugins, which
+// the tests check this against).
+var admissionPlugins = []plugin{
+	{limitranger.PluginName, limitranger.Register, true},
+	{serviceaccount.PluginName, serviceaccount.Register, true},
+	{nodetaint.PluginName, nodetaint.Register, false},
+	{podsecurity.PluginName, podsecurity.Register, true},
+	{podpriority.PluginName, podpriority.Register, true},
+	{defaulttolerationseconds.PluginName, defaulttolerationseconds.Register, false},
+	{setdefault.PluginName, setdefault.Register, true},
+	{storageobjectinuseprotection.PluginName, storageobjectinuseprotection.Register, false},
+	{podgroupprotection.PluginName, podgroupprotection.Register, false},
+	{resize.PluginName, resize.Register, true},
+	{runtimeclass.PluginName, runtimeclass.Register, true},
+	{certsubjectrestriction.PluginName, certsubjectrestriction.Register, false},
+	{defaultingressclass.PluginName, defaultingressclass.Register, true},
+	{podtopologylabels.PluginName, podtopologylabels.Register, true},
+	{nodedeclaredfeatures.PluginName, nodedeclaredfeatures.Register, true},
+	{podresize.PluginName, podresize.Register, true},
+	{resourcequota.PluginName, resourcequota.Register, true},
+}
+
+// AdmissionPlugins returns the names of the plugins NewAdmission can run,
+// in the order they run.
+func AdmissionPlugins() []string {
+	names := make([]string, len(admissionPlugins))
+	for i, p := range admissionPlugins {
+		names[i] = p.name
 	}
-	return chain, nil
-})
+	return names
+}
+
+// AdmissionConfig is what NewAdmission needs.
+type AdmissionConfig struct {
+	// Client is the server's client of itself, and Informers an informer
+	// factory over it, which the caller starts once NewAdmission has
+	// returned (the plugins register the informers they read) and stops
+	// after Stop. With no Client, only the plugins that read nothing but
+	// the object run.
+	Client    kubernetes.Interface
+	Informers informers.SharedInformerFactory
+	// Served reports whether the server serves a resource (kube-apiserver's
+	// enabled resources): quota evaluates only those.
+	Served func(schema.GroupVersionResource) bool
+	// Disabled names plugins not to run, as kube-apiserver's
+	// --disable-admission-plugins.
+	Disabled []string
+	// Stop ends the plugins' own goroutines (ResourceQuota's evaluator).
+	Stop <-chan struct{}
+	// Fresh, when set, is called before the plugins run on a write: it
+	// returns once the informers hold what the plugins should see.
+	Fresh func(ctx context.Context)
+}
+
+// Admission is a chain of kube-apiserver's admission plugins; the zero
+// value is not usable, get one from NewAdmission. Give it to Create and
+// Update in Request.Admission.
+type Admission struct {
+	mutating   admission.MutationInterface
+	validating admission.ValidationInterface
+	fresh      func(ctx context.Context)
+}
+
+// NewAdmission builds the plugins of cfg, initialised as kube-apiserver
+// initialises them (k8s.io/apiserver's initializer, with kube's quota
+// configuration).
+func NewAdmission(cfg AdmissionConfig) (*Admission, error) {
+	reads := cfg.Client != nil && cfg.Informers != nil
+	plugins := admission.NewPlugins()
+	var names []string
+	for _, p := range admissionPlugins {
+		if (p.reads && !reads) || slices.Contains(cfg.Disabled, p.name) {
+			continue
+		}
+		p.register(plugins)
+		names = append(names, p.name)
+	}
+	var unknown []string
+	for _, d := range cfg.Disabled {
+		if !slices.ContainsFunc(admissionPlugins, func(p plugin) bool { return p.name == d }) {
+			unknown = append(unknown, d)
+		}
+	}
+	if len(unknown) > 0 {
+		return nil, fmt.Errorf("kube: admission plugins %q are not run (known: %v)", unknown, AdmissionPlugins())
+	}
+	stop := cfg.Stop
+	if stop == nil {
+		stop = make(chan struct{})
+	}
+	inits := admission.PluginInitializers{
+		initializer.New(cfg.Client, nil, cfg.Informers, nil, utilfeature.DefaultFeatureGate, effectiveVersion, stop, nil),
+	}
+	if reads {
+		quota, err := quotainstall.NewQuotaConfigurationForAdmission(cfg.Informers, servedResources(cfg.Served))
+		if err != nil {
+			return nil, fmt.Errorf("kube: quota configuration: %w", err)
+		}
+		inits = append(inits, controlplaneadmission.NewPluginInitializer(quota, exclusion.Excluded()))
+	}
+	chain, err := plugins.NewFromPlugins(names, noPluginConfig{}, inits, nil)
+	if err != nil {
+		return nil, fmt.Errorf("kube: admission plugins: %w", err)
+	}
+	a := &Admission{fresh: cfg.Fresh}
+	a.mutating, _ = chain.(admission.MutationInterface)
+	a.validating, _ = chain.(admission.ValidationInterface)
+	return a, nil
+}
+
+// effectiveVersion is kube-apiserver's at its binary version (PodSecurity
+// checks pods against the policies of that version).
+var effectiveVersion = compatibility.NewEffectiveVersionFromString(baseversion.DefaultKubeBinaryVersion, "", "")
+
+// servedResources is kube-apiserver's APIResourceConfigSource for a
+// server serving what served reports (everything when nil).
+type servedResources func(schema.GroupVersionResource) bool
+
+func (s servedResources) ResourceEnabled(gvr schema.GroupVersionResource) bool {
+	return s == nil || s(gvr)
+}
+
+func (s servedResources) AnyResourceForGroupEnabled(string) bool { return true }
+
+func (s servedResources) ResourceExplicitlyEnabled(gvr schema.GroupVersionResource) bool {
+	return s.ResourceEnabled(gvr)
+}
+
+func (s servedResources) VersionExplicitlyEnabled(schema.GroupVersion) bool { return false }
 
 // noPluginConfig gives every plugin no configuration file.
 type noPluginConfig struct{}
 
 func (noPluginConfig) ConfigFor(string) (io.Reader, error) { return nil, nil }
+
+// objectOnly is the chain of the plugins that read nothing but the
+// object, for a Request with no Admission. It is built on first use, not
+// when the package loads: building it logs through klog, which a program
+// sends to its own logger first.
+var objectOnly = sync.OnceValues(func() (*Admission, error) {
+	a, err := NewAdmission(AdmissionConfig{})
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	return a, nil
+})
 
 var admissionObjects = admission.NewObjectInterfacesFromScheme(scheme)
 
@@ -80,6 +222,14 @@ func init() {
 	capabilities.Setup(true, 0)
 }
 
+// chain is the admission of req.
+func (req Request) chain() (*Admission, error) {
+	if req.Admission != nil {
+		return req.Admission, nil
+	}
+	return objectOnly()
+}
+
 // attributes describes a write of obj (internal; old is the stored object
 // of an update) to the plugins, as kube-apiserver's handlers do.
 func (k *Rules) attributes(req Request, obj, old runtime.Object) admission.Attributes {
@@ -87,37 +237,40 @@ func (k *Rules) attributes(req Request, obj, old runtime.Object) admission.Attri
 	if old != nil {
 		op, opts = admission.Update, &metav1.UpdateOptions{}
 	}
-	var u user.Info
+	// A request nobody authenticated (a server run without
+	// authentication) is anonymous, as kube-apiserver has it.
+	u := &user.DefaultInfo{Name: user.Anonymous, Groups: []string{user.AllUnauthenticated}}
 	if req.User.Name != "" {
 		u = &user.DefaultInfo{Name: req.User.Name, UID: req.User.UID, Groups: req.User.Groups}
 	}
-	return admission.NewAttributesRecord(obj, old, k.gvk, req.Namespace, req.Name, k.gvr, req.Subresource, op, opts, false, u)
+	return admission.NewAttributesRecord(obj, old, k.gvk, req.Namespace, req.Name, k.gvr, req.Subresource, op, opts, req.DryRun, u)
 }
 
 // admit runs the mutating plugins on obj, in place.
 func (k *Rules) admit(ctx context.Context, req Request, obj, old runtime.Object) error {
-	chain, err := admissionChain()
+	chain, err := req.chain()
 	if err != nil {
 		return err
 	}
+	if chain.fresh != nil {
+		chain.fresh(ctx)
+	}
 	a := k.attributes(req, obj, old)
-	m, ok := chain.(admission.MutationInterface)
-	if !ok || !m.Handles(a.GetOperation()) {
+	if chain.mutating == nil || !chain.mutating.Handles(a.GetOperation()) {
 		return nil
 	}
-	return m.Admit(ctx, a, admissionObjects)
+	return chain.mutating.Admit(ctx, a, admissionObjects)
 }
 
 // validate runs the validating plugins on obj.
 func (k *Rules) validate(ctx context.Context, req Request, obj, old runtime.Object) error {
-	chain, err := admissionChain()
+	chain, err := req.chain()
 	if err != nil {
 		return err
 	}
 	a := k.attributes(req, obj, old)
-	v, ok := chain.(admission.ValidationInterface)
-	if !ok || !v.Handles(a.GetOperation()) {
+	if chain.validating == nil || !chain.validating.Handles(a.GetOperation()) {
 		return nil
 	}
-	return v.Validate(ctx, a, admissionObjects)
+	return chain.validating.Validate(ctx, a, admissionObjects)
 }

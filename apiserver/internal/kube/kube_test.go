@@ -97,7 +97,7 @@ func TestCreate(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			u := newPod(tt.spec)
-			err := pods(t).Create(context.Background(), Request{Verb: "create", Namespace: "ns", Name: "p"}, u, nil)
+			err := createUnstructured(context.Background(), pods(t), Request{Verb: "create", Namespace: "ns", Name: "p"}, u)
 			if tt.cause != "" {
 				if !apierrors.IsInvalid(err) || !hasCause(err, tt.cause) {
 					t.Fatalf("err = %v, want 422 on %s", err, tt.cause)
@@ -122,7 +122,7 @@ func TestUpdateKeepsWhatTheSubresourceMayNotChange(t *testing.T) {
 	k := pods(t)
 	ctx := context.Background()
 	old := newPod(map[string]any{"containers": []any{map[string]any{"name": "c", "image": "nginx:1.27"}}})
-	if err := k.Create(ctx, Request{Verb: "create", Namespace: "ns", Name: "p"}, old, nil); err != nil {
+	if err := createUnstructured(ctx, k, Request{Verb: "create", Namespace: "ns", Name: "p"}, old); err != nil {
 		t.Fatal(err)
 	}
 	// The server sets the stored resourceVersion on both before the
@@ -225,4 +225,18 @@ func nested(obj map[string]any, path string) any {
 		start = i + 1
 	}
 	return v
+}
+
+// createUnstructured runs k.Create on u, decoded into its Go type, and
+// sets u to the object Create returns.
+func createUnstructured(ctx context.Context, k *Rules, req Request, u *unstructured.Unstructured) error {
+	obj, err := k.external(u)
+	if err != nil {
+		return err
+	}
+	stored, err := k.Create(ctx, req, obj)
+	if err != nil {
+		return err
+	}
+	return k.setUnstructured(u, stored)
 }

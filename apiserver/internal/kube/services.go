@@ -173,30 +173,19 @@ func once(fn genericregistry.FinishFunc) Finish {
 	}
 }
 
-// BeginCreate runs kube-apiserver's BeginCreate of services on the service
-// being created: ClusterIP/ClusterIPs normalised, ipFamilies and
-// ipFamilyPolicy set, cluster IPs and node ports (and the health check
-// node port) allocated or the ones asked for reserved, or kube's 422 when
-// one is taken, out of range or inconsistent. u is the object with its
-// final metadata; when ext is not nil it holds u's body decoded as a
-// *corev1.Service and is changed instead of u (see Rules.Create). A body
-// the server cannot read is left to Rules.Create to refuse.
-func (a *ServiceAllocator) BeginCreate(ctx context.Context, u *unstructured.Unstructured, ext runtime.Object, dryRun bool) (Finish, error) {
-	var ev *corev1.Service
-	if ext != nil {
-		svc, ok := ext.(*corev1.Service)
-		if !ok {
-			return nil, nil
-		}
-		ev = svc.DeepCopy()
-		ev.ObjectMeta = metav1.ObjectMeta{Name: u.GetName(), Namespace: u.GetNamespace()}
-	} else {
-		ev = &corev1.Service{}
-		if runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, ev) != nil {
-			return nil, nil
-		}
+// BeginCreate runs kube-apiserver's BeginCreate of services on obj, the
+// service being created as its Go type with its final metadata: ClusterIP/
+// ClusterIPs normalised, ipFamilies and ipFamilyPolicy set, cluster IPs and
+// node ports (and the health check node port) allocated or the ones asked
+// for reserved, or kube's 422 when one is taken, out of range or
+// inconsistent. obj's spec is changed in place. An object that is not a
+// *corev1.Service is left to Rules.Create to refuse.
+func (a *ServiceAllocator) BeginCreate(ctx context.Context, obj runtime.Object, dryRun bool) (Finish, error) {
+	ev, ok := obj.(*corev1.Service)
+	if !ok {
+		return nil, nil
 	}
-	svc, err := serviceInternal(ev)
+	svc, err := serviceInternal(ev.DeepCopy())
 	if err != nil {
 		return nil, nil
 	}
@@ -210,12 +199,7 @@ func (a *ServiceAllocator) BeginCreate(ctx context.Context, u *unstructured.Unst
 		finish(false)
 		return nil, err
 	}
-	if ext != nil {
-		ext.(*corev1.Service).Spec = spec.Spec
-	} else if err := setSpec(u, spec); err != nil {
-		finish(false)
-		return nil, err
-	}
+	ev.Spec = spec.Spec
 	return finish, nil
 }
 
@@ -258,25 +242,41 @@ func (a *ServiceAllocator) Release(u *unstructured.Unstructured) {
 	a.rest.AfterDelete(svc, &metav1.DeleteOptions{})
 }
 
-// Decorate applies to u, a service as the strategy left it, what
-// kube-apiserver's service storage does to every service it returns (its
-// Decorator, defaultOnRead): an ExternalName service shows no
-// internalTrafficPolicy, and a service stored before ipFamilies existed
-// gets them. The server stores the result, which its reads then return
-// as kube's would.
-func (a *ServiceAllocator) Decorate(u *unstructured.Unstructured) {
-	var ev corev1.Service
-	if runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &ev) != nil {
-		return
+// Decorate applies to obj, a service as the strategy left it (a
+// *corev1.Service, or its unstructured form), what kube-apiserver's service
+// storage does to every service it returns (its Decorator, defaultOnRead):
+// an ExternalName service shows no internalTrafficPolicy, and a service
+// stored before ipFamilies existed gets them. The server stores the
+// result, which its reads then return as kube's would.
+func (a *ServiceAllocator) Decorate(obj runtime.Object) {
+	switch o := obj.(type) {
+	case *corev1.Service:
+		if out := a.decorate(o); out != nil {
+			o.Spec = out.Spec
+		}
+	case *unstructured.Unstructured:
+		var ev corev1.Service
+		if runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &ev) != nil {
+			return
+		}
+		if out := a.decorate(&ev); out != nil {
+			_ = setSpec(o, out)
+		}
 	}
+}
+
+// decorate is ev decorated, or nil when it cannot be converted.
+func (a *ServiceAllocator) decorate(ev *corev1.Service) *corev1.Service {
 	var svc api.Service
-	if legacyscheme.Scheme.Convert(&ev, &svc, nil) != nil {
-		return
+	if legacyscheme.Scheme.Convert(ev, &svc, nil) != nil {
+		return nil
 	}
 	a.rest.Decorator(&svc)
-	if out, err := serviceSpec(&svc); err == nil {
-		_ = setSpec(u, out)
+	out, err := serviceSpec(&svc)
+	if err != nil {
+		return nil
 	}
+	return out
 }
 
 // Reserve marks the cluster IPs and node ports of the stored service u as

@@ -121,4 +121,7 @@ type entry struct {
 	approval rest.RESTUpdateStrategy
 	// returnDeleted: a delete answers with the object, not a Status.
 	returnDeleted bool
+	// table prints the internal objects of a resource kube-apiserver's
+	// printers do not know (CustomResourceDefinitions).
+	table rest.TableConvertor
 }

@@ -23,7 +23,9 @@ var tables = printers.NewTableGenerator().With(printersinternal.AddHandlers)
 type Printer struct {
 	rules    *Rules
 	fallback rest.TableConvertor
-	columns  []metav1.TableColumnDefinition
+	// table is the resource's own Table of internal objects, if any.
+	table   rest.TableConvertor
+	columns []metav1.TableColumnDefinition
 }
 
 // Printer returns the resource's Table form.
@@ -34,6 +36,10 @@ func (k *Rules) Printer() (*Printer, error) {
 	}
 	p := &Printer{rules: k}
 	t, err := tables.GenerateTable(in, printers.GenerateOptions{Wide: true})
+	if k.entry.table != nil {
+		p.table = k.entry.table
+		t, err = p.table.ConvertToTable(context.Background(), in, nil)
+	}
 	if err != nil {
 		// No printer for the type: the generic store's default.
 		p.fallback = rest.NewDefaultTableConvertor(k.gvr.GroupResource())
@@ -60,7 +66,11 @@ func (p *Printer) Row(u *unstructured.Unstructured) (metav1.TableRow, error) {
 		if in, err = p.rules.internal(u); err != nil {
 			return metav1.TableRow{}, err
 		}
-		t, err = tables.GenerateTable(in, printers.GenerateOptions{Wide: true, NoHeaders: true})
+		if p.table != nil {
+			t, err = p.table.ConvertToTable(context.Background(), in, &metav1.TableOptions{NoHeaders: true})
+		} else {
+			t, err = tables.GenerateTable(in, printers.GenerateOptions{Wide: true, NoHeaders: true})
+		}
 	}
 	if err != nil {
 		return metav1.TableRow{}, fmt.Errorf("table row of %s: %w", u.GetName(), err)

@@ -1,4 +1,4 @@
-package controllermanager
+package podlifecycle
 
 import (
 	"context"
@@ -116,7 +116,7 @@ func TestPodLifecycleBind(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			pc := newPodLifecycleClient(c)
+			pc := NewClient(c)
 			err = pc.Bind(context.Background(), "ns", "web-1", tt.uid, "node-2")
 			switch {
 			case tt.wantErr == nil && err != nil:

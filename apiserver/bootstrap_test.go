@@ -1,0 +1,251 @@
+package apiserver
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	rbacvalidation "k8s.io/component-helpers/auth/rbac/validation"
+
+	"github.com/listwatch/listwatch/storage"
+
+	schedulingapiv1 "k8s.io/kubernetes/pkg/apis/scheduling/v1"
+	"k8s.io/kubernetes/plugin/pkg/auth/authorizer/rbac/bootstrappolicy"
+)
+
+// startServer serves over st until the test ends, and waits until it is
+// ready; it returns the server and a client of it (the loopback client).
+func startServer(t *testing.T, st storage.Interface, cfg Config) (*Server, kubernetes.Interface) {
+	t.Helper()
+	cfg.Storage = st
+	srv, err := New(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	if err := srv.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c, err := kubernetes.NewForConfig(srv.LoopbackConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv, c
+}
+
+const autoupdate = "rbac.authorization.kubernetes.io/autoupdate"
+
+// TestStartupObjects checks what kube-apiserver creates at start against
+// kube's own lists, on both backends.
+func TestStartupObjects(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.Name, func(t *testing.T) {
+			_, c := startServer(t, b.New(t), Config{})
+			ctx := t.Context()
+			tests := []struct {
+				name  string
+				check func(t *testing.T)
+			}{
+				{"system priority classes", func(t *testing.T) {
+					for _, want := range schedulingapiv1.SystemPriorityClasses() {
+						got, err := c.SchedulingV1().PriorityClasses().Get(ctx, want.Name, metav1.GetOptions{})
+						if err != nil {
+							t.Fatal(err)
+						}
+						if got.Value != want.Value || got.Description != want.Description || got.GlobalDefault ||
+							got.PreemptionPolicy == nil || *got.PreemptionPolicy != "PreemptLowerPriority" {
+							t.Errorf("%s: %+v", want.Name, got)
+						}
+					}
+				}},
+				{"cluster roles", func(t *testing.T) {
+					list, err := c.RbacV1().ClusterRoles().List(ctx, metav1.ListOptions{})
+					if err != nil {
+						t.Fatal(err)
+					}
+					got := map[string]rbacv1.ClusterRole{}
+					for _, r := range list.Items {
+						got[r.Name] = r
+					}
+					for _, want := range slices.Concat(bootstrappolicy.ClusterRoles(), bootstrappolicy.ControllerRoles()) {
+						r, ok := got[want.Name]
+						switch {
+						case !ok:
+							t.Errorf("no cluster role %s", want.Name)
+						case r.Annotations[autoupdate] != "true" || r.Labels["kubernetes.io/bootstrapping"] != "rbac-defaults":
+							t.Errorf("%s: annotations %v, labels %v", want.Name, r.Annotations, r.Labels)
+						case want.AggregationRule == nil && len(r.Rules) != len(want.Rules):
+							t.Errorf("%s: %d rules, want %d", want.Name, len(r.Rules), len(want.Rules))
+						case (want.AggregationRule == nil) != (r.AggregationRule == nil):
+							t.Errorf("%s: aggregation rule %v, want %v", want.Name, r.AggregationRule, want.AggregationRule)
+						}
+					}
+				}},
+				{"cluster role bindings", func(t *testing.T) {
+					for _, want := range slices.Concat(bootstrappolicy.ClusterRoleBindings(), bootstrappolicy.ControllerRoleBindings()) {
+						got, err := c.RbacV1().ClusterRoleBindings().Get(ctx, want.Name, metav1.GetOptions{})
+						if err != nil {
+							t.Errorf("%s: %v", want.Name, err)
+							continue
+						}
+						if got.RoleRef != want.RoleRef || len(got.Subjects) != len(want.Subjects) || got.Annotations[autoupdate] != "true" {
+							t.Errorf("%s: %+v", want.Name, got)
+						}
+					}
+				}},
+				{"namespaced roles and bindings", func(t *testing.T) {
+					for ns, roles := range bootstrappolicy.NamespaceRoles() {
+						for _, want := range roles {
+							if _, err := c.RbacV1().Roles(ns).Get(ctx, want.Name, metav1.GetOptions{}); err != nil {
+								t.Errorf("role %s/%s: %v", ns, want.Name, err)
+							}
+						}
+					}
+					for ns, bindings := range bootstrappolicy.NamespaceRoleBindings() {
+						for _, want := range bindings {
+							if _, err := c.RbacV1().RoleBindings(ns).Get(ctx, want.Name, metav1.GetOptions{}); err != nil {
+								t.Errorf("role binding %s/%s: %v", ns, want.Name, err)
+							}
+						}
+					}
+				}},
+			}
+			for _, tt := range tests {
+				t.Run(tt.name, tt.check)
+			}
+		})
+	}
+}
+
+// TestStartupReconciles restarts a server over the storage of another
+// and checks that the bootstrap policy is reconciled as kube-apiserver's
+// hook does: what is missing comes back, what was trimmed is completed,
+// unless its autoupdate annotation is "false"; what a user changed beyond
+// the policy is kept.
+func TestStartupReconciles(t *testing.T) {
+	st := backends[0].New(t)
+	first, c := startServer(t, st, Config{})
+	ctx := t.Context()
+	trim := func(name string, protect bool) {
+		r, err := c.RbacV1().ClusterRoles().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Rules = r.Rules[:1]
+		r.Labels["user"] = "label"
+		if protect {
+			r.Annotations[autoupdate] = "false"
+		}
+		if _, err := c.RbacV1().ClusterRoles().Update(ctx, r, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	trim("system:aggregate-to-view", false)
+	trim("system:aggregate-to-edit", true)
+	if err := c.RbacV1().ClusterRoleBindings().Delete(ctx, "system:basic-user", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SchedulingV1().PriorityClasses().Delete(ctx, "system-cluster-critical", metav1.DeleteOptions{}); err != nil && !apierrors.IsForbidden(err) {
+		t.Fatal(err)
+	}
+	first.Close()
+
+	_, c = startServer(t, st, Config{})
+	for _, tt := range []struct {
+		role string
+		// covered: the role is completed to cover the policy's rules
+		// again; otherwise it keeps the one rule left.
+		covered bool
+	}{
+		{"system:aggregate-to-view", true},
+		{"system:aggregate-to-edit", false},
+	} {
+		r, err := c.RbacV1().ClusterRoles().Get(ctx, tt.role, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		covers, _ := rbacvalidation.Covers(r.Rules, policyRole(t, tt.role).Rules)
+		if covers != tt.covered || (!tt.covered && len(r.Rules) != 1) || r.Labels["user"] != "label" {
+			t.Errorf("%s after restart: covers the policy %v (want %v), %d rules, labels %v", tt.role, covers, tt.covered, len(r.Rules), r.Labels)
+		}
+	}
+	if _, err := c.RbacV1().ClusterRoleBindings().Get(ctx, "system:basic-user", metav1.GetOptions{}); err != nil {
+		t.Errorf("deleted binding not recreated: %v", err)
+	}
+	if _, err := c.SchedulingV1().PriorityClasses().Get(ctx, "system-cluster-critical", metav1.GetOptions{}); err != nil {
+		t.Errorf("system priority class not recreated: %v", err)
+	}
+}
+
+func policyRole(t *testing.T, name string) rbacv1.ClusterRole {
+	t.Helper()
+	for _, r := range bootstrappolicy.ClusterRoles() {
+		if r.Name == name {
+			return r
+		}
+	}
+	t.Fatalf("no bootstrap cluster role %s", name)
+	return rbacv1.ClusterRole{}
+}
+
+func TestReadyChecks(t *testing.T) {
+	st := backends[0].New(t)
+	srv, err := New(t.Context(), Config{Storage: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	var names []string
+	for _, c := range srv.ReadyChecks() {
+		names = append(names, c.Name)
+	}
+	want := []string{
+		"informer-sync",
+		"poststarthook/scheduling/bootstrap-system-priority-classes",
+		"poststarthook/rbac/bootstrap-roles",
+	}
+	if !slices.Equal(names, want) {
+		t.Fatalf("ReadyChecks = %v, want %v", names, want)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	if err := srv.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range srv.ReadyChecks() {
+		if err := c.Check(ctx); err != nil {
+			t.Errorf("%s after WaitReady: %v", c.Name, err)
+		}
+	}
+}
+
+// TestCloseDuringStartup closes a server before its start-up is done:
+// Close returns at once, WaitReady reports the close, and no goroutine is
+// left (TestMain checks).
+func TestCloseDuringStartup(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.Name, func(t *testing.T) {
+			srv, err := New(t.Context(), Config{Storage: b.New(t)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			srv.Close()
+			if d := time.Since(start); d > 5*time.Second {
+				t.Errorf("Close took %v", d)
+			}
+			err = srv.WaitReady(t.Context())
+			if err == nil || !strings.Contains(err.Error(), "closed") {
+				t.Errorf("WaitReady after Close: %v", err)
+			}
+		})
+	}
+}

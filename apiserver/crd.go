@@ -1,0 +1,507 @@
+package apiserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"k8s.io/apiextensions-apiserver/pkg/apihelpers"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/version"
+	sigsjson "sigs.k8s.io/json"
+
+	"github.com/listwatch/listwatch/apiserver/filters"
+	"github.com/listwatch/listwatch/apiserver/internal/crd"
+	"github.com/listwatch/listwatch/storage"
+	"github.com/listwatch/listwatch/watchcache"
+)
+
+// Custom resources are served from CustomResourceDefinitions: the CRD
+// controller (crd_controller.go) installs the served versions of an
+// accepted definition here, with a watch cache each, and removes them when
+// it goes. The set of custom resources is replaced whole on every change,
+// so that a request reads it with one atomic load.
+
+// customSet is the custom resources served at one moment.
+type customSet struct {
+	// byGV maps "group/version" to plural to resource.
+	byGV map[string]map[string]*resource
+	// groups are the groups of custom resources, sorted, and versions
+	// their served versions, the preferred first.
+	groups   []string
+	versions map[string][]string
+	// byCRD holds each definition's resources, one per served version.
+	byCRD map[string][]*resource
+}
+
+// newCustomSet indexes byCRD.
+func newCustomSet(byCRD map[string][]*resource) *customSet {
+	cs := &customSet{byGV: map[string]map[string]*resource{}, versions: map[string][]string{}, byCRD: byCRD}
+	// versionPriority orders a group's versions as kube-apiserver's
+	// discovery does for custom resources: by Kubernetes version order.
+	seen := map[string]map[string]bool{}
+	for _, rs := range byCRD {
+		for _, r := range rs {
+			gv := r.gvk.GroupVersion()
+			m := cs.byGV[gv.String()]
+			if m == nil {
+				m = map[string]*resource{}
+				cs.byGV[gv.String()] = m
+			}
+			m[r.plural] = r
+			if seen[gv.Group] == nil {
+				seen[gv.Group] = map[string]bool{}
+				cs.groups = append(cs.groups, gv.Group)
+			}
+			if !seen[gv.Group][gv.Version] {
+				seen[gv.Group][gv.Version] = true
+				cs.versions[gv.Group] = append(cs.versions[gv.Group], gv.Version)
+			}
+		}
+	}
+	sort.Strings(cs.groups)
+	for _, vs := range cs.versions {
+		sort.Slice(vs, func(i, j int) bool { return version.CompareKubeAwareVersionStrings(vs[i], vs[j]) > 0 })
+	}
+	return cs
+}
+
+// customResources is the registry's current set of custom resources.
+func (g *registry) customResources() *customSet {
+	if cs := g.custom.Load(); cs != nil {
+		return cs
+	}
+	return &customSet{}
+}
+
+// groupVersions returns the versions of group, built-in or custom, the
+// preferred first.
+func (g *registry) groupVersions(group string) []string {
+	if vs, ok := g.versions[group]; ok {
+		return vs
+	}
+	return g.customResources().versions[group]
+}
+
+// allGroups returns every group, built-in ones first in their order, then
+// those of custom resources by name, as kube-apiserver lists them.
+func (g *registry) allGroups() []string {
+	out := slices.Clone(g.groups)
+	for _, name := range g.customResources().groups {
+		if _, builtin := g.versions[name]; !builtin {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// hasGroupVersion reports whether anything is served under gv.
+func (g *registry) hasGroupVersion(gv string) bool {
+	if _, ok := g.byGV[gv]; ok {
+		return true
+	}
+	_, ok := g.customResources().byGV[gv]
+	return ok
+}
+
+// cacheFor returns the watch cache of r.
+func (s *Server) cacheFor(r *resource) *watchcache.Cache[*unstructured.Unstructured] {
+	if r.cache != nil {
+		return r.cache
+	}
+	return s.caches[r]
+}
+
+// crdResource is the registry's entry of CustomResourceDefinitions.
+func (s *Server) crdResource() *resource {
+	return s.reg.lookup(apiextensionsv1.SchemeGroupVersion, "customresourcedefinitions")
+}
+
+// installCRD serves the served versions of crd, whose names are accepted,
+// with a watch cache each (kept from an earlier installation of the same
+// definition), and stops serving the versions it no longer serves.
+func (s *Server) installCRD(crdObj *apiextensionsv1.CustomResourceDefinition) error {
+	in, err := s.prepareCRD(crdObj)
+	if err != nil || in == nil {
+		return err
+	}
+	s.commitCRD(in)
+	return nil
+}
+
+// crdInstallation is a definition's resources made ready to serve.
+type crdInstallation struct {
+	crd *apiextensionsv1.CustomResourceDefinition
+	rs  []*resource
+	// made are the watch caches made for it, old those of the
+	// installation it replaces that it does not keep.
+	made, old []*watchcache.Cache[*unstructured.Unstructured]
+}
+
+// abort closes what prepareCRD made; in may be nil.
+func (in *crdInstallation) abort() {
+	if in == nil {
+		return
+	}
+	for _, c := range in.made {
+		c.Close()
+	}
+}
+
+// commitCRD serves what prepareCRD made; in may be nil (nothing changed).
+func (s *Server) commitCRD(in *crdInstallation) {
+	if in == nil {
+		return
+	}
+	if !s.publishCRD(in.crd.Name, in.rs) {
+		// The OpenAPI documents, not made yet, will have it.
+		for _, c := range in.old {
+			c.Close()
+		}
+		return
+	}
+	for _, c := range in.old {
+		c.Close()
+	}
+	if err := s.SetCustomResourceOpenAPI(in.crd); err != nil {
+		// Served all the same, as kube-apiserver serves a definition
+		// whose OpenAPI it cannot build.
+		s.log.Warn("crd: OpenAPI", "crd", in.crd.Name, "err", err)
+	}
+}
+
+// prepareCRD makes the resources of crd's served versions and their
+// watch caches, without serving them; nil when what is served is already
+// that.
+func (s *Server) prepareCRD(crdObj *apiextensionsv1.CustomResourceDefinition) (*crdInstallation, error) {
+	fp := crdFingerprint(crdObj)
+	if rs := s.reg.customResources().byCRD[crdObj.Name]; len(rs) > 0 && rs[0].crdFingerprint == fp {
+		return nil, nil
+	}
+	structural, err := crd.Structural(crdObj)
+	if err != nil {
+		return nil, err
+	}
+	old := map[string]*resource{}
+	for _, r := range s.reg.customResources().byCRD[crdObj.Name] {
+		old[r.gvk.Version] = r
+	}
+	names := crdObj.Status.AcceptedNames
+	in := &crdInstallation{crd: crdObj.DeepCopy()}
+	fail := func(err error) (*crdInstallation, error) {
+		in.abort()
+		return nil, err
+	}
+	for _, v := range crdObj.Spec.Versions {
+		if !v.Served {
+			continue
+		}
+		rules, err := crd.New(crdObj, v.Name, structural)
+		if err != nil {
+			return fail(err)
+		}
+		r := &resource{
+			gvk:            schema.GroupVersionKind{Group: crdObj.Spec.Group, Version: v.Name, Kind: names.Kind},
+			plural:         names.Plural,
+			singular:       names.Singular,
+			shortNames:     slices.Clone(names.ShortNames),
+			categories:     slices.Clone(names.Categories),
+			namespaced:     crdObj.Spec.Scope == apiextensionsv1.NamespaceScoped,
+			custom:         true,
+			hasStatus:      rules.HasStatus(),
+			fields:         rules.SelectableFields(),
+			cr:             rules,
+			crdName:        crdObj.Name,
+			crdFingerprint: fp,
+			crd:            in.crd,
+			terminating:    crdObj.DeletionTimestamp != nil,
+		}
+		if sc := rules.Scale(); sc != nil {
+			r.scale = &scaleSpec{
+				specReplicas:   jsonPath(sc.SpecReplicasPath),
+				statusReplicas: jsonPath(sc.StatusReplicasPath),
+				selector: func(obj map[string]any) (string, error) {
+					if sc.LabelSelectorPath == nil {
+						return "", nil
+					}
+					return nestedString(obj, jsonPath(*sc.LabelSelectorPath)...), nil
+				},
+			}
+		}
+		if o := old[v.Name]; o != nil && o.plural == r.plural && o.namespaced == r.namespaced && o.gvk.Kind == r.gvk.Kind {
+			r.cache = o.cache
+			delete(old, v.Name)
+		} else {
+			c, err := s.newCustomCache(r)
+			if err != nil {
+				return fail(fmt.Errorf("apiserver: watch cache of %s: %w", r.gvr(), err))
+			}
+			r.cache = c
+			in.made = append(in.made, c)
+		}
+		in.rs = append(in.rs, r)
+	}
+	for _, o := range old {
+		in.old = append(in.old, o.cache)
+	}
+	return in, nil
+}
+
+// crdFingerprint identifies what a definition's installation depends on:
+// the definition (its uid), its spec (generation), its accepted names and
+// whether it is being deleted.
+func crdFingerprint(c *apiextensionsv1.CustomResourceDefinition) string {
+	return fmt.Sprintf("%s/%d/%t/%+v", c.UID, c.Generation, c.DeletionTimestamp != nil, c.Status.AcceptedNames)
+}
+
+// uninstallCRD stops serving the custom resources of the definition name.
+func (s *Server) uninstallCRD(name string) {
+	rs := s.reg.customResources().byCRD[name]
+	if rs == nil {
+		return
+	}
+	openAPI := s.publishCRD(name, nil)
+	for _, r := range rs {
+		r.cache.Close()
+	}
+	if openAPI {
+		s.RemoveCustomResourceOpenAPI(name)
+	}
+}
+
+// awaitCustomDeletes waits, up to timeout, until the watch caches of the
+// definition name hold no object: its custom resources were deleted from
+// storage, and each cache's watchers get their DELETED events before it
+// closes (uninstallCRD), as kube-apiserver's watches see them while its
+// storage of the resource stays.
+func (s *Server) awaitCustomDeletes(ctx context.Context, name string, timeout time.Duration) {
+	deadline := time.Now().Add(timeout)
+	for _, r := range s.reg.customResources().byCRD[name] {
+		for time.Now().Before(deadline) && ctx.Err() == nil {
+			l, err := r.cache.List(ctx, watchcache.ListOptions{ResourceVersion: "0", Limit: 1})
+			if err != nil || len(l.Items) == 0 {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+}
+
+// publishCRD replaces the resources of the definition name (none: it is
+// no longer served). It reports whether the OpenAPI documents were made
+// before (the caller then changes them), so that they, made on first use,
+// miss no definition.
+func (s *Server) publishCRD(name string, rs []*resource) bool {
+	s.crdPublish.Lock()
+	defer s.crdPublish.Unlock()
+	byCRD := map[string][]*resource{}
+	for k, v := range s.reg.customResources().byCRD {
+		byCRD[k] = v
+	}
+	if rs == nil {
+		delete(byCRD, name)
+	} else {
+		byCRD[name] = rs
+	}
+	s.reg.custom.Store(newCustomSet(byCRD))
+	return s.crdOpenAPI
+}
+
+// openAPICRDs returns the definitions served, for the OpenAPI documents
+// being made, and has the later changes of what is served made in them.
+func (s *Server) openAPICRDs() []*apiextensionsv1.CustomResourceDefinition {
+	s.crdPublish.Lock()
+	defer s.crdPublish.Unlock()
+	s.crdOpenAPI = true
+	var out []*apiextensionsv1.CustomResourceDefinition
+	for _, rs := range s.reg.customResources().byCRD {
+		if len(rs) > 0 && rs[0].crd != nil {
+			out = append(out, rs[0].crd)
+		}
+	}
+	return out
+}
+
+// closeCustomCaches closes the watch caches of every custom resource.
+func (s *Server) closeCustomCaches() {
+	s.crdPublish.Lock()
+	defer s.crdPublish.Unlock()
+	for _, rs := range s.reg.customResources().byCRD {
+		for _, r := range rs {
+			r.cache.Close()
+		}
+	}
+	s.reg.custom.Store(nil)
+}
+
+// jsonPath turns a scale subresource's path (".spec.replicas") into its
+// fields.
+func jsonPath(p string) []string {
+	p = strings.TrimPrefix(p, ".")
+	if p == "" {
+		return nil
+	}
+	return strings.Split(p, ".")
+}
+
+// newCustomCache is the watch cache of a custom resource r: what it holds
+// is decoded as kube-apiserver's storage decodes custom resources for r's
+// version (conversion None, pruning, defaults).
+func (s *Server) newCustomCache(r *resource) (*watchcache.Cache[*unstructured.Unstructured], error) {
+	return watchcache.New(s.ctx, watchcache.Config[*unstructured.Unstructured]{
+		Storage: s.cfg.Storage,
+		Prefix:  prefixFor(r, ""),
+		Decode: func(kv storage.KeyValue) (*unstructured.Unstructured, error) {
+			u, err := decodeKV(kv)
+			if err != nil {
+				return nil, err
+			}
+			r.cr.Decode(u)
+			return u, nil
+		},
+		Attrs: func(u *unstructured.Unstructured) (labels.Set, fields.Set, error) {
+			return labels.Set(u.GetLabels()), fieldSet(r, u.Object), nil
+		},
+		New: func() *unstructured.Unstructured {
+			u := &unstructured.Unstructured{Object: map[string]any{}}
+			u.SetAPIVersion(r.apiVersion())
+			u.SetKind(r.gvk.Kind)
+			return u
+		},
+		WindowSize:       s.cfg.WatchCache.WindowSize,
+		WatcherBuffer:    s.cfg.WatchCache.WatcherBuffer,
+		BookmarkInterval: s.cfg.WatchCache.BookmarkInterval,
+		Logger:           s.log,
+	})
+}
+
+// crdRequest describes a write of a custom resource to its rules.
+func (s *Server) crdRequest(ctx context.Context, req request, verb, name string) crd.Request {
+	cr := crd.Request{Verb: verb, Namespace: req.namespace, Name: name, Subresource: req.sub, Warn: req.warn}
+	if u, ok := filters.UserFrom(ctx); ok {
+		cr.User, cr.UID, cr.Groups = u.Name, u.UID, u.Groups
+	}
+	return cr
+}
+
+// createCustom applies the create rules of a custom resource served from
+// a CustomResourceDefinition, as kube-apiserver does: namespace lifecycle,
+// then the custom resource strategy's BeforeCreate (status dropped with a
+// status subresource, generation 1, validation by the schema, CEL rules
+// and metadata rules).
+func (s *Server) createCustom(ctx context.Context, req request, u *unstructured.Unstructured) error {
+	res := req.res
+	if res.terminating {
+		return apierrors.NewForbidden(res.gr(), u.GetName(), errors.New("create not allowed while custom resource definition is terminating"))
+	}
+	if res.namespaced {
+		if err := s.namespaceExists(ctx, res, u.GetNamespace(), u.GetName()); err != nil {
+			return err
+		}
+	}
+	u.SetUID(types.UID(newUID()))
+	u.SetCreationTimestamp(now())
+	return res.cr.Create(ctx, s.crdRequest(ctx, req, "create", u.GetName()), u)
+}
+
+// updateCustom applies the update rules of a custom resource served from
+// a CustomResourceDefinition: the custom resource strategy (or its status
+// strategy for /status) through kube-apiserver's BeforeUpdate.
+func (s *Server) updateCustom(ctx context.Context, req request, cur, desired *unstructured.Unstructured) error {
+	desired.SetNamespace(cur.GetNamespace())
+	desired.SetSelfLink("")
+	return req.res.cr.Update(ctx, s.crdRequest(ctx, req, "update", req.name), desired, cur)
+}
+
+// coerceCustom is what kube-apiserver's decoder of a custom resource does
+// to a body: unknown fields pruned (unless preserved), metadata coerced,
+// defaults applied.
+func coerceCustom(r *resource, u *unstructured.Unstructured) error {
+	if r.cr == nil {
+		return nil
+	}
+	if _, err := r.cr.Coerce(u); err != nil {
+		return err
+	}
+	r.cr.Default(u)
+	return nil
+}
+
+// customProblems lists the duplicate and unknown fields of a custom
+// resource's JSON body as kube-apiserver's strict decoding reports them.
+func customProblems(r *resource, js []byte) []string {
+	var m map[string]any
+	errs, err := sigsjson.UnmarshalStrict(js, &m, sigsjson.DisallowDuplicateFields)
+	if err != nil || m == nil {
+		return nil
+	}
+	var out []string
+	for _, e := range errs {
+		out = append(out, e.Error())
+	}
+	paths, err := r.cr.Coerce(&unstructured.Unstructured{Object: m})
+	if err != nil {
+		return out
+	}
+	for _, p := range paths {
+		out = append(out, fmt.Sprintf("unknown field %q", p))
+	}
+	return out
+}
+
+// crdGVK is the kind of CustomResourceDefinitions.
+var crdGVK = apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition")
+
+// terminateCRD is the first delete of a CustomResourceDefinition, as
+// apiextensions-apiserver's storage takes it: with its preconditions met,
+// the definition gets a deletionTimestamp, the
+// customresourcecleanup.apiextensions.k8s.io finalizer and a Terminating
+// condition, and is kept (done true) for the CRD controller to delete its
+// custom resources. A definition already deleting is deleted like any
+// object (done false).
+func (s *Server) terminateCRD(ctx context.Context, req request, kv storage.KeyValue, cur *unstructured.Unstructured, o metav1.DeleteOptions) (*unstructured.Unstructured, bool, error) {
+	if p := o.Preconditions; p != nil {
+		if p.UID != nil && *p.UID != cur.GetUID() {
+			return nil, false, conflict(req, fmt.Sprintf("precondition failed: UID in precondition: %v, UID in object meta: %v", *p.UID, cur.GetUID()))
+		}
+		if p.ResourceVersion != nil && *p.ResourceVersion != cur.GetResourceVersion() {
+			return nil, false, conflict(req, fmt.Sprintf("precondition failed: ResourceVersion in precondition: %v, ResourceVersion in object meta: %v", *p.ResourceVersion, cur.GetResourceVersion()))
+		}
+	}
+	if cur.GetDeletionTimestamp() != nil {
+		return nil, false, nil
+	}
+	obj, err := crd.FromUnstructured(cur)
+	if err != nil {
+		return nil, false, apierrors.NewInternalError(err)
+	}
+	ts := metav1.Now()
+	obj.DeletionTimestamp = &ts
+	if !apihelpers.CRDHasFinalizer(obj, apiextensionsv1.CustomResourceCleanupFinalizer) {
+		obj.Finalizers = append(obj.Finalizers, apiextensionsv1.CustomResourceCleanupFinalizer)
+	}
+	apihelpers.SetCRDCondition(obj, apiextensionsv1.CustomResourceDefinitionCondition{
+		Type: apiextensionsv1.Terminating, Status: apiextensionsv1.ConditionTrue,
+		Reason: "InstanceDeletionPending", Message: "CustomResourceDefinition marked for deletion; CustomResource deletion will begin soon",
+	})
+	desired, err := crd.ToUnstructured(obj)
+	if err != nil {
+		return nil, false, apierrors.NewInternalError(err)
+	}
+	desired.SetResourceVersion(cur.GetResourceVersion())
+	if _, err := s.writeDeleting(ctx, req, keyFor(req.res, "", req.name), kv, cur, desired); err != nil {
+		return nil, false, err
+	}
+	return desired, true, nil
+}

@@ -1,0 +1,450 @@
+package apiserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"sync"
+	"time"
+
+	"k8s.io/apiextensions-apiserver/pkg/apihelpers"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/sets"
+
+	"github.com/listwatch/listwatch/apiserver/internal/crd"
+	"github.com/listwatch/listwatch/storage"
+	"github.com/listwatch/listwatch/watchcache"
+	"github.com/listwatch/listwatch/workqueue"
+)
+
+// The CRD controller does in the server what kube-apiserver's
+// apiextensions-apiserver controllers do: it accepts a definition's names
+// unless another definition of its group holds them (NamesAccepted, the
+// naming controller), serves its versions and marks it Established (the
+// establishing controller and the custom resource handler), states the
+// api-approved.kubernetes.io policy of *.k8s.io groups
+// (KubernetesAPIApprovalPolicyConformant), and on delete removes every
+// custom resource of the definition, then its
+// customresourcecleanup.apiextensions.k8s.io finalizer (the finalizer
+// controller). It reads the definitions from the server's watch cache and
+// writes their status through the server's own update path, with
+// apiextensions-apiserver's status strategy; unlike kube-apiserver it
+// installs a definition's resources before the status write that makes it
+// Established, with no delay, so that Established means served.
+
+// crdWorkers is how many definitions are reconciled at once.
+const crdWorkers = 16
+
+// crdController reconciles CustomResourceDefinitions by name.
+type crdController struct {
+	s     *Server
+	res   *resource
+	queue *workqueue.RateLimitingQueue[string]
+
+	// namesMu serializes the naming decisions, and accepted holds the
+	// names each definition was last given, before its status write is
+	// seen in the cache (kube's naming controller's mutation cache).
+	namesMu  sync.Mutex
+	accepted map[string]acceptedNames
+}
+
+type acceptedNames struct {
+	group string
+	names apiextensionsv1.CustomResourceDefinitionNames
+}
+
+// startCRDController runs the controller until the server's context ends.
+func (s *Server) startCRDController() {
+	res := s.crdResource()
+	if res == nil {
+		return
+	}
+	c := &crdController{
+		s: s, res: res,
+		queue:    workqueue.NewRateLimitingQueue[string](workqueue.NewItemExponentialFailureRateLimiter[string](5*time.Millisecond, 30*time.Second), workqueue.Config{}),
+		accepted: map[string]acceptedNames{},
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		var workers sync.WaitGroup
+		for range crdWorkers {
+			workers.Go(c.work)
+		}
+		c.watch(s.ctx)
+		c.queue.ShutDown()
+		workers.Wait()
+		s.closeCustomCaches()
+	}()
+}
+
+// watch queues every definition that changes, from the state at start,
+// watching again when a watch ends.
+func (c *crdController) watch(ctx context.Context) {
+	for ctx.Err() == nil {
+		w, err := c.s.cacheFor(c.res).Watch(ctx, watchcache.WatchOptions{ResourceVersion: "0"})
+		if err != nil {
+			if errors.Is(err, watchcache.ErrClosed) {
+				return
+			}
+			c.s.log.Warn("crd controller: watch", "err", err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		// Definitions deleted while no watch was open are found again.
+		for name := range c.s.reg.customResources().byCRD {
+			c.queue.Add(name)
+		}
+		for ev := range w.Events() {
+			if name := ev.Object.GetName(); name != "" {
+				c.queue.Add(name)
+			}
+		}
+		if err := w.Err(); err != nil && ctx.Err() == nil {
+			c.s.log.Debug("crd controller: watch ended", "err", err)
+		}
+	}
+}
+
+func (c *crdController) work() {
+	for {
+		name, ok := c.queue.Get()
+		if !ok {
+			return
+		}
+		requeue, err := c.sync(c.s.ctx, name)
+		switch {
+		case err != nil && c.s.ctx.Err() == nil:
+			c.s.log.Warn("crd controller", "crd", name, "err", err)
+			c.queue.AddRateLimited(name)
+		case requeue:
+			c.queue.AddRateLimited(name)
+		default:
+			c.queue.Forget(name)
+		}
+		c.queue.Done(name)
+	}
+}
+
+// sync reconciles the definition name; requeue asks for another pass
+// (custom resources still being deleted).
+func (c *crdController) sync(ctx context.Context, name string) (requeue bool, err error) {
+	kv, err := c.s.cfg.Storage.Get(ctx, keyFor(c.res, "", name))
+	if errors.Is(err, storage.ErrNotFound) {
+		c.forget(name)
+		c.s.uninstallCRD(name)
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	u, err := decodeKV(kv)
+	if err != nil {
+		return false, err
+	}
+	cur, err := crd.FromUnstructured(u)
+	if err != nil {
+		return false, err
+	}
+	if cur.DeletionTimestamp != nil {
+		return c.finalize(ctx, cur)
+	}
+	desired := cur.DeepCopy()
+	// kube-apiserver's API approval controller states its condition
+	// before the naming controller's.
+	if cond := apiApprovalCondition(cur); cond != nil {
+		apihelpers.SetCRDCondition(desired, *cond)
+	}
+	c.namesMu.Lock()
+	names, namesCond, establishedCond := c.calculateNames(cur)
+	desired.Status.AcceptedNames = names
+	apihelpers.SetCRDCondition(desired, namesCond)
+	c.accepted[name] = acceptedNames{group: cur.Spec.Group, names: names}
+	c.namesMu.Unlock()
+	// The resources are made ready before the status write that makes
+	// the definition Established, and served once it is written: as in
+	// kube-apiserver, a definition is served once it is Established, and
+	// here as soon as that.
+	var in *crdInstallation
+	if namesCond.Status == apiextensionsv1.ConditionTrue || establishedCond.Status == apiextensionsv1.ConditionTrue {
+		if in, err = c.s.prepareCRD(desired); err != nil {
+			return false, err
+		}
+		establishedCond = apiextensionsv1.CustomResourceDefinitionCondition{
+			Type: apiextensionsv1.Established, Status: apiextensionsv1.ConditionTrue,
+			Reason: "InitialNamesAccepted", Message: "the initial names have been accepted",
+		}
+	}
+	apihelpers.SetCRDCondition(desired, establishedCond)
+	if !reflect.DeepEqual(cur.Status, desired.Status) {
+		err := c.writeStatus(ctx, name, func(crdObj *apiextensionsv1.CustomResourceDefinition) {
+			crdObj.Status.AcceptedNames = desired.Status.AcceptedNames
+			for _, cond := range desired.Status.Conditions {
+				apihelpers.SetCRDCondition(crdObj, cond)
+			}
+		})
+		if err != nil {
+			in.abort()
+			return false, err
+		}
+	}
+	c.s.commitCRD(in)
+	return false, nil
+}
+
+// forget drops what the naming decisions remember of name.
+func (c *crdController) forget(name string) {
+	c.namesMu.Lock()
+	delete(c.accepted, name)
+	c.namesMu.Unlock()
+}
+
+// calculateNames decides in's accepted names and its NamesAccepted and
+// Established conditions, as apiextensions-apiserver's naming controller
+// does: a requested name is accepted when it is the one already accepted
+// or no other definition of the group holds it. Call with namesMu held.
+func (c *crdController) calculateNames(in *apiextensionsv1.CustomResourceDefinition) (apiextensionsv1.CustomResourceDefinitionNames, apiextensionsv1.CustomResourceDefinitionCondition, apiextensionsv1.CustomResourceDefinitionCondition) {
+	resources, kinds := sets.New[string](), sets.New[string]()
+	use := func(n apiextensionsv1.CustomResourceDefinitionNames) {
+		resources.Insert(n.Plural, n.Singular)
+		resources.Insert(n.ShortNames...)
+		kinds.Insert(n.Kind, n.ListKind)
+	}
+	if list, err := c.s.cacheFor(c.res).List(context.Background(), watchcache.ListOptions{ResourceVersion: "0"}); err == nil {
+		for _, item := range list.Items {
+			if item.GetName() == in.Name {
+				continue
+			}
+			if a, ok := c.accepted[item.GetName()]; ok {
+				if a.group == in.Spec.Group {
+					use(a.names)
+				}
+				continue
+			}
+			if nestedString(item.Object, "spec", "group") == in.Spec.Group {
+				use(storedAcceptedNames(item))
+			}
+		}
+	}
+	use(in.Status.AcceptedNames)
+	cond := apiextensionsv1.CustomResourceDefinitionCondition{Type: apiextensionsv1.NamesAccepted, Status: apiextensionsv1.ConditionUnknown}
+	conflict := func(reason string, err error) {
+		cond.Status, cond.Reason, cond.Message = apiextensionsv1.ConditionFalse, reason, err.Error()
+	}
+	requested, accepted := in.Spec.Names, in.Status.AcceptedNames
+	names := accepted
+	fresh := func(requested, accepted string, used sets.Set[string]) error {
+		if requested == accepted || !used.Has(requested) {
+			return nil
+		}
+		return fmt.Errorf("%q is already in use", requested)
+	}
+	if err := fresh(requested.Plural, accepted.Plural, resources); err != nil {
+		conflict("PluralConflict", err)
+	} else {
+		names.Plural = requested.Plural
+	}
+	if err := fresh(requested.Singular, accepted.Singular, resources); err != nil {
+		conflict("SingularConflict", err)
+	} else {
+		names.Singular = requested.Singular
+	}
+	if !slices.Equal(requested.ShortNames, accepted.ShortNames) {
+		var errs []error
+		for _, sn := range requested.ShortNames {
+			if slices.Contains(accepted.ShortNames, sn) {
+				continue
+			}
+			if err := fresh(sn, "", resources); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if len(errs) > 0 {
+			conflict("ShortNamesConflict", aggregate(errs))
+		} else {
+			names.ShortNames = requested.ShortNames
+		}
+	}
+	if err := fresh(requested.Kind, accepted.Kind, kinds); err != nil {
+		conflict("KindConflict", err)
+	} else {
+		names.Kind = requested.Kind
+	}
+	if err := fresh(requested.ListKind, accepted.ListKind, kinds); err != nil {
+		conflict("ListKindConflict", err)
+	} else {
+		names.ListKind = requested.ListKind
+	}
+	names.Categories = requested.Categories
+	if cond.Status == apiextensionsv1.ConditionUnknown {
+		cond.Status, cond.Reason, cond.Message = apiextensionsv1.ConditionTrue, "NoConflicts", "no conflicts found"
+	}
+	established := apiextensionsv1.CustomResourceDefinitionCondition{
+		Type: apiextensionsv1.Established, Status: apiextensionsv1.ConditionFalse,
+		Reason: "NotAccepted", Message: "not all names are accepted",
+	}
+	if old := apihelpers.FindCRDCondition(in, apiextensionsv1.Established); old != nil {
+		established = *old
+	}
+	return names, cond, established
+}
+
+// storedAcceptedNames reads the accepted names of a stored definition.
+func storedAcceptedNames(u *unstructured.Unstructured) apiextensionsv1.CustomResourceDefinitionNames {
+	str := func(f string) string { return nestedString(u.Object, "status", "acceptedNames", f) }
+	short, _, _ := unstructured.NestedStringSlice(u.Object, "status", "acceptedNames", "shortNames")
+	return apiextensionsv1.CustomResourceDefinitionNames{
+		Plural: str("plural"), Singular: str("singular"), ShortNames: short, Kind: str("kind"), ListKind: str("listKind"),
+	}
+}
+
+// aggregate joins errors as apimachinery's aggregate prints them.
+func aggregate(errs []error) error {
+	if len(errs) == 1 {
+		return errs[0]
+	}
+	msg := "["
+	for i, e := range errs {
+		if i > 0 {
+			msg += ", "
+		}
+		msg += e.Error()
+	}
+	return errors.New(msg + "]")
+}
+
+// apiApprovalCondition is the KubernetesAPIApprovalPolicyConformant
+// condition of a definition in a *.k8s.io or *.kubernetes.io group, from
+// its api-approved.kubernetes.io annotation, as apiextensions-apiserver's
+// API approval controller states it; nil for other groups.
+func apiApprovalCondition(in *apiextensionsv1.CustomResourceDefinition) *apiextensionsv1.CustomResourceDefinitionCondition {
+	if !apihelpers.IsProtectedCommunityGroup(in.Spec.Group) {
+		return nil
+	}
+	state, reason := apihelpers.GetAPIApprovalState(in.Annotations)
+	cond := &apiextensionsv1.CustomResourceDefinitionCondition{
+		Type: apiextensionsv1.KubernetesAPIApprovalPolicyConformant, Status: apiextensionsv1.ConditionFalse, Message: reason,
+	}
+	switch state {
+	case apihelpers.APIApprovalInvalid:
+		cond.Reason = "InvalidAnnotation"
+	case apihelpers.APIApprovalMissing:
+		cond.Reason = "MissingAnnotation"
+	case apihelpers.APIApproved:
+		cond.Status, cond.Reason = apiextensionsv1.ConditionTrue, "ApprovedAnnotation"
+	case apihelpers.APIApprovalBypassed:
+		cond.Reason = "UnapprovedAnnotation"
+	default:
+		cond.Status, cond.Reason = apiextensionsv1.ConditionUnknown, "UnknownAnnotation"
+	}
+	return cond
+}
+
+// writeStatus updates the status of the definition name with change,
+// through the CustomResourceDefinition status strategy.
+func (c *crdController) writeStatus(ctx context.Context, name string, change func(*apiextensionsv1.CustomResourceDefinition)) error {
+	return c.write(ctx, name, "status", change)
+}
+
+func (c *crdController) write(ctx context.Context, name, sub string, change func(*apiextensionsv1.CustomResourceDefinition)) error {
+	req := request{res: c.res, name: name, sub: sub}
+	_, err := c.s.update(ctx, req, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+		crdObj, err := crd.FromUnstructured(cur)
+		if err != nil {
+			return nil, err
+		}
+		change(crdObj)
+		out, err := crd.ToUnstructured(crdObj)
+		if err != nil {
+			return nil, err
+		}
+		out.SetResourceVersion(cur.GetResourceVersion())
+		return out, nil
+	})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		// Gone, or changed since: the event of the change queues it again.
+		return nil
+	}
+	return err
+}
+
+// finalize deletes the custom resources of a definition being deleted,
+// then removes its cleanup finalizer, as apiextensions-apiserver's
+// finalizer controller does. Its resources stay served (creates refused)
+// until it is gone.
+func (c *crdController) finalize(ctx context.Context, cur *apiextensionsv1.CustomResourceDefinition) (bool, error) {
+	if !apihelpers.CRDHasFinalizer(cur, apiextensionsv1.CustomResourceCleanupFinalizer) {
+		return false, nil
+	}
+	if apihelpers.IsCRDConditionTrue(cur, apiextensionsv1.Established) && apihelpers.IsCRDConditionTrue(cur, apiextensionsv1.NamesAccepted) {
+		if err := c.s.installCRD(cur); err != nil {
+			return false, err
+		}
+		remaining, err := c.deleteInstances(ctx, cur)
+		if err != nil {
+			_ = c.writeStatus(ctx, cur.Name, func(crdObj *apiextensionsv1.CustomResourceDefinition) {
+				apihelpers.SetCRDCondition(crdObj, apiextensionsv1.CustomResourceDefinitionCondition{
+					Type: apiextensionsv1.Terminating, Status: apiextensionsv1.ConditionTrue,
+					Reason: "InstanceDeletionFailed", Message: fmt.Sprintf("could not issue all deletes: %v", err),
+				})
+			})
+			return false, err
+		}
+		if remaining > 0 {
+			// Custom resources held by their own finalizers.
+			return true, nil
+		}
+	}
+	c.s.awaitCustomDeletes(ctx, cur.Name, 5*time.Second)
+	c.s.uninstallCRD(cur.Name)
+	return false, c.write(ctx, cur.Name, "", func(crdObj *apiextensionsv1.CustomResourceDefinition) {
+		apihelpers.SetCRDCondition(crdObj, apiextensionsv1.CustomResourceDefinitionCondition{
+			Type: apiextensionsv1.Terminating, Status: apiextensionsv1.ConditionFalse,
+			Reason: "InstanceDeletionCompleted", Message: "removed all instances",
+		})
+		apihelpers.CRDRemoveFinalizer(crdObj, apiextensionsv1.CustomResourceCleanupFinalizer)
+	})
+}
+
+// deleteInstances deletes every stored custom resource of the definition
+// and reports how many remain (waiting for their finalizers).
+func (c *crdController) deleteInstances(ctx context.Context, cur *apiextensionsv1.CustomResourceDefinition) (int, error) {
+	rs := c.s.reg.customResources().byCRD[cur.Name]
+	if len(rs) == 0 {
+		return 0, nil
+	}
+	res := rs[0]
+	list, err := c.s.cfg.Storage.List(ctx, prefixFor(res, ""), storage.ListOptions{})
+	if err != nil {
+		return 0, err
+	}
+	kvs := list.Items
+	remaining := 0
+	var errs []error
+	for _, kv := range kvs {
+		u, err := decodeKV(kv)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		req := request{res: res, namespace: u.GetNamespace(), name: u.GetName()}
+		_, gone, err := c.s.delete(ctx, req, metav1.DeleteOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			errs = append(errs, err)
+		case !gone:
+			remaining++
+		}
+	}
+	return remaining, errors.Join(errs...)
+}

@@ -1,0 +1,76 @@
+// Command samplecontroller is k8s.io/sample-controller written with
+// listwatch (seed 002 describes it): for every Foo
+// (samplecontroller.k8s.io/v1alpha1), a Deployment of spec.replicas nginx
+// pods named spec.deploymentName, and the Deployment's available replicas
+// in the Foo's status.
+//
+// The pattern is client-go's: informer handlers (controller.For,
+// controller.Owns) put Foo keys on a rate-limited workqueue, and workers
+// hand them to syncHandler. Against a server that serves Foos (crd.yaml):
+//
+//	export KUBECONFIG=$PWD/.listwatch/kubeconfig
+//	go run ./examples/samplecontroller
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/listwatch/listwatch/client"
+	"github.com/listwatch/listwatch/controller"
+	"github.com/listwatch/listwatch/informers"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "samplecontroller:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	cfg, err := client.LoadConfig(client.LoadOptions{})
+	if err != nil {
+		return err
+	}
+	c, err := client.New(cfg)
+	if err != nil {
+		return err
+	}
+	factory := informers.NewSharedInformerFactory(c, informers.Options{})
+	defer factory.Shutdown()
+	ctrl, err := New(informers.InformerFor[*unstructured.Unstructured](factory, fooGVR), informers.For[*appsv1.Deployment](factory),
+		restClient{c}, controller.Options{Workers: 2, Logger: slog.Default()})
+	if err != nil {
+		return err
+	}
+	factory.Start(ctx)
+	return ctrl.Run(ctx)
+}
+
+// restClient is the Client over the REST client.
+type restClient struct{ c *client.Client }
+
+func (r restClient) CreateDeployment(ctx context.Context, d *appsv1.Deployment) error {
+	_, err := client.For[*appsv1.Deployment](r.c, d.Namespace).Create(ctx, d, metav1.CreateOptions{})
+	return err
+}
+
+func (r restClient) UpdateDeployment(ctx context.Context, d *appsv1.Deployment) error {
+	_, err := client.For[*appsv1.Deployment](r.c, d.Namespace).Update(ctx, d, metav1.UpdateOptions{})
+	return err
+}
+
+func (r restClient) UpdateFooStatus(ctx context.Context, foo *unstructured.Unstructured) error {
+	_, err := client.NewUnstructured(r.c, fooGVR, foo.GetNamespace()).UpdateStatus(ctx, foo, metav1.UpdateOptions{})
+	return err
+}
