@@ -8,9 +8,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/util/retry"
 
 	schedulingapiv1 "k8s.io/kubernetes/pkg/apis/scheduling/v1"
 )
@@ -56,8 +54,12 @@ type ReadyCheck struct {
 	Check func(ctx context.Context) error
 }
 
-// startupRetry bounds the backoff between attempts of a start-up task.
-var startupRetry = wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: 1 << 30, Cap: 5 * time.Second}
+// The wait between attempts of a start-up task: doubling from the first
+// to the last, then the last for as long as it takes.
+const (
+	startupRetryFirst = 100 * time.Millisecond
+	startupRetryLast  = 5 * time.Second
+)
 
 // initStartup lists the start-up tasks; New calls it.
 func (s *Server) initStartup() {
@@ -81,17 +83,37 @@ func (s *Server) start() {
 	s.self.informers.Start(s.ctx.Done())
 	for _, t := range s.startup {
 		s.wg.Go(func() {
-			err := retry.OnError(startupRetry, func(error) bool { return s.ctx.Err() == nil }, func() error {
-				err := t.run(s.ctx)
-				if err != nil && s.ctx.Err() == nil {
-					s.log.Warn("server start-up; will retry", "task", t.name, "err", err)
-				}
-				return err
-			})
-			if err == nil {
+			if untilDone(s.ctx, t.run, startupRetryFirst, startupRetryLast, func(err error) {
+				s.log.Warn("server start-up; will retry", "task", t.name, "err", err)
+			}) {
 				close(t.done)
 			}
 		})
+	}
+}
+
+// untilDone calls run until it succeeds (true) or ctx ends (false),
+// waiting first, doubling up to last, between attempts; failed reports
+// each failure but the one ctx ended.
+func untilDone(ctx context.Context, run func(context.Context) error, first, last time.Duration, failed func(error)) bool {
+	wait := first
+	for {
+		err := run(ctx)
+		if err == nil {
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		failed(err)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		case <-t.C:
+		}
+		wait = min(2*wait, last)
 	}
 }
 

@@ -283,6 +283,11 @@ func startServer(ctx context.Context, cfg serverConfig, log *slog.Logger) (_ *ru
 			}},
 		},
 	}
+	// kube-apiserver's post-start hooks (informers synced, system
+	// PriorityClasses, bootstrap RBAC policy): not ready before them.
+	for _, c := range api.ReadyChecks() {
+		s.health.ready = append(s.health.ready, healthCheck{name: c.Name, check: c.Check})
+	}
 	metricsHandler := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 	root := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch {

@@ -135,7 +135,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	go func() {
 		defer t.streams.Done()
 		t.handler.ServeHTTP(w, sreq)
-		w.finish()
+		w.finish(ctx)
 		unblock()
 		cancel()
 		stop()
@@ -291,9 +291,15 @@ func (w *streamWriter) FlushError() error {
 	return w.buf.Flush()
 }
 
-// finish ends the answer once the handler has returned.
-func (w *streamWriter) finish() {
-	_ = w.pw.CloseWithError(w.FlushError())
+// finish ends the answer once the handler has returned: a clean end of
+// the body only when the request was not cut short (by its client or by
+// Close), whichever of the two closes of the pipe comes first.
+func (w *streamWriter) finish(ctx context.Context) {
+	err := w.FlushError()
+	if ctx.Err() != nil {
+		err = context.Cause(ctx)
+	}
+	_ = w.pw.CloseWithError(err)
 }
 
 // streamBody is a streamed answer; closing it ends the handler's request.
