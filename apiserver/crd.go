@@ -14,8 +14,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/version"
@@ -359,30 +357,13 @@ func jsonPath(p string) []string {
 // is decoded as kube-apiserver's storage decodes custom resources for r's
 // version (conversion None, pruning, defaults).
 func (s *Server) newCustomCache(r *resource) (*watchcache.Cache[*unstructured.Unstructured], error) {
-	return watchcache.New(s.ctx, watchcache.Config[*unstructured.Unstructured]{
-		Storage: s.cfg.Storage,
-		Prefix:  prefixFor(r, ""),
-		Decode: func(kv storage.KeyValue) (*unstructured.Unstructured, error) {
-			u, err := decodeKV(kv)
-			if err != nil {
-				return nil, err
-			}
-			r.cr.Decode(u)
-			return u, nil
-		},
-		Attrs: func(u *unstructured.Unstructured) (labels.Set, fields.Set, error) {
-			return labels.Set(u.GetLabels()), fieldSet(r, u.Object), nil
-		},
-		New: func() *unstructured.Unstructured {
-			u := &unstructured.Unstructured{Object: map[string]any{}}
-			u.SetAPIVersion(r.apiVersion())
-			u.SetKind(r.gvk.Kind)
-			return u
-		},
-		WindowSize:       s.cfg.WatchCache.WindowSize,
-		WatcherBuffer:    s.cfg.WatchCache.WatcherBuffer,
-		BookmarkInterval: s.cfg.WatchCache.BookmarkInterval,
-		Logger:           s.log,
+	return s.newCache(r, func(kv storage.KeyValue) (*unstructured.Unstructured, error) {
+		u, err := decodeKV(kv)
+		if err != nil {
+			return nil, err
+		}
+		r.cr.Decode(u)
+		return u, nil
 	})
 }
 

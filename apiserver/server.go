@@ -107,7 +107,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	s.writes = trackWrites(&s.cfg.Storage)
 	for _, byPlural := range reg.byGV {
 		for _, r := range byPlural {
-			c, err := s.newCache(r)
+			c, err := s.newCache(r, decodeKV)
 			if err != nil {
 				s.Close()
 				return nil, fmt.Errorf("apiserver: watch cache for %s: %w", r.gvr(), err)
@@ -130,11 +130,12 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	return s, nil
 }
 
-func (s *Server) newCache(r *resource) (*watchcache.Cache[*unstructured.Unstructured], error) {
+// newCache is the watch cache of r, whose stored objects decode reads.
+func (s *Server) newCache(r *resource, decode func(storage.KeyValue) (*unstructured.Unstructured, error)) (*watchcache.Cache[*unstructured.Unstructured], error) {
 	return watchcache.New(s.ctx, watchcache.Config[*unstructured.Unstructured]{
 		Storage: s.cfg.Storage,
 		Prefix:  prefixFor(r, ""),
-		Decode:  decodeKV,
+		Decode:  decode,
 		Attrs: func(u *unstructured.Unstructured) (labels.Set, fields.Set, error) {
 			return labels.Set(u.GetLabels()), fieldSet(r, u.Object), nil
 		},
