@@ -14,6 +14,7 @@ import (
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	sigsjson "sigs.k8s.io/json"
 
+	"github.com/listwatch/listwatch/internal/jsontree"
 	"github.com/listwatch/listwatch/storage"
 )
 
@@ -195,8 +196,8 @@ func normalize(r *resource, u *unstructured.Unstructured) error {
 	if err != nil {
 		return cannotHandle(r, err)
 	}
-	obj := map[string]any{}
-	if err := utiljson.Unmarshal(out, &obj); err != nil {
+	obj, err := jsontree.DecodeObject(out)
+	if err != nil {
 		return cannotHandle(r, err)
 	}
 	u.Object = obj
@@ -229,8 +230,8 @@ func marshalJSON(obj object) ([]byte, error) {
 // decodeStored is the inverse of encodeStored: it sets resourceVersion from
 // the revision.
 func decodeStored(value []byte, rev int64) (*unstructured.Unstructured, error) {
-	obj := map[string]any{}
-	if err := utiljson.Unmarshal(value, &obj); err != nil {
+	obj, err := jsontree.DecodeObject(value)
+	if err != nil {
 		return nil, apierrors.NewInternalError(fmt.Errorf("decode stored object: %w", err))
 	}
 	u := &unstructured.Unstructured{Object: obj}
