@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"reflect"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -68,6 +69,20 @@ func (c *Client) ListerWatcher(gvr schema.GroupVersionResource, namespace string
 		return forInformer(c, newResourceOf[cache.Object](c, gvr, ns, r.GoType()), tweak)
 	}
 	return cache.Erase(forInformer(c, NewUnstructured(c, gvr, namespace), tweak))
+}
+
+// TypedListerWatcher makes the client an informers.TypedSource: it is
+// ListerWatcher with every object decoded into goType, a pointer to a
+// struct such as a custom resource's Go type — named as its kind, with
+// metav1.TypeMeta and metav1.ObjectMeta embedded and the json tags the
+// API's fields have — as NewResource decodes them. A goType that cannot
+// hold the resource's objects makes every call fail.
+func (c *Client) TypedListerWatcher(gvr schema.GroupVersionResource, namespace string, tweak func(*metav1.ListOptions), goType reflect.Type) cache.ListerWatcher[cache.Object] {
+	if goType == unstructuredType {
+		return c.ListerWatcher(gvr, namespace, tweak)
+	}
+	_, ns, _ := builtin(gvr, namespace)
+	return forInformer(c, newResourceOf[cache.Object](c, gvr, ns, goType), tweak)
 }
 
 // MetadataListerWatcher makes the client an informers.MetadataSource: it

@@ -39,6 +39,20 @@ type MetadataSource interface {
 	MetadataListerWatcher(gvr schema.GroupVersionResource, namespace string, tweak func(*metav1.ListOptions)) cache.ListerWatcher[cache.Object]
 }
 
+// TypedSource is a Source that can decode objects into a Go type the
+// caller names: the REST client is one. The factory uses it for informers
+// whose T is a Go struct of the user's rather than a built-in's or
+// *unstructured.Unstructured — a custom resource's Foo (a struct embedding
+// metav1.TypeMeta and metav1.ObjectMeta, with a DeepCopyObject), so that
+// InformerFor[*Foo](f, fooGVR) caches *Foo values with no conversion and
+// no code generation.
+type TypedSource interface {
+	Source
+	// TypedListerWatcher is ListerWatcher with objects decoded into
+	// goType, a pointer to a struct.
+	TypedListerWatcher(gvr schema.GroupVersionResource, namespace string, tweak func(*metav1.ListOptions), goType reflect.Type) cache.ListerWatcher[cache.Object]
+}
+
 // SourceFunc adapts a function to Source.
 type SourceFunc func(gvr schema.GroupVersionResource, namespace string, tweak func(*metav1.ListOptions)) cache.ListerWatcher[cache.Object]
 
@@ -186,14 +200,18 @@ func newTyped[T cache.Object](f *SharedInformerFactory, gvr schema.GroupVersionR
 	if !f.opts.KeepManagedFields {
 		transform = StripManagedFields[T]
 	}
-	switch ms, ok := f.source.(MetadataSource); {
+	ms, metadataSource := f.source.(MetadataSource)
+	ts, typedSource := f.source.(TypedSource)
+	switch t := reflect.TypeFor[T](); {
 	case erased != nil:
-	case reflect.TypeFor[T]() != metadataType:
-		erased = f.source.ListerWatcher(gvr, f.opts.Namespace, f.opts.TweakListOptions)
-	case ok:
+	case t == metadataType && metadataSource:
 		erased = ms.MetadataListerWatcher(gvr, f.opts.Namespace, f.opts.TweakListOptions)
-	default:
+	case t == metadataType:
 		erased = metadataOnly{f.source.ListerWatcher(gvr, f.opts.Namespace, f.opts.TweakListOptions)}
+	case typedSource && t != unstructuredType && t.Kind() == reflect.Pointer && t.Elem().Kind() == reflect.Struct:
+		erased = ts.TypedListerWatcher(gvr, f.opts.Namespace, f.opts.TweakListOptions, t)
+	default:
+		erased = f.source.ListerWatcher(gvr, f.opts.Namespace, f.opts.TweakListOptions)
 	}
 	lw := cache.Unerase[T](erased)
 	ropts := f.opts.Reflector

@@ -5,12 +5,16 @@ import (
 	"reflect"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/listwatch/listwatch/cache"
 )
 
-// metadataType is the Go type of metadata-only informers' objects.
-var metadataType = reflect.TypeFor[*metav1.PartialObjectMetadata]()
+// Go types the factory gives a meaning of their own.
+var (
+	metadataType     = reflect.TypeFor[*metav1.PartialObjectMetadata]()
+	unstructuredType = reflect.TypeFor[*unstructured.Unstructured]()
+)
 
 // metadataOnly is the metadata-only ListerWatcher made of a Source that is
 // not a MetadataSource: each object it lists or watches is replaced by its

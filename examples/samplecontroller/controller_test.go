@@ -13,7 +13,8 @@ import (
 	"go.uber.org/goleak"
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/listwatch/listwatch/cache/cachetest"
 	"github.com/listwatch/listwatch/controller"
@@ -24,7 +25,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // fakeClient writes into the fake informers, as an API server and its
 // watches would, and counts the writes.
 type fakeClient struct {
-	foos        *cachetest.Informer[*unstructured.Unstructured]
+	foos        *cachetest.Informer[*Foo]
 	deployments *cachetest.Informer[*appsv1.Deployment]
 	mu          sync.Mutex
 	writes      []string
@@ -46,7 +47,7 @@ func (f *fakeClient) UpdateDeployment(_ context.Context, d *appsv1.Deployment) e
 	return f.deployments.Update(d)
 }
 
-func (f *fakeClient) UpdateFooStatus(_ context.Context, foo *unstructured.Unstructured) error {
+func (f *fakeClient) UpdateFooStatus(_ context.Context, foo *Foo) error {
 	f.record("status " + foo.GetName())
 	return f.foos.Update(foo)
 }
@@ -59,13 +60,33 @@ func (f *fakeClient) took() []string {
 	return out
 }
 
-func newFoo(name, deployment string, replicas int64) *unstructured.Unstructured {
-	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "samplecontroller.k8s.io/v1alpha1", "kind": "Foo",
-		"metadata": map[string]any{"namespace": "default", "name": name, "uid": "uid-" + name, "resourceVersion": "1"},
-		"spec":     map[string]any{"deploymentName": deployment, "replicas": replicas},
-	}}
-	return u
+func newFoo(name, deployment string, replicas int32) *Foo {
+	return &Foo{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "samplecontroller.k8s.io/v1alpha1", Kind: "Foo"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, UID: types.UID("uid-" + name), ResourceVersion: "1"},
+		Spec:       FooSpec{DeploymentName: deployment, Replicas: &replicas},
+	}
+}
+
+// fakeEvents records the reasons of the events recorded.
+type fakeEvents struct {
+	mu      sync.Mutex
+	reasons []string
+}
+
+func (f *fakeEvents) Eventf(object runtime.Object, eventType, reason, messageFmt string, args ...any) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.reasons = append(f.reasons, reason)
+}
+
+// took returns the distinct reasons recorded since the last call.
+func (f *fakeEvents) took() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := slices.Compact(f.reasons)
+	f.reasons = nil
+	return out
 }
 
 // TestSampleController runs the controller on fake informers, with no API
@@ -75,24 +96,29 @@ func newFoo(name, deployment string, replicas int64) *unstructured.Unstructured 
 func TestSampleController(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		api := &fakeClient{foos: cachetest.NewInformer(newFoo("web", "web", 2)), deployments: cachetest.NewInformer[*appsv1.Deployment]()}
+		events := &fakeEvents{}
 		quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-		c, err := New(api.foos, api.deployments, api, controller.Options{Logger: quiet})
+		c, err := New(api.foos, api.deployments, api, events, controller.Options{Logger: quiet})
 		if err != nil {
 			t.Fatal(err)
 		}
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error)
 		go func() { done <- c.Run(ctx) }()
-		step := func(name string, want ...string) {
+		step := func(name string, wantEvents []string, want ...string) {
 			t.Helper()
 			time.Sleep(time.Minute)
 			synctest.Wait()
 			if got := api.took(); !slices.Equal(got, want) {
 				t.Errorf("%s: writes %q, want %q", name, got, want)
 			}
+			if got := events.took(); !slices.Equal(got, wantEvents) {
+				t.Errorf("%s: events %q, want %q", name, got, wantEvents)
+			}
 		}
+		synced := []string{SuccessSynced}
 
-		step("a Foo gets its Deployment", "create web")
+		step("a Foo gets its Deployment", synced, "create web")
 		d, ok, _ := api.deployments.GetIndexer().GetByKey("default/web")
 		if !ok || *d.Spec.Replicas != 2 || !metav1.IsControlledBy(d, newFoo("web", "web", 2)) {
 			t.Fatalf("deployment %+v", d)
@@ -101,7 +127,7 @@ func TestSampleController(t *testing.T) {
 		if err := api.foos.Update(newFoo("web", "web", 3)); err != nil {
 			t.Fatal(err)
 		}
-		step("replicas reach the Deployment", "update web")
+		step("replicas reach the Deployment", synced, "update web")
 
 		d, _, _ = api.deployments.GetIndexer().GetByKey("default/web")
 		d = d.DeepCopy()
@@ -110,9 +136,9 @@ func TestSampleController(t *testing.T) {
 		if err := api.deployments.Update(d); err != nil {
 			t.Fatal(err)
 		}
-		step("available replicas reach the status", "status web")
+		step("available replicas reach the status", synced, "status web")
 		foo, _, _ := api.foos.GetIndexer().GetByKey("default/web")
-		if n, _, _ := unstructured.NestedInt64(foo.Object, "status", "availableReplicas"); n != 3 {
+		if n := foo.Status.AvailableReplicas; n != 3 {
 			t.Errorf("status.availableReplicas = %d, want 3", n)
 		}
 
@@ -122,7 +148,7 @@ func TestSampleController(t *testing.T) {
 		if err := api.foos.Add(newFoo("other", "taken", 1)); err != nil {
 			t.Fatal(err)
 		}
-		step("someone else's Deployment is left alone")
+		step("someone else's Deployment is left alone", []string{ErrResourceExists})
 
 		cancel()
 		if err := <-done; err != nil {

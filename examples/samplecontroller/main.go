@@ -21,11 +21,11 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/listwatch/listwatch/client"
 	"github.com/listwatch/listwatch/controller"
 	"github.com/listwatch/listwatch/informers"
+	"github.com/listwatch/listwatch/record"
 )
 
 func main() {
@@ -46,10 +46,12 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	events := record.NewBroadcaster(record.ClientSink(c), record.Options{})
+	go events.Run(ctx)
 	factory := informers.NewSharedInformerFactory(c, informers.Options{})
 	defer factory.Shutdown()
-	ctrl, err := New(informers.InformerFor[*unstructured.Unstructured](factory, fooGVR), informers.For[*appsv1.Deployment](factory),
-		restClient{c}, controller.Options{Workers: 2, Logger: slog.Default()})
+	ctrl, err := New(informers.InformerFor[*Foo](factory, fooGVR), informers.For[*appsv1.Deployment](factory),
+		restClient{c}, events.NewRecorder("sample-controller"), controller.Options{Workers: 2, Logger: slog.Default()})
 	if err != nil {
 		return err
 	}
@@ -70,7 +72,7 @@ func (r restClient) UpdateDeployment(ctx context.Context, d *appsv1.Deployment) 
 	return err
 }
 
-func (r restClient) UpdateFooStatus(ctx context.Context, foo *unstructured.Unstructured) error {
-	_, err := client.NewUnstructured(r.c, fooGVR, foo.GetNamespace()).UpdateStatus(ctx, foo, metav1.UpdateOptions{})
+func (r restClient) UpdateFooStatus(ctx context.Context, foo *Foo) error {
+	_, err := client.NewResource[*Foo](r.c, fooGVR, foo.Namespace).UpdateStatus(ctx, foo, metav1.UpdateOptions{})
 	return err
 }
