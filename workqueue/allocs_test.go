@@ -11,7 +11,7 @@ import (
 // queues, whose Add, Get and Done are the embedded Queue's. Each run cycles
 // through more keys than the ring starts with, adds duplicates, leaves items
 // waiting across Gets and re-adds some while they are held, so that the
-// inbox, the ring, the requeue at Done and the idle list are all exercised,
+// ring, the sets, the requeue at Done and the dedup of waiting items are all exercised,
 // not only the one-item fast path. The rate-limiting queue also calls
 // Forget, as a controller's worker does after a successful sync. The race
 // detector adds no allocations here, so the test runs under -race too.
@@ -73,7 +73,7 @@ func TestAddGetDoneNoAllocs(t *testing.T) {
 					process(q.Get())
 				}
 			}
-			// Warm up: entries, ring, inbox and limiter state reach their
+			// Warm up: ring, sets and limiter state reach their
 			// steady sizes.
 			for range 4 {
 				round()

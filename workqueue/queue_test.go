@@ -381,11 +381,11 @@ func TestNoItemHeldByTwoWorkers(t *testing.T) {
 	}
 }
 
-// TestQueueMemoryBounded checks that the entries kept for processed items
-// and the Adds handed over to the workers stay bounded by the live set plus
-// a constant, however many distinct items go through.
+// TestQueueMemoryBounded checks that the queue keeps nothing of items that
+// went through it: however many distinct items were processed, nothing
+// remains with nothing queued or held.
 func TestQueueMemoryBounded(t *testing.T) {
-	const distinct = 4 * idleMin
+	const distinct = 1 << 16
 	tests := []struct {
 		name string
 		run  func(q *Queue[int])
@@ -393,26 +393,19 @@ func TestQueueMemoryBounded(t *testing.T) {
 		{"processed items", func(q *Queue[int]) {
 			for i := range distinct {
 				q.Add(i)
-				x := getNow(t, q)
-				q.Done(x)
-			}
-		}},
-		{"idle items added again", func(q *Queue[int]) {
-			for i := range distinct {
-				q.Add(i)
 				q.Done(getNow(t, q))
 			}
-			// Each Add of a kept idle item goes through the inbox.
-			for i := distinct - idleMin; i < distinct; i++ {
+		}},
+		{"items added again while held", func(q *Queue[int]) {
+			for i := range distinct {
 				q.Add(i)
-			}
-			for range idleMin {
+				x := getNow(t, q)
+				q.Add(x)
+				q.Done(x)
 				q.Done(getNow(t, q))
 			}
 		}},
 		{"new items added many times before any Get", func(q *Queue[int]) {
-			// 16 Adds per item: the inbox must grow with the items, not
-			// with the Adds.
 			for range 16 {
 				for i := range distinct {
 					q.Add(i)
@@ -430,14 +423,8 @@ func TestQueueMemoryBounded(t *testing.T) {
 			tt.run(q)
 			q.lock()
 			defer q.mu.Unlock()
-			if n := len(q.entries); n > idleMin {
-				t.Errorf("%d entries kept with nothing queued, want at most %d", n, idleMin)
-			}
-			if n := cap(q.inbox) + cap(q.spare); n > 4*(inboxNewMax+distinct) {
-				t.Errorf("inbox capacity %d for %d items", n, distinct)
-			}
-			if q.items.len() != 0 || q.processing != 0 {
-				t.Errorf("len %d, processing %d, want 0", q.items.len(), q.processing)
+			if q.items.len() != 0 || len(q.dirty) != 0 || len(q.processing) != 0 {
+				t.Errorf("len %d, dirty %d, processing %d, want 0", q.items.len(), len(q.dirty), len(q.processing))
 			}
 		})
 	}
