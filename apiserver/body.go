@@ -12,7 +12,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	sigsjson "sigs.k8s.io/json"
 )
@@ -250,14 +253,17 @@ func decodeNew(w http.ResponseWriter, r *http.Request, res *resource, body []byt
 	return newObject(u, ext)
 }
 
-// dryRun reads the dryRun query parameter: true for "All", 400 for any
-// other value, as kube-apiserver answers.
+// dryRun reads the dryRun query parameter: true for "All". Any other
+// value is refused as kube-apiserver's handlers refuse it, a 422 naming
+// the options of the request's verb.
 func dryRun(r *http.Request) (bool, error) {
 	vals := r.URL.Query()["dryRun"]
-	for _, v := range vals {
-		if v != metav1.DryRunAll {
-			return false, badRequest("Invalid dryRun value %q: valid values are %q", v, metav1.DryRunAll)
-		}
+	if errs := metav1validation.ValidateDryRun(field.NewPath("dryRun"), vals); len(errs) > 0 {
+		kind := map[string]string{
+			http.MethodPost: "CreateOptions", http.MethodPut: "UpdateOptions",
+			http.MethodPatch: "PatchOptions", http.MethodDelete: "DeleteOptions",
+		}[r.Method]
+		return false, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: kind}, "", errs)
 	}
 	return len(vals) > 0, nil
 }

@@ -356,7 +356,8 @@ func (c *crdController) writeStatus(ctx context.Context, name string, change fun
 }
 
 func (c *crdController) write(ctx context.Context, name, sub string, change func(*apiextensionsv1.CustomResourceDefinition)) error {
-	req := request{res: c.res, name: name, sub: sub}
+	// Recorded in managedFields as kube-apiserver's own controllers'.
+	req := request{res: c.res, name: name, sub: sub, manage: &fieldManagement{manager: "kube-apiserver"}}
 	_, err := c.s.update(ctx, req, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 		crdObj, err := crd.FromUnstructured(cur)
 		if err != nil {

@@ -24,6 +24,10 @@ type request struct {
 	// warn sends a warning to the client (a Warning header), as
 	// kube-apiserver does with the warnings of its strategies; nil drops it.
 	warn func(text string)
+	// manage records the write in metadata.managedFields under a field
+	// manager (managedfields.go); nil for the server's own writes, which
+	// keep what is stored.
+	manage *fieldManagement
 }
 
 func (s *Server) routes() http.Handler {
@@ -70,6 +74,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		gv, rest = schema.GroupVersion{Group: parts[1], Version: parts[2]}, parts[3:]
 	default:
 		WriteStatus(w, errNoHandler)
+		return
+	}
+	if s.serveReview(w, r, gv, rest) || s.serveTokenRequest(w, r, gv, rest) {
 		return
 	}
 	req, err := s.parseResourcePath(gv, rest)

@@ -6,6 +6,7 @@ package apiserver
 
 import (
 	"context"
+	"crypto"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -49,6 +50,14 @@ type Config struct {
 	// DisableAdmissionPlugins names admission plugins not to run, as
 	// kube-apiserver's --disable-admission-plugins (admission.go).
 	DisableAdmissionPlugins []string
+	// ServiceAccountSigningKey signs the service account tokens the server
+	// issues (TokenRequest) and checks (an *ecdsa.PrivateKey or
+	// *rsa.PrivateKey, as --service-account-signing-key-file); nil: a key
+	// made at start, so that tokens do not outlive the server.
+	ServiceAccountSigningKey crypto.Signer
+	// ServiceAccountIssuer is the tokens' issuer and default audience;
+	// "" is DefaultServiceAccountIssuer.
+	ServiceAccountIssuer string
 }
 
 // Server serves the Kubernetes REST API over a storage backend.
@@ -86,6 +95,11 @@ type Server struct {
 
 	// aggDiscovery serves aggregated discovery (discovery_aggregated.go).
 	aggDiscovery aggregatedDiscovery
+
+	// authz is the server's authorization (authz.go); saTokens its
+	// service account tokens (auth_serviceaccount.go).
+	authz    *authz
+	saTokens *saTokens
 }
 
 // New builds a server for cfg; ctx bounds the lifetime of its background
@@ -121,6 +135,11 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s.handler = s.routes()
 	if err := s.initSelf(); err != nil {
+		s.Close()
+		return nil, err
+	}
+	s.initAuthz()
+	if err := s.initServiceAccountTokens(); err != nil {
 		s.Close()
 		return nil, err
 	}

@@ -60,6 +60,9 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, req reques
 	if err != nil {
 		return err
 	}
+	if req.manage, _, err = writeOptions(r, "create", ""); err != nil {
+		return err
+	}
 	obj, err := decodeNew(w, r, req.res, body)
 	if err != nil {
 		return err
@@ -88,7 +91,7 @@ func (s *Server) create(ctx context.Context, req request, obj object) (object, e
 	obj.SetDeletionTimestamp(nil)
 	obj.SetDeletionGracePeriodSeconds(nil)
 	obj.SetSelfLink("")
-	obj.SetManagedFields(nil)
+	obj = manageCreate(req, obj)
 	generated := obj.GetName() == "" && obj.GetGenerateName() != ""
 	if generated {
 		obj.SetName(generatedBase(obj.GetGenerateName()) + nameSuffix(5))
@@ -160,6 +163,7 @@ func (s *Server) create(ctx context.Context, req request, obj object) (object, e
 // kubeRequest describes a write to the Kubernetes strategies.
 func (s *Server) kubeRequest(ctx context.Context, req request, verb, name string) kube.Request {
 	kr := kube.Request{Verb: verb, Namespace: req.namespace, Name: name, Subresource: req.sub, Warn: req.warn, Admission: s.admissionChain(), DryRun: req.dryRun}
+	kr.Check = s.escalationCheck(req.res.gr())
 	if u, ok := filters.UserFrom(ctx); ok {
 		kr.User = kube.User{Name: u.Name, UID: u.UID, Groups: u.Groups}
 	}
@@ -275,6 +279,7 @@ func (s *Server) update(ctx context.Context, req request, mutate mutateFunc) (*u
 			if err != nil {
 				return nil, err
 			}
+			desired = manageUpdate(req, cur, desired)
 			if err := s.prepareUpdate(ctx, req, cur, desired); err != nil {
 				return nil, err
 			}
@@ -371,6 +376,9 @@ func (s *Server) prepareUpdate(ctx context.Context, req request, cur, desired *u
 func (s *Server) handleUpdate(w http.ResponseWriter, r *http.Request, req request) error {
 	body, err := readBody(r)
 	if err != nil {
+		return err
+	}
+	if req.manage, _, err = writeOptions(r, "update", ""); err != nil {
 		return err
 	}
 	if req.sub == "scale" {

@@ -157,7 +157,7 @@ func TestPatch(t *testing.T) {
 		}{
 			{"strategic on custom resource", foos + "/f", "application/strategic-merge-patch+json", `{}`, 415},
 			{"unknown type", pods + "/p", "text/plain", `{}`, 415},
-			{"apply", pods + "/p", "application/apply-patch+yaml", `{}`, 415},
+			{"apply without a field manager", pods + "/p", "application/apply-patch+yaml", `{}`, 422},
 			{"bad merge", pods + "/p", "application/merge-patch+json", `{`, 400},
 			{"bad json patch", pods + "/p", "application/json-patch+json", `{"op":1}`, 400},
 			{"json patch fails", pods + "/p", "application/json-patch+json", `[{"op":"test","path":"/metadata/name","value":"x"}]`, 422},

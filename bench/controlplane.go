@@ -1,7 +1,9 @@
 package main
 
-// Control-plane workload: how long an RC of n replicas takes to reach
-// status.readyReplicas = n on an in-process equivalent of `listwatch up`
+// Control-plane workloads: how long an RC of n replicas takes to reach
+// status.readyReplicas = n, a Deployment of n replicas availableReplicas =
+// n, and a rollout of a new template to a Deployment of n replicas to
+// complete, on an in-process equivalent of `listwatch up`
 // (embedded etcd in a temporary directory, the API server over HTTPS on
 // 127.0.0.1 with up's filters, the controller-manager with no pod
 // lifecycle delay), against a floor that does the same writes with no
@@ -38,6 +40,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -60,11 +63,129 @@ const implFloor = "floor"
 
 func init() {
 	for _, n := range []int{1_000, 10_000} {
-		name := "controlplane-rc-" + strconv.Itoa(n/1000) + "k"
-		register(name, func(cfg config) ([]Row, error) {
-			return benchControlPlane(name, cfg.size(n))
-		})
+		k := strconv.Itoa(n/1000) + "k"
+		for _, w := range []cpWorkload{rcWorkload, deploymentWorkload} {
+			name := "controlplane-" + w.name + "-" + k
+			register(name, func(cfg config) ([]Row, error) {
+				return benchControlPlane(name, w, cfg.size(n))
+			})
+		}
 	}
+	name := "controlplane-rollout-1k"
+	register(name, func(cfg config) ([]Row, error) {
+		return benchControlPlane(name, rolloutWorkload, cfg.size(1_000))
+	})
+}
+
+// cpWorkload is what the controllers are asked to do: start makes the
+// object of n replicas (and, for a rollout, waits for it and changes its
+// template); done reports whether they have finished, and what to say if
+// they never do. creates is the number of pods the work needs created,
+// and deletes that of the pods it needs deleted: each such pod is deleted
+// twice, gracefully by its controller and then by the simulated kubelet
+// once it has stopped, and the second delete of some may not have come yet
+// when the work is done.
+type cpWorkload struct {
+	name, metric string
+	start        func(ctx context.Context, c *client.Client, n int32) error
+	done         func(ctx context.Context, c *client.Client, n int32) (bool, string, error)
+	creates      func(n int) int
+	deletes      func(n int) int
+}
+
+func times(k int) func(int) int { return func(n int) int { return k * n } }
+
+// podWritesOK reports whether created and deleted pods are what w needs
+// for n replicas: more are an expectation miss (a sync acting on a cache
+// that had not seen its own writes).
+func (w cpWorkload) podWritesOK(n int, created, deleted int64) bool {
+	d := int64(w.deletes(n))
+	return created == int64(w.creates(n)) && deleted >= d && deleted <= 2*d
+}
+
+// rcWorkload: an RC of n replicas to readyReplicas = n.
+var rcWorkload = cpWorkload{
+	name: "rc", metric: "time to readyReplicas",
+	start: func(ctx context.Context, c *client.Client, n int32) error {
+		rc := &corev1.ReplicationController{
+			ObjectMeta: metav1.ObjectMeta{Name: cpRCName, Namespace: cpNamespace},
+			Spec: corev1.ReplicationControllerSpec{
+				Replicas: &n,
+				Selector: map[string]string{"app": cpRCName},
+				Template: &corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": cpRCName}}, Spec: podSpec()},
+			},
+		}
+		_, err := client.For[*corev1.ReplicationController](c, cpNamespace).Create(ctx, rc, metav1.CreateOptions{})
+		return err
+	},
+	done: func(ctx context.Context, c *client.Client, n int32) (bool, string, error) {
+		got, err := client.For[*corev1.ReplicationController](c, cpNamespace).Get(ctx, cpRCName, metav1.GetOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		return got.Status.ReadyReplicas == n, fmt.Sprintf("RC at %d of %d ready", got.Status.ReadyReplicas, n), nil
+	},
+	creates: times(1), deletes: times(0),
+}
+
+// deploymentWorkload: a Deployment of n replicas to availableReplicas = n.
+var deploymentWorkload = cpWorkload{
+	name: "deployment", metric: "time to availableReplicas",
+	start: func(ctx context.Context, c *client.Client, n int32) error {
+		d := &appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Name: cpRCName, Namespace: cpNamespace},
+			Spec: appsv1.DeploymentSpec{
+				Replicas: &n,
+				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": cpRCName}},
+				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": cpRCName}}, Spec: podSpec()},
+			},
+		}
+		_, err := client.For[*appsv1.Deployment](c, cpNamespace).Create(ctx, d, metav1.CreateOptions{})
+		return err
+	},
+	done:    deploymentComplete,
+	creates: times(1), deletes: times(0),
+}
+
+// rolloutWorkload: once a Deployment of n replicas is available (neither
+// timed nor counted), a new image rolled out with kube's default 25% surge
+// and 25% unavailable, to every replica updated and available: n pods
+// created and n deleted, against the floor's n created.
+var rolloutWorkload = cpWorkload{
+	name: "rollout", metric: "time to rollout complete",
+	start: func(ctx context.Context, c *client.Client, n int32) error {
+		if err := deploymentWorkload.start(ctx, c, n); err != nil {
+			return err
+		}
+		for {
+			ok, _, err := deploymentComplete(ctx, c, n)
+			if err != nil || ok {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+		patch := []byte(`{"spec":{"template":{"spec":{"containers":[{"name":"web","image":"nginx:1.28"}]}}}}`)
+		_, err := client.For[*appsv1.Deployment](c, cpNamespace).Patch(ctx, cpRCName, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+		return err
+	},
+	done:    deploymentComplete,
+	creates: times(1), deletes: times(1),
+}
+
+// deploymentComplete is kubectl rollout status's test: the controller saw
+// the last change, and every replica is updated and available.
+func deploymentComplete(ctx context.Context, c *client.Client, n int32) (bool, string, error) {
+	d, err := client.For[*appsv1.Deployment](c, cpNamespace).Get(ctx, cpRCName, metav1.GetOptions{})
+	if err != nil {
+		return false, "", err
+	}
+	s := d.Status
+	ok := s.ObservedGeneration >= d.Generation && s.UpdatedReplicas == n && s.Replicas == n && s.AvailableReplicas == n
+	return ok, fmt.Sprintf("Deployment at %d updated, %d available of %d", s.UpdatedReplicas, s.AvailableReplicas, n), nil
 }
 
 const (
@@ -77,8 +198,8 @@ const (
 	cpTimeout = 10 * time.Minute
 )
 
-func benchControlPlane(name string, n int) ([]Row, error) {
-	lwTime, lwReqs, err := runControllersSide(n)
+func benchControlPlane(name string, w cpWorkload, n int) ([]Row, error) {
+	lwTime, lwReqs, err := runControllersSide(w, n)
 	if err != nil {
 		return nil, fmt.Errorf("controller-manager: %w", err)
 	}
@@ -87,8 +208,8 @@ func benchControlPlane(name string, n int) ([]Row, error) {
 		return nil, fmt.Errorf("floor: %w", err)
 	}
 	rows := []Row{
-		{Workload: name, Impl: implListwatch, Metric: "time to readyReplicas=" + strconv.Itoa(n), Value: lwTime.Seconds(), Unit: "s"},
-		{Workload: name, Impl: implFloor, Metric: "time to readyReplicas=" + strconv.Itoa(n), Value: floorTime.Seconds(), Unit: "s"},
+		{Workload: name, Impl: implListwatch, Metric: w.metric + "=" + strconv.Itoa(n), Value: lwTime.Seconds(), Unit: "s"},
+		{Workload: name, Impl: implFloor, Metric: w.metric + "=" + strconv.Itoa(n), Value: floorTime.Seconds(), Unit: "s"},
 	}
 	var total, floorTotal float64
 	for _, k := range unionKeys(lwReqs, floorReqs) {
@@ -108,9 +229,9 @@ func benchControlPlane(name string, n int) ([]Row, error) {
 	// Pod writes beyond the replicas are what an expectation miss costs
 	// (a sync acting on a cache that had not seen its own creations):
 	// the measure of a controller-manager that does them is not one.
-	if got, deleted := lwReqs["create pods"], lwReqs["delete pods"]; got != int64(n) || deleted != 0 {
-		return nil, fmt.Errorf("the controller-manager created %d pods and deleted %d for %d replicas, want %d and 0 (in %.2fs, floor %.2fs)",
-			got, deleted, n, n, lwTime.Seconds(), floorTime.Seconds())
+	if got, deleted := lwReqs["create pods"], lwReqs["delete pods"]; !w.podWritesOK(n, got, deleted) {
+		return nil, fmt.Errorf("the controller-manager created %d pods and deleted %d for %d replicas, want %d and %d to %d (in %.2fs, floor %.2fs)",
+			got, deleted, n, w.creates(n), w.deletes(n), 2*w.deletes(n), lwTime.Seconds(), floorTime.Seconds())
 	}
 	return rows, nil
 }
@@ -131,8 +252,8 @@ func unionKeys(a, b map[string]int64) []string {
 }
 
 // runControllersSide starts a control plane and a controller-manager,
-// creates the RC and times until its status says every replica is ready.
-func runControllersSide(n int) (time.Duration, map[string]int64, error) {
+// gives it w's work and times until w is done.
+func runControllersSide(w cpWorkload, n int) (time.Duration, map[string]int64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), cpTimeout)
 	defer cancel()
 	cp, err := startControlPlane(ctx)
@@ -179,33 +300,30 @@ func runControllersSide(n int) (time.Duration, map[string]int64, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	rcs := client.For[*corev1.ReplicationController](driver, "").Namespace(cpNamespace)
 	replicas := int32(n)
-	rc := &corev1.ReplicationController{
-		ObjectMeta: metav1.ObjectMeta{Name: cpRCName, Namespace: cpNamespace},
-		Spec: corev1.ReplicationControllerSpec{
-			Replicas: &replicas,
-			Selector: map[string]string{"app": cpRCName},
-			Template: &corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": cpRCName}}, Spec: podSpec()},
-		},
-	}
 	start := time.Now()
-	if _, err := rcs.Create(ctx, rc, metav1.CreateOptions{}); err != nil {
-		return 0, nil, fmt.Errorf("create RC: %w", err)
+	if err := w.start(ctx, driver, replicas); err != nil {
+		return 0, nil, fmt.Errorf("start %s: %w", w.name, err)
+	}
+	if w.name == rolloutWorkload.name {
+		// The rollout is timed from the template's change; the requests
+		// of the first rollout are not counted.
+		start = time.Now()
+		counter.reset()
 	}
 	// Polling every few milliseconds costs the server little next to n
 	// pods and bounds the error of the measure by the period.
 	for {
-		got, err := rcs.Get(ctx, cpRCName, metav1.GetOptions{})
+		ok, state, err := w.done(ctx, driver, replicas)
 		if err != nil {
-			return 0, nil, fmt.Errorf("get RC: %w", err)
+			return 0, nil, fmt.Errorf("%s: %w", w.name, err)
 		}
-		if got.Status.ReadyReplicas == replicas {
+		if ok {
 			break
 		}
 		select {
 		case <-ctx.Done():
-			return 0, nil, fmt.Errorf("RC at %d of %d ready: %w", got.Status.ReadyReplicas, n, ctx.Err())
+			return 0, nil, fmt.Errorf("%s: %w", state, ctx.Err())
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
@@ -386,6 +504,7 @@ func startControlPlane(ctx context.Context) (_ *controlPlane, err error) {
 	cp.endWatches = endWatches
 	cp.hs = httptest.NewUnstartedServer(filters.Chain(cp.api.Handler(), filters.Options{
 		Authenticator:               &tokens,
+		Authorizer:                  cp.api.Authorizer(),
 		MaxRequestBodyBytes:         filters.DefaultMaxRequestBodyBytes,
 		MaxRequestsInFlight:         filters.DefaultMaxRequestsInFlight,
 		MaxMutatingRequestsInFlight: filters.DefaultMaxMutatingRequestsInFlight,

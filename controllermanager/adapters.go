@@ -6,11 +6,13 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/listwatch/listwatch/cache"
 	"github.com/listwatch/listwatch/client"
+	"github.com/listwatch/listwatch/controller"
+	"github.com/listwatch/listwatch/controllers/replicaset"
+	"github.com/listwatch/listwatch/informers"
 	"github.com/listwatch/listwatch/leaderelection"
-	"github.com/listwatch/listwatch/record"
 )
 
 // The adapters below fit the REST client to the small interfaces of the
@@ -40,21 +42,15 @@ func (l leaseClient) Update(ctx context.Context, lease *coordinationv1.Lease) (*
 	return l.leases.Namespace(lease.Namespace).Update(ctx, lease, metav1.UpdateOptions{})
 }
 
-// eventSink is record.Sink over the REST client.
-type eventSink struct {
-	events *client.Resource[*corev1.Event]
-}
-
-var _ record.Sink = eventSink{}
-
-func newEventSink(c *client.Client) eventSink {
-	return eventSink{events: client.For[*corev1.Event](c, "")}
-}
-
-func (s eventSink) Create(ctx context.Context, ev *corev1.Event) (*corev1.Event, error) {
-	return s.events.Namespace(ev.Namespace).Create(ctx, ev, metav1.CreateOptions{})
-}
-
-func (s eventSink) Patch(ctx context.Context, namespace, name string, pt types.PatchType, data []byte) (*corev1.Event, error) {
-	return s.events.Namespace(namespace).Patch(ctx, name, pt, data, metav1.PatchOptions{})
+// newReplicaSetManager makes the ReplicaSet controller over kind's objects
+// (the ReplicationManager for RCs), its events recorded as component.
+func newReplicaSetManager[T cache.Object](d deps, kind replicaset.Kind[T], component string, opts replicaset.Options) (*replicaset.Manager[T], error) {
+	api := replicaset.NewClient[T](d.m.client)
+	rec := d.events.NewRecorder(component)
+	opts.Controller = d.options(opts.Controller)
+	if opts.Recorder == nil {
+		opts.Recorder = rec
+	}
+	pc := &controller.RealPodControl{Client: api, Recorder: rec, Logger: opts.Controller.Logger}
+	return replicaset.New(kind, informers.For[*corev1.Pod](d.factory), informers.For[T](d.factory), api, pc, opts)
 }

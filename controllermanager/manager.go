@@ -29,16 +29,19 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
 
 	"github.com/listwatch/listwatch/cache"
 	"github.com/listwatch/listwatch/client"
 	"github.com/listwatch/listwatch/controller"
+	"github.com/listwatch/listwatch/controllers/deployment"
 	"github.com/listwatch/listwatch/controllers/endpoints"
 	"github.com/listwatch/listwatch/controllers/garbagecollector"
 	"github.com/listwatch/listwatch/controllers/namespace"
 	"github.com/listwatch/listwatch/controllers/podlifecycle"
+	"github.com/listwatch/listwatch/controllers/replicaset"
 	"github.com/listwatch/listwatch/controllers/replication"
 	"github.com/listwatch/listwatch/controllers/serviceaccount"
 	"github.com/listwatch/listwatch/informers"
@@ -50,12 +53,14 @@ import (
 // Names of the controllers Config.Controllers chooses from.
 const (
 	Replication      = "replication"
+	ReplicaSet       = "replicaset"
 	PodLifecycle     = "podlifecycle"
 	Endpoints        = "endpoints"
 	GarbageCollector = "garbagecollector"
 	Namespace        = "namespace"
 	ServiceAccount   = "serviceaccount"
 	RootCACert       = "rootcacert"
+	Deployment       = "deployment"
 )
 
 // AllControllers lists every controller, in the order they start.
@@ -104,6 +109,10 @@ type Config struct {
 
 	// Replication tunes the ReplicationManager (workers, burstReplicas).
 	Replication replication.Options
+	// ReplicaSet tunes the ReplicaSet controller (workers, burstReplicas).
+	ReplicaSet replicaset.Options
+	// Deployment tunes the Deployment controller (workers).
+	Deployment deployment.Options
 	// PodLifecycle tunes the simulated nodes.
 	PodLifecycle podlifecycle.Options
 	// Namespace tunes the namespace controller.
@@ -462,7 +471,7 @@ func (m *Manager) runControllers(ctx context.Context) error {
 	})
 	defer factory.Shutdown()
 
-	broadcaster := record.NewBroadcaster(newEventSink(m.client), m.eventOptions())
+	broadcaster := record.NewBroadcaster(record.ClientSink(m.client), m.eventOptions())
 	bctx, stopEvents := context.WithCancel(context.WithoutCancel(ctx))
 	var eventsDone sync.WaitGroup
 	eventsDone.Go(func() { broadcaster.Run(bctx) })
@@ -557,15 +566,10 @@ type controllerDef struct {
 // start.
 var controllers = []controllerDef{
 	{Replication, func(_ context.Context, d deps) (runner, error) {
-		api := replication.NewClient(d.m.client)
-		rec := d.events.NewRecorder("replication-controller")
-		opts := d.m.cfg.Replication
-		opts.Controller = d.options(opts.Controller)
-		if opts.Recorder == nil {
-			opts.Recorder = rec
-		}
-		pc := &controller.RealPodControl{Client: api, Recorder: rec, Logger: opts.Controller.Logger}
-		return replication.New(informers.For[*corev1.Pod](d.factory), informers.For[*corev1.ReplicationController](d.factory), api, pc, opts)
+		return newReplicaSetManager(d, replicaset.ReplicationControllers{}, "replication-controller", d.m.cfg.Replication)
+	}},
+	{ReplicaSet, func(_ context.Context, d deps) (runner, error) {
+		return newReplicaSetManager(d, replicaset.ReplicaSets{}, "replicaset-controller", d.m.cfg.ReplicaSet)
 	}},
 	{PodLifecycle, func(_ context.Context, d deps) (runner, error) {
 		opts := d.m.cfg.PodLifecycle
@@ -594,6 +598,11 @@ var controllers = []controllerDef{
 			serviceaccount.NewClient(d.m.client), serviceaccount.Options{Controller: d.options(controller.Options{})})
 	}},
 	{RootCACert, newRootCACert},
+	{Deployment, func(_ context.Context, d deps) (runner, error) {
+		return deployment.New(informers.For[*appsv1.Deployment](d.factory), informers.For[*appsv1.ReplicaSet](d.factory),
+			informers.For[*corev1.Pod](d.factory), deployment.NewClient(d.m.client),
+			deployment.Options{Recorder: d.events.NewRecorder("deployment-controller"), Controller: d.options(d.m.cfg.Deployment.Controller)})
+	}},
 }
 
 // lookup finds the row of the controller called name.

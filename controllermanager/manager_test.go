@@ -48,7 +48,7 @@ func TestNew(t *testing.T) {
 		{name: "all by default", cfg: Config{Client: cc()}, want: AllControllers()},
 		{name: "chosen, deduplicated", cfg: Config{Client: cc(), Controllers: []string{"endpoints", " replication", "endpoints"}},
 			want: []string{"endpoints", "replication"}},
-		{name: "unknown", cfg: Config{Client: cc(), Controllers: []string{"replication", "deployment"}}, wantErr: `unknown controller "deployment"`},
+		{name: "unknown", cfg: Config{Client: cc(), Controllers: []string{"replication", "nosuch"}}, wantErr: `unknown controller "nosuch"`},
 		{name: "renew deadline beyond the lease", cfg: Config{Client: cc(), LeaderElection: LeaderElection{LeaseDuration: time.Second, RenewDeadline: 2 * time.Second}},
 			wantErr: "must be greater than RenewDeadline"},
 		{name: "bad durations ignored without election", cfg: Config{Client: cc(), LeaderElection: LeaderElection{Disabled: true, LeaseDuration: time.Second, RenewDeadline: 2 * time.Second}},

@@ -17,7 +17,9 @@
 //
 // The server is listwatch's own (package apiserver), as `listwatch up` runs
 // it: HTTPS on 127.0.0.1 with a port of its own, a bearer token for a
-// member of system:masters, the in-memory store (or an embedded etcd),
+// member of system:masters, kube's RBAC authorizer deciding every request
+// (so a controller's own service account can be tested through
+// impersonation), the in-memory store (or an embedded etcd),
 // kube-apiserver's defaulting, validation and admission (ServiceAccount
 // admission off unless the serviceaccount controller runs, as envtest
 // has it), and the
@@ -37,8 +39,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -96,6 +100,8 @@ type Environment struct {
 	Server *apiserver.Server
 	// URL is the server's base URL, https://127.0.0.1:port.
 	URL string
+
+	stop func() // New's
 }
 
 // User is the name of the user Environment.Config authenticates as, in
@@ -120,6 +126,35 @@ func Start(t testing.TB, opts Options) *Environment {
 		t.Fatalf("envtest: %v", err)
 	}
 	return env
+}
+
+// New is Start for test suites that have no testing.TB to hand, such as a
+// Ginkgo BeforeSuite (GinkgoT cannot be one): the environment keeps its
+// files in a temporary directory and runs until Stop.
+func New(opts Options) (*Environment, error) {
+	dir, err := os.MkdirTemp("", "envtest-")
+	if err != nil {
+		return nil, fmt.Errorf("envtest: %w", err)
+	}
+	env, stop, err := start(dir, opts)
+	cleanup := func() {
+		stop()
+		_ = os.RemoveAll(dir)
+	}
+	if err != nil {
+		cleanup()
+		return nil, fmt.Errorf("envtest: %w", err)
+	}
+	env.stop = sync.OnceFunc(cleanup)
+	return env, nil
+}
+
+// Stop stops an environment made by New, and removes its files; it may be
+// called more than once. Environments of Start stop with their test.
+func (e *Environment) Stop() {
+	if e.stop != nil {
+		e.stop()
+	}
 }
 
 // start runs an environment keeping its files in dir; stop, never nil,
@@ -176,7 +211,7 @@ func start(dir string, opts Options) (_ *Environment, stop func(), _ error) {
 	longRunning, endLongRunning := context.WithCancel(ctx)
 	hs := &http.Server{
 		Handler: filters.Chain(api.Handler(), filters.Options{
-			Authenticator: &tokens, Logger: log, Shutdown: longRunning,
+			Authenticator: &tokens, Authorizer: api.Authorizer(), Logger: log, Shutdown: longRunning,
 		}),
 		TLSConfig:         serving.TLSConfig(),
 		ReadHeaderTimeout: 10 * time.Second,

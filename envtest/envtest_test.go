@@ -2,6 +2,7 @@ package envtest_test
 
 import (
 	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -156,4 +157,21 @@ func TestControllers(t *testing.T) {
 		_, err := cs.CoreV1().Namespaces().Get(ctx, "work", metav1.GetOptions{})
 		return apierrors.IsNotFound(err), err
 	})
+}
+
+// TestNew starts and stops an environment without a testing.TB, as a
+// Ginkgo suite does, and finds its files removed.
+func TestNew(t *testing.T) {
+	env, err := envtest.New(envtest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kubernetes.NewForConfigOrDie(env.Config).CoreV1().Namespaces().Get(t.Context(), "default", metav1.GetOptions{}); err != nil {
+		t.Error(err)
+	}
+	env.Stop()
+	env.Stop()
+	if _, err := os.Stat(env.Kubeconfig); !os.IsNotExist(err) {
+		t.Errorf("kubeconfig after Stop: %v, want it removed", err)
+	}
 }

@@ -7,9 +7,12 @@ package filters
 
 import (
 	"context"
+	"crypto/x509"
 	"log/slog"
 	"net/http"
 	"time"
+
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 )
 
 // Defaults of kube-apiserver for the limits in Options.
@@ -29,9 +32,18 @@ const (
 // authentication), caps bodies at DefaultMaxRequestBodyBytes, does not cap
 // in-flight requests, records no metrics and logs nothing.
 type Options struct {
-	// Authenticator checks bearer tokens; nil turns authentication off and
-	// every request is served.
+	// Authenticator checks bearer tokens; nil, with no ClientCA and no
+	// Anonymous, turns authentication off and every request is served.
 	Authenticator TokenAuthenticator
+	// ClientCA authenticates client certificates it signed; nil: none.
+	ClientCA *x509.CertPool
+	// Anonymous serves requests without credentials as system:anonymous
+	// for Authorizer to decide on (see Authentication).
+	Anonymous bool
+	// Authorizer decides every authenticated request, and impersonation
+	// (Impersonate-* headers), as kube-apiserver's --authorization-mode;
+	// nil authorizes everything and ignores the Impersonate-* headers.
+	Authorizer authorizer.Authorizer
 	// MaxRequestBodyBytes caps request bodies (413 above it); 0 means
 	// DefaultMaxRequestBodyBytes, a negative value no cap.
 	MaxRequestBodyBytes int64
@@ -58,7 +70,8 @@ type Options struct {
 
 // Chain wraps h in every filter, outermost first: request info, metrics and
 // logging (so that rejected requests are counted and logged too), panic
-// recovery, authentication, the request timeout, the body cap, the
+// recovery, authentication, impersonation and authorization (before the
+// body is read, as in kube-apiserver), the request timeout, the body cap, the
 // in-flight cap and the cancellation of long-running requests on shutdown.
 // The body is read before the request takes an in-flight slot, so that
 // clients that announce a body and never send it hold none.
@@ -75,8 +88,11 @@ func Chain(h http.Handler, o Options) http.Handler {
 	if timeout > 0 {
 		h = WithRequestTimeout(h, timeout)
 	}
-	if o.Authenticator != nil {
-		h = WithAuthentication(h, o.Authenticator)
+	if o.Authorizer != nil {
+		h = WithAuthorization(h, o.Authorizer)
+	}
+	if o.Authenticator != nil || o.ClientCA != nil || o.Anonymous {
+		h = WithAuthentication(h, Authentication{Tokens: o.Authenticator, ClientCA: o.ClientCA, Anonymous: o.Anonymous})
 	}
 	h = WithPanicRecovery(h, o.Logger)
 	h = WithInstrumentation(h, o.Metrics, o.Logger)

@@ -4,6 +4,9 @@ import (
 	"context"
 	"net/http"
 	"strings"
+
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apiserver/pkg/endpoints/request"
 )
 
 // RequestInfo is what a request's path and method say it does, parsed the
@@ -52,8 +55,9 @@ func RequestInfoFrom(ctx context.Context) (RequestInfo, bool) {
 // request context for the filters after it.
 func WithRequestInfo(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ri := ParseRequestInfo(r)
-		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), requestInfoKey{}, ri)))
+		ri, k := parseKubeRequestInfo(r)
+		ctx := request.WithRequestInfo(context.WithValue(r.Context(), requestInfoKey{}, ri), k)
+		h.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
 
@@ -66,68 +70,41 @@ func requestInfoOf(r *http.Request) RequestInfo {
 	return ParseRequestInfo(r)
 }
 
-// ParseRequestInfo parses r's method, path and watch parameter.
+// kubeRequestInfo is kube-apiserver's own parser of request paths, with the
+// prefixes it serves (/api without a group, /apis with one).
+var kubeRequestInfo = &request.RequestInfoFactory{
+	APIPrefixes:          sets.NewString("api", "apis"),
+	GrouplessAPIPrefixes: sets.NewString("api"),
+}
+
+// ParseRequestInfo parses r's method, path and query with kube-apiserver's
+// RequestInfoFactory, so that authorization sees the attributes
+// kube-apiserver would give it (verb, subresource, name, namespace, and the
+// non-resource path).
 func ParseRequestInfo(r *http.Request) RequestInfo {
-	ri := RequestInfo{Path: r.URL.Path, Verb: strings.ToLower(r.Method)}
-	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
-	var group, version string
-	switch {
-	case len(parts) >= 3 && parts[0] == "api":
-		version, parts = parts[1], parts[2:]
-	case len(parts) >= 4 && parts[0] == "apis":
-		group, version, parts = parts[1], parts[2], parts[3:]
-	default:
-		return ri
-	}
-	watchPrefix := false
-	if parts[0] == "watch" {
-		// The deprecated /api/v1/watch/... form of a watch.
-		watchPrefix, parts = true, parts[1:]
-		if len(parts) == 0 {
-			return ri
-		}
-	}
-	// namespaces/{ns}/{resource}... is a resource in a namespace, except for
-	// the namespace's own subresources.
-	if parts[0] == "namespaces" && len(parts) >= 2 {
-		ri.Namespace = parts[1]
-		if len(parts) >= 3 && parts[2] != "status" && parts[2] != "finalize" {
-			parts = parts[2:]
-		}
-	}
-	ri.IsResourceRequest = true
-	ri.APIGroup, ri.APIVersion = group, version
-	ri.Resource = parts[0]
-	if len(parts) >= 2 {
-		ri.Name = parts[1]
-	}
-	if len(parts) >= 3 {
-		ri.Subresource = parts[2]
-	}
-	q := r.URL.Query().Get("watch")
-	isWatch := watchPrefix || q == "true" || q == "1"
-	switch r.Method {
-	case http.MethodGet, http.MethodHead:
-		switch {
-		case isWatch:
-			ri.Verb = "watch"
-		case ri.Name == "":
-			ri.Verb = "list"
-		default:
-			ri.Verb = "get"
-		}
-	case http.MethodPost:
-		ri.Verb = "create"
-	case http.MethodPut:
-		ri.Verb = "update"
-	case http.MethodPatch:
-		ri.Verb = "patch"
-	case http.MethodDelete:
-		if ri.Name == "" {
-			ri.Verb = "deletecollection"
-		} else {
-			ri.Verb = "delete"
-		}
-	}
+	ri, _ := parseKubeRequestInfo(r)
 	return ri
+}
+
+// parseKubeRequestInfo returns both forms of r's info: ours and kube's (which
+// kube's authorization and impersonation filters read from the context).
+func parseKubeRequestInfo(r *http.Request) (RequestInfo, *request.RequestInfo) {
+	k, err := kubeRequestInfo.NewRequestInfo(r)
+	if err != nil {
+		// NewRequestInfo fails only on a malformed query; the request is
+		// then a non-resource one, as for kube-apiserver's filter, which
+		// answers it with an error before anything else reads it.
+		k = &request.RequestInfo{Path: r.URL.Path, Verb: strings.ToLower(r.Method)}
+	}
+	return RequestInfo{
+		IsResourceRequest: k.IsResourceRequest,
+		Verb:              k.Verb,
+		APIGroup:          k.APIGroup,
+		APIVersion:        k.APIVersion,
+		Namespace:         k.Namespace,
+		Resource:          k.Resource,
+		Name:              k.Name,
+		Subresource:       k.Subresource,
+		Path:              k.Path,
+	}, k
 }

@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"crypto"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -45,9 +48,21 @@ type serverConfig struct {
 	Storage storageConfig
 
 	// TokenAuthFile is a static token file; Tokens, when set, is used
-	// instead. With neither, authentication is off.
+	// instead.
 	TokenAuthFile string
 	Tokens        filters.TokenAuthenticator
+	// ClientCAFile is the CA whose client certificates authenticate their
+	// subject (common name: user, organizations: groups).
+	ClientCAFile string
+	// ServiceAccountKeyFile is the PEM private key that signs service
+	// account tokens; "" is a key generated (and kept) under CertDir when
+	// the serving certificate is generated there too, else one of the
+	// process's lifetime.
+	ServiceAccountKeyFile string
+	// AnonymousAuth serves requests without credentials as system:anonymous
+	// (for RBAC to decide on). Without it, and without tokens or a client
+	// CA, the server refuses to start.
+	AnonymousAuth bool
 
 	// TLSCertFile and TLSKeyFile are the serving certificate; without them
 	// a self-signed one is generated (and kept) under CertDir.
@@ -79,7 +94,10 @@ func (c *serverConfig) addFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.BindAddress, "bind-address", "127.0.0.1", "IP address to serve HTTPS on (0.0.0.0 for all interfaces)")
 	fs.IntVar(&c.SecurePort, "secure-port", 6443, "HTTPS port; 0 picks a free port")
 	c.Storage.addFlags(fs)
-	fs.StringVar(&c.TokenAuthFile, "token-auth-file", "", "static token file (token,user,uid,\"group1,group2\" per line); without it authentication is off")
+	fs.StringVar(&c.TokenAuthFile, "token-auth-file", "", "static token file (token,user,uid,\"group1,group2\" per line)")
+	fs.StringVar(&c.ClientCAFile, "client-ca-file", "", "CA certificate(s) whose client certificates authenticate their subject: common name the user, organizations the groups")
+	fs.StringVar(&c.ServiceAccountKeyFile, "service-account-signing-key-file", "", "PEM private key (ECDSA or RSA) signing service account tokens; default: generated under --cert-dir with the serving certificate")
+	fs.BoolVar(&c.AnonymousAuth, "anonymous-auth", false, "serve requests without credentials as system:anonymous in system:unauthenticated, for RBAC to decide on; needed to start with no --token-auth-file or --client-ca-file")
 	fs.StringVar(&c.TLSCertFile, "tls-cert-file", "", "serving certificate (PEM, chain allowed); default: self-signed under --cert-dir")
 	fs.StringVar(&c.TLSKeyFile, "tls-private-key-file", "", "private key of --tls-cert-file")
 	fs.StringVar(&c.CertDir, "cert-dir", "./.listwatch/pki", "directory of the generated CA and serving certificate")
@@ -213,11 +231,33 @@ func startServer(ctx context.Context, cfg serverConfig, log *slog.Logger) (_ *ru
 		}
 		auth = tf
 	}
-	if auth == nil {
-		log.Warn("no --token-auth-file: authentication is off, every request is served")
+	var clientCA *x509.CertPool
+	if cfg.ClientCAFile != "" {
+		caPEM, err := os.ReadFile(cfg.ClientCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("--client-ca-file: %w", err)
+		}
+		if clientCA, err = pki.CertPool(caPEM); err != nil {
+			return nil, fmt.Errorf("--client-ca-file: %w", err)
+		}
+	}
+	// The key of the service account tokens: given, or kept with the
+	// generated certificates so that tokens outlive a restart.
+	var saKey crypto.Signer
+	switch {
+	case cfg.ServiceAccountKeyFile != "":
+		saKey, err = pki.LoadSigner(cfg.ServiceAccountKeyFile)
+	case cfg.TLSCertFile == "" && cfg.TLSKeyFile == "":
+		saKey, err = pki.EnsureServiceAccountKey(cfg.CertDir)
+	}
+	if err != nil {
+		return nil, err
 	}
 	if err := apiserver.CheckServiceRanges(cfg.ServiceClusterIPRange, cfg.ServiceNodePortRange); err != nil {
 		return nil, err
+	}
+	if auth == nil && clientCA == nil && !cfg.AnonymousAuth {
+		return nil, errors.New("no authentication: give --token-auth-file or --client-ca-file, or --anonymous-auth to serve every request as system:anonymous")
 	}
 	var manifests []*unstructured.Unstructured
 	if cfg.CustomResourcesFile != "" {
@@ -241,7 +281,8 @@ func startServer(ctx context.Context, cfg serverConfig, log *slog.Logger) (_ *ru
 	api, err := apiserver.New(bg, apiserver.Config{
 		Storage: store, Logger: log,
 		ServiceClusterIPRange: cfg.ServiceClusterIPRange, ServiceNodePortRange: cfg.ServiceNodePortRange,
-		DisableAdmissionPlugins: cfg.DisableAdmissionPlugins,
+		DisableAdmissionPlugins:  cfg.DisableAdmissionPlugins,
+		ServiceAccountSigningKey: saKey,
 	})
 	if err != nil {
 		return nil, err
@@ -307,7 +348,10 @@ func startServer(ctx context.Context, cfg serverConfig, log *slog.Logger) (_ *ru
 		routes = cfg.wrapRoutes(root)
 	}
 	handler := filters.Chain(routes, filters.Options{
-		Authenticator:               auth,
+		Authenticator:               filters.Tokens{auth, api.ServiceAccountTokens()},
+		ClientCA:                    clientCA,
+		Anonymous:                   cfg.AnonymousAuth,
+		Authorizer:                  api.Authorizer(),
 		MaxRequestBodyBytes:         cfg.MaxRequestBodyBytes,
 		RequestTimeout:              cfg.RequestTimeout,
 		MaxRequestsInFlight:         cfg.MaxRequestsInFlight,
@@ -333,9 +377,15 @@ func startServer(ctx context.Context, cfg serverConfig, log *slog.Logger) (_ *ru
 		defer s.handling.Add(-1)
 		handler.ServeHTTP(w, r)
 	})
+	tlsConfig := serving.TLSConfig()
+	if clientCA != nil {
+		// Verified by the authentication filter, as kube-apiserver does:
+		// a certificate it does not trust is refused there with a 401.
+		tlsConfig.ClientAuth = tls.RequestClientCert
+	}
 	s.http = &http.Server{
 		Handler:           counted,
-		TLSConfig:         serving.TLSConfig(),
+		TLSConfig:         tlsConfig,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       90 * time.Second,
 		// TLS handshake errors from port scanners and clients that do not

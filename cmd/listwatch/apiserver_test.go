@@ -89,7 +89,7 @@ func TestAPIServerFlags(t *testing.T) {
 }
 
 func TestUnknownBackend(t *testing.T) {
-	cfg, err := parseServerFlags(t, "--storage-backend=cassandra", "--secure-port=0", "--cert-dir="+t.TempDir())
+	cfg, err := parseServerFlags(t, "--storage-backend=cassandra", "--secure-port=0", "--cert-dir="+t.TempDir(), "--anonymous-auth")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,8 +171,12 @@ func TestAPIServer(t *testing.T) {
 				{name: "create", method: "POST", path: "/api/v1/namespaces", body: `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"small"}}`, wantCode: 201},
 				{name: "body over the cap", method: "POST", path: "/api/v1/namespaces", body: big, wantCode: 413, wantBody: `"reason":"RequestEntityTooLarge"`},
 				{name: "readyz", method: "GET", path: "/readyz?verbose", anonymous: true, wantCode: 200, wantBody: "[+]poststarthook/bootstrap-namespaces ok"},
-				{name: "one readyz check", method: "GET", path: "/readyz/ping", anonymous: true, wantCode: 200, wantBody: "ok"},
-				{name: "unknown readyz check", method: "GET", path: "/readyz/nope", anonymous: true, wantCode: 404},
+				{name: "one readyz check", method: "GET", path: "/readyz/ping", wantCode: 200, wantBody: "ok"},
+				{name: "unknown readyz check", method: "GET", path: "/readyz/nope", wantCode: 404},
+				// RBAC's system:public-info-viewer, as in kube, grants
+				// anonymous users /readyz but not its checks.
+				{name: "one readyz check anonymously", method: "GET", path: "/readyz/ping", anonymous: true, wantCode: 403,
+					wantBody: `"message":"forbidden: User \"system:anonymous\" cannot get path \"/readyz/ping\""`},
 			}
 			for _, tt := range tests {
 				t.Run(tt.name, func(t *testing.T) {

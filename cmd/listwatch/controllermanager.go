@@ -12,7 +12,9 @@ import (
 	"github.com/listwatch/listwatch/client"
 	"github.com/listwatch/listwatch/controller"
 	"github.com/listwatch/listwatch/controllermanager"
+	"github.com/listwatch/listwatch/controllers/deployment"
 	"github.com/listwatch/listwatch/controllers/podlifecycle"
+	"github.com/listwatch/listwatch/controllers/replicaset"
 	"github.com/listwatch/listwatch/controllers/replication"
 )
 
@@ -33,6 +35,8 @@ type cmOptions struct {
 	leaseName      string
 	bindAddress    string
 	rcWorkers      int
+	rsWorkers      int
+	deployWorkers  int
 	burstReplicas  int
 	nodes          string
 	podStartDelay  time.Duration
@@ -52,6 +56,8 @@ func defaultCMOptions() cmOptions {
 		leaseName:      controllermanager.DefaultLeaseName,
 		bindAddress:    "127.0.0.1:10257",
 		rcWorkers:      replication.DefaultWorkers,
+		rsWorkers:      replicaset.DefaultWorkers,
+		deployWorkers:  deployment.DefaultWorkers,
 		burstReplicas:  replication.DefaultBurstReplicas,
 		nodes:          "node-1,node-2,node-3",
 		podStartDelay:  time.Second,
@@ -73,7 +79,9 @@ func (o *cmOptions) addFlags(fs *flag.FlagSet, bindFlag string) {
 	fs.StringVar(&o.leaseName, "leader-elect-resource-name", o.leaseName, "name of the Lease")
 	fs.StringVar(&o.bindAddress, bindFlag, o.bindAddress, "host:port serving /metrics, /healthz and /readyz (empty: none)")
 	fs.IntVar(&o.rcWorkers, "concurrent-rc-syncs", o.rcWorkers, "replication controllers synced in parallel")
-	fs.IntVar(&o.burstReplicas, "burst-replicas", o.burstReplicas, "pods one sync of one RC creates or deletes at most")
+	fs.IntVar(&o.rsWorkers, "concurrent-replicaset-syncs", o.rsWorkers, "replica sets synced in parallel")
+	fs.IntVar(&o.deployWorkers, "concurrent-deployment-syncs", o.deployWorkers, "deployments synced in parallel")
+	fs.IntVar(&o.burstReplicas, "burst-replicas", o.burstReplicas, "pods one sync of one RC or ReplicaSet creates or deletes at most")
 	fs.StringVar(&o.nodes, "nodes", o.nodes, "comma-separated names of the simulated nodes the podlifecycle controller runs pods on")
 	fs.DurationVar(&o.podStartDelay, "pod-start-delay", o.podStartDelay, "how long a bound pod stays Pending before it runs (podlifecycle)")
 	fs.Float64Var(&o.podFail, "pod-fail-fraction", o.podFail, "fraction of pods, 0 to 1, the simulated nodes fail instead of running (podlifecycle)")
@@ -102,6 +110,8 @@ func (o *cmOptions) config(cc *client.Config, log *slog.Logger) controllermanage
 		},
 		BindAddress: o.bindAddress,
 		Replication: replication.Options{BurstReplicas: o.burstReplicas, Controller: controller.Options{Workers: o.rcWorkers}},
+		ReplicaSet:  replicaset.Options{BurstReplicas: o.burstReplicas, Controller: controller.Options{Workers: o.rsWorkers}},
+		Deployment:  deployment.Options{Controller: controller.Options{Workers: o.deployWorkers}},
 		PodLifecycle: podlifecycle.Options{
 			Nodes: splitList(o.nodes),
 			// podlifecycle reads 0 as "the default"; a nanosecond is

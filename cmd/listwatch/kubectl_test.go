@@ -73,10 +73,19 @@ func (e *kubectlEnv) command(ctx context.Context, args ...string) *exec.Cmd {
 	return cmd
 }
 
-// run runs kubectl to completion.
+// run runs kubectl to completion, for at most 20 s, or 10 s past the
+// command's own --timeout= when it has a longer one (rollout status).
 func (e *kubectlEnv) run(args ...string) kubectlResult {
 	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	limit := 20 * time.Second
+	for _, a := range args {
+		if v, ok := strings.CutPrefix(a, "--timeout="); ok {
+			if d, err := time.ParseDuration(v); err == nil {
+				limit = max(limit, d+10*time.Second)
+			}
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	cmd := e.command(ctx, args...)
 	var out, errOut bytes.Buffer

@@ -38,7 +38,7 @@ func TestServiceRangeFlags(t *testing.T) {
 	}
 
 	// The server allocates from the ranges given.
-	good, err := parseServerFlags(t, "--storage-backend=memory", "--secure-port=0", "--cert-dir="+t.TempDir(),
+	good, err := parseServerFlags(t, "--storage-backend=memory", "--secure-port=0", "--cert-dir="+t.TempDir(), "--anonymous-auth",
 		"--service-cluster-ip-range=10.0.0.0/24", "--service-node-port-range=31000-31100")
 	if err != nil {
 		t.Fatal(err)

@@ -125,6 +125,7 @@ func up(ctx context.Context, cfg upConfig, out io.Writer, log *slog.Logger) erro
 		},
 		Tokens:                      &tokens,
 		CertDir:                     filepath.Join(dir, "pki"),
+		ClientCAFile:                filepath.Join(dir, "pki", pki.CACertFile), // as a kubeadm cluster's
 		CustomResourcesFile:         cfg.CustomResourcesFile,
 		ServiceClusterIPRange:       cfg.ServiceClusterIPRange,
 		ServiceNodePortRange:        cfg.ServiceNodePortRange,
@@ -142,8 +143,15 @@ func up(ctx context.Context, cfg upConfig, out io.Writer, log *slog.Logger) erro
 		}
 		return errors.Join(err, srv.shutdown())
 	}
+	// The kubeconfig authenticates with a client certificate the cluster
+	// CA signs for the admin in system:masters, as kubeadm's admin.conf;
+	// the token stays valid for kubeconfigs written before.
+	certPEM, keyPEM, err := adminCertificate(filepath.Join(dir, "pki"))
+	if err != nil {
+		return errors.Join(err, srv.shutdown())
+	}
 	kcPath := filepath.Join(dir, upKubeconfigFile)
-	if err := kubeconfig.Write(kcPath, kubeconfig.Config{Server: srv.URL, CAData: srv.CAPEM, Token: token}); err != nil {
+	if err := kubeconfig.Write(kcPath, kubeconfig.Config{Server: srv.URL, CAData: srv.CAPEM, ClientCertData: certPEM, ClientKeyData: keyPEM}); err != nil {
 		return errors.Join(err, srv.shutdown())
 	}
 	printUp(out, srv.URL, kcPath, cfg)
@@ -191,6 +199,22 @@ func printUp(out io.Writer, url, kcPath string, cfg upConfig) {
 	fmt.Fprintf(out, "kubeconfig: %s\n", kcPath)
 	fmt.Fprintf(out, "\n  export KUBECONFIG=%s\n  kubectl get namespaces\n\n", kcPath)
 	fmt.Fprintln(out, "Press Ctrl-C to stop.")
+}
+
+// adminCertificate returns the PEM client certificate and key of the
+// cluster's admin (upUser in system:masters), issued by the CA in dir.
+func adminCertificate(dir string) (certPEM, keyPEM []byte, err error) {
+	c, err := pki.EnsureClient(dir, "admin", upUser, []string{"system:masters"})
+	if err != nil {
+		return nil, nil, err
+	}
+	if certPEM, err = os.ReadFile(c.CertFile); err != nil {
+		return nil, nil, err
+	}
+	if keyPEM, err = os.ReadFile(c.KeyFile); err != nil {
+		return nil, nil, err
+	}
+	return certPEM, keyPEM, nil
 }
 
 // loadOrCreateToken returns the token stored at path, creating a random one

@@ -122,6 +122,7 @@ func anonymousClient(t *testing.T, kubeconfig string) *http.Client {
 	}
 	for _, u := range raw.AuthInfos {
 		u.Token = ""
+		u.ClientCertificateData, u.ClientKeyData = nil, nil
 	}
 	path := filepath.Join(t.TempDir(), "anonymous")
 	if err := clientcmd.WriteToFile(*raw, path); err != nil {
@@ -155,8 +156,8 @@ func TestUpRestartKeepsCredentials(t *testing.T) {
 		t.Fatal(err)
 	}
 	b, a := before.Contexts[before.CurrentContext], after.Contexts[after.CurrentContext]
-	if before.AuthInfos[b.AuthInfo].Token != after.AuthInfos[a.AuthInfo].Token {
-		t.Error("token changed across restart")
+	if string(before.AuthInfos[b.AuthInfo].ClientCertificateData) != string(after.AuthInfos[a.AuthInfo].ClientCertificateData) {
+		t.Error("client certificate changed across restart")
 	}
 	if string(before.Clusters[b.Cluster].CertificateAuthorityData) != string(after.Clusters[a.Cluster].CertificateAuthorityData) {
 		t.Error("CA changed across restart")
@@ -178,8 +179,21 @@ func TestUpRestartKeepsCredentials(t *testing.T) {
 	if info, _ := os.Stat(filepath.Join(dir, upTokenFile)); info.Mode().Perm() != 0o600 {
 		t.Errorf("token file mode %o", info.Mode().Perm())
 	}
-	if strings.TrimSpace(string(token)) != after.AuthInfos[a.AuthInfo].Token {
-		t.Error("kubeconfig token differs from the stored token")
+	// The token of kubeconfigs written before the client certificate
+	// still authenticates.
+	tokenClient := anonymousClient(t, saved)
+	req, err := http.NewRequest("GET", host+"/api/v1/namespaces/default", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
+	resp, err := tokenClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Errorf("the stored token: %d", resp.StatusCode)
 	}
 }
 

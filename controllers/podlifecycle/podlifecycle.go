@@ -50,7 +50,9 @@ type Options struct {
 	// StartDelay is how long a bound pod stays Pending before it runs.
 	StartDelay time.Duration
 	// FailFraction of pods (0 to 1, chosen by a hash of their UID, so the
-	// choice is stable) end Failed instead of Running.
+	// choice is stable) fail instead of running: those with restartPolicy
+	// Never end Failed, the others crash-loop (Running, never Ready), as a
+	// kubelet restarts their containers.
 	FailFraction float64
 	// TerminationDelay bounds how long a pod on these nodes takes to shut
 	// down after a graceful deletion; the pod's own grace period applies
@@ -259,10 +261,16 @@ func (c *Controller) start(ctx context.Context, key string, pod *corev1.Pod) (co
 		return controller.Result{RequeueAfter: wait}, nil
 	}
 	next := pod.DeepCopy()
-	if c.fails(pod.UID) {
-		setFailed(next, now)
-	} else {
+	switch {
+	case !c.fails(pod.UID):
 		setRunning(next, now)
+	case pod.Spec.RestartPolicy == corev1.RestartPolicyNever:
+		setFailed(next, now)
+	default:
+		// A kubelet restarts the failing containers of such a pod, which
+		// stays Running and never Ready: a Deployment of a bad image
+		// makes no progress, as in a cluster.
+		setCrashLooping(next, now)
 	}
 	_, err := c.client.UpdateStatus(ctx, next)
 	switch {
@@ -332,6 +340,38 @@ func setRunning(p *corev1.Pod, now time.Time) {
 			Ready:       true,
 			Started:     new(true),
 			State:       corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: t}},
+		})
+	}
+}
+
+// setCrashLooping makes p a pod whose containers exit with an error and
+// are restarted with a back-off: Running, not Ready, each container
+// waiting in CrashLoopBackOff after its first failure.
+func setCrashLooping(p *corev1.Pod, now time.Time) {
+	t := metav1.NewTime(now)
+	p.Status.Phase = corev1.PodRunning
+	p.Status.StartTime = &t
+	p.Status.HostIP = hostIP(p.Spec.NodeName)
+	p.Status.PodIP = podIP(p.UID)
+	p.Status.Conditions = append(conditions(t, corev1.ConditionTrue, corev1.PodScheduled, corev1.PodInitialized),
+		conditions(t, corev1.ConditionFalse, corev1.ContainersReady, corev1.PodReady)...)
+	p.Status.ContainerStatuses = p.Status.ContainerStatuses[:0]
+	for i, ctr := range p.Spec.Containers {
+		p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, corev1.ContainerStatus{
+			Name:         ctr.Name,
+			Image:        ctr.Image,
+			ImageID:      "sim://" + ctr.Image,
+			ContainerID:  "sim://" + string(p.UID) + "/" + strconv.Itoa(i),
+			RestartCount: 1,
+			Started:      new(false),
+			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{
+				Reason:  "CrashLoopBackOff",
+				Message: "back-off 10s restarting failed container=" + ctr.Name + " pod=" + p.Name + "_" + p.Namespace + "(" + string(p.UID) + ")",
+			}},
+			LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+				ExitCode: 1, Reason: "Error", StartedAt: t, FinishedAt: t,
+				ContainerID: "sim://" + string(p.UID) + "/" + strconv.Itoa(i),
+			}},
 		})
 	}
 }

@@ -220,7 +220,9 @@ func TestPodLifecycle(t *testing.T) {
 		{"FailFraction fails a stable share of pods", func(t *testing.T) {
 			var pods []*corev1.Pod
 			for i := range 200 {
-				pods = append(pods, newPod(fmt.Sprint("p", i), "", ""))
+				p := newPod(fmt.Sprint("p", i), "", "")
+				p.Spec.RestartPolicy = corev1.RestartPolicyNever
+				pods = append(pods, p)
 			}
 			h := start(t, Options{FailFraction: 0.5}, pods...)
 			defer h.stop()
@@ -238,6 +240,33 @@ func TestPodLifecycle(t *testing.T) {
 				if want := c.fails(p.UID); (p.Status.Phase == corev1.PodFailed) != want {
 					t.Fatalf("pod %s: phase %s but fails() = %v: the choice is not stable", p.Name, p.Status.Phase, want)
 				}
+			}
+		}},
+		{"FailFraction crash-loops the pods a kubelet restarts", func(t *testing.T) {
+			var pods []*corev1.Pod
+			for i := range 100 {
+				pods = append(pods, newPod(fmt.Sprint("p", i), "", ""))
+			}
+			h := start(t, Options{FailFraction: 0.5}, pods...)
+			defer h.stop()
+			time.Sleep(time.Minute)
+			synctest.Wait()
+			c := &Controller{opts: Options{FailFraction: 0.5}}
+			crashing := 0
+			for _, p := range h.api.src.Items() {
+				ready := len(p.Status.Conditions) > 0 && p.Status.Conditions[len(p.Status.Conditions)-1].Status == corev1.ConditionTrue
+				if p.Status.Phase != corev1.PodRunning || ready == c.fails(p.UID) {
+					t.Fatalf("pod %s: phase %s, ready %v, fails() = %v", p.Name, p.Status.Phase, ready, c.fails(p.UID))
+				}
+				if c.fails(p.UID) {
+					crashing++
+					if w := p.Status.ContainerStatuses[0].State.Waiting; w == nil || w.Reason != "CrashLoopBackOff" {
+						t.Fatalf("pod %s: container state %+v, want waiting in CrashLoopBackOff", p.Name, p.Status.ContainerStatuses[0].State)
+					}
+				}
+			}
+			if crashing < 25 || crashing > 75 {
+				t.Fatalf("%d of 100 pods crash-loop, want about half", crashing)
 			}
 		}},
 		{"graceful deletion on a simulated node is confirmed after the termination delay", func(t *testing.T) {

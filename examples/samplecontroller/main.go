@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"sync"
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -46,12 +47,20 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	events := record.NewBroadcaster(record.ClientSink(c), record.Options{})
-	go events.Run(ctx)
+	return runController(ctx, c, slog.Default())
+}
+
+// runController runs the sample controller against the server c reaches
+// until ctx ends.
+func runController(ctx context.Context, c *client.Client, log *slog.Logger) error {
+	events := record.NewBroadcaster(record.ClientSink(c), record.Options{Logger: log})
+	var wg sync.WaitGroup
+	defer wg.Wait() // the events recorded before ctx ended are written
+	wg.Go(func() { events.Run(ctx) })
 	factory := informers.NewSharedInformerFactory(c, informers.Options{})
 	defer factory.Shutdown()
 	ctrl, err := New(informers.InformerFor[*Foo](factory, fooGVR), informers.For[*appsv1.Deployment](factory),
-		restClient{c}, events.NewRecorder("sample-controller"), controller.Options{Workers: 2, Logger: slog.Default()})
+		restClient{c}, events.NewRecorder("sample-controller"), controller.Options{Workers: 2, Logger: log})
 	if err != nil {
 		return err
 	}

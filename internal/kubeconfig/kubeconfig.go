@@ -25,8 +25,11 @@ type Config struct {
 	Server string
 	// CAData is the PEM CA bundle that verifies the server's certificate.
 	CAData []byte
-	// Token is the bearer token of the user.
-	Token string
+	// Token is the bearer token of the user; with a client certificate
+	// instead, ClientCertData and ClientKeyData are its PEM certificate and
+	// key.
+	Token                         string
+	ClientCertData, ClientKeyData []byte
 	// Context names the context, cluster and user; DefaultContext if empty.
 	Context string
 	// Namespace is the context's default namespace; none if empty.
@@ -51,6 +54,8 @@ func Write(path string, c Config) error {
 	cfg.Clusters[name] = cluster
 	user := clientcmdapi.NewAuthInfo()
 	user.Token = c.Token
+	user.ClientCertificateData = c.ClientCertData
+	user.ClientKeyData = c.ClientKeyData
 	cfg.AuthInfos[name] = user
 	ctx := clientcmdapi.NewContext()
 	ctx.Cluster = name

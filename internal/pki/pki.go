@@ -196,6 +196,9 @@ type leaf struct {
 	// covers.
 	hosts  []string
 	usages []x509.ExtKeyUsage
+	// organizations are the subject's organizations (a client
+	// certificate's groups); none for the others.
+	organizations []string
 }
 
 // ensure returns the certificate stored in dir while it parses, chains to
@@ -216,6 +219,9 @@ func (l leaf) load(dir string, ca *x509.Certificate, now time.Time) (tls.Certifi
 	}
 	if err := fresh(cert, now); err != nil {
 		return tls.Certificate{}, err
+	}
+	if !l.sameSubject(cert.Subject) {
+		return tls.Certificate{}, fmt.Errorf("pki: stored certificate %s names another subject", l.certFile)
 	}
 	roots := x509.NewCertPool()
 	roots.AddCert(ca)
@@ -318,7 +324,7 @@ func (l leaf) issue(dir string, ca *x509.Certificate, caKey crypto.Signer, now t
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: l.commonName},
+		Subject:      pkix.Name{CommonName: l.commonName, Organization: l.organizations},
 		NotBefore:    now.Add(-backdate),
 		NotAfter:     now.Add(servingLifetime),
 		KeyUsage:     x509.KeyUsageDigitalSignature,

@@ -29,6 +29,7 @@ func Diff(want, got Response) []string {
 	if want.Text != got.Text {
 		lines = append(lines, fmt.Sprintf("text: want %s, got %s", quote(want.Text), quote(got.Text)))
 	}
+	got.Body = DropUnrecordedManagedFields(want.Body, got.Body)
 	wk, gk := kindOf(want.Body), kindOf(got.Body)
 	if wk != gk && wk != "" && gk != "" {
 		// A Status for an object, or one kind for another: a field by

@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
@@ -43,6 +44,11 @@ var ContentTypes = map[string]string{
 // ViewDiscovery is the view of a step whose answer is an APIResourceList:
 // only what clients act on is kept (see discoveryView).
 const ViewDiscovery = "discovery"
+
+// ViewRules is the view of a step whose answer is a SelfSubjectRulesReview
+// (or SubjectRulesReview): its rules sorted, since kube-apiserver lists
+// them in the order its informers hand out the bindings, which is random.
+const ViewRules = "rules"
 
 // Case is one case file: steps run in order in one fresh namespace.
 type Case struct {
@@ -84,6 +90,17 @@ type Step struct {
 	// a server does after the request that caused it (a
 	// CustomResourceDefinition served, or gone). The last answer counts.
 	Until int `json:"until,omitempty"`
+	// As, when set, makes the step's request as another user: it is sent
+	// with kube's impersonation headers (Impersonate-User, one
+	// Impersonate-Group per group), which the recording user, in
+	// system:masters, may send. Placeholders are substituted in it.
+	As *As `json:"as,omitempty"`
+}
+
+// As is a user a step impersonates.
+type As struct {
+	User   string   `json:"user"`
+	Groups []string `json:"groups,omitempty"`
 }
 
 // UntilTimeout bounds the retries of a step with Until.
@@ -101,6 +118,7 @@ type Request struct {
 	RawBody     *string           `json:"rawBody,omitempty"`
 	View        string            `json:"view,omitempty"`
 	Until       int               `json:"until,omitempty"`
+	As          *As               `json:"as,omitempty"`
 }
 
 // Response is a server's masked answer to one step.
@@ -225,8 +243,8 @@ func (s *Step) check(earlier map[string]bool) error {
 			return fmt.Errorf("contentType %q: want one of json, merge-patch, strategic-merge-patch, json-patch or a media type", s.ContentType)
 		}
 	}
-	if s.View != "" && s.View != ViewDiscovery {
-		return fmt.Errorf("view %q: want %q", s.View, ViewDiscovery)
+	if s.View != "" && s.View != ViewDiscovery && s.View != ViewRules {
+		return fmt.Errorf("view %q: want %q or %q", s.View, ViewDiscovery, ViewRules)
 	}
 	var bad error
 	checkString := func(str string) {
@@ -256,7 +274,7 @@ func (s *Step) check(earlier map[string]bool) error {
 
 // request is the step as the golden keeps it.
 func (s *Step) request() Request {
-	return Request{Method: s.Method, Path: s.Path, Query: s.Query, ContentType: s.ContentType, Body: s.Body, RawBody: s.RawBody, View: s.View, Until: s.Until}
+	return Request{Method: s.Method, Path: s.Path, Query: s.Query, ContentType: s.ContentType, Body: s.Body, RawBody: s.RawBody, View: s.View, Until: s.Until, As: s.As}
 }
 
 // SameRequest reports whether a golden's recorded request is the case
@@ -402,6 +420,11 @@ func readBody(resp *http.Response) ([]byte, error) {
 }
 
 func (r *run) send(ctx context.Context, method, path string, query url.Values, contentType string, body io.Reader) (*http.Response, error) {
+	return r.sendAs(ctx, method, path, query, contentType, body, nil)
+}
+
+// sendAs is send with the extra headers header (impersonation).
+func (r *run) sendAs(ctx context.Context, method, path string, query url.Values, contentType string, body io.Reader, header http.Header) (*http.Response, error) {
 	u := strings.TrimSuffix(r.t.URL, "/") + path
 	if len(query) > 0 {
 		u += "?" + query.Encode()
@@ -409,6 +432,9 @@ func (r *run) send(ctx context.Context, method, path string, query url.Values, c
 	req, err := http.NewRequestWithContext(ctx, method, u, body)
 	if err != nil {
 		return nil, fmt.Errorf("build request: %w", err)
+	}
+	for k, vs := range header {
+		req.Header[k] = vs
 	}
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", "listwatch-golden")
@@ -494,7 +520,14 @@ func (r *run) once(ctx context.Context, s *Step) Response {
 	for k, v := range s.Query {
 		query.Set(r.substitute(k), r.substitute(v))
 	}
-	resp, err := r.send(ctx, s.Method, r.substitute(s.Path), query, contentType, body)
+	var header http.Header
+	if s.As != nil {
+		header = http.Header{"Impersonate-User": {r.substitute(s.As.User)}}
+		for _, g := range s.As.Groups {
+			header.Add("Impersonate-Group", r.substitute(g))
+		}
+	}
+	resp, err := r.sendAs(ctx, s.Method, r.substitute(s.Path), query, contentType, body, header)
 	if err != nil {
 		return Response{Text: r.mask.String(err.Error())}
 	}
@@ -513,8 +546,11 @@ func (r *run) once(ctx context.Context, s *Step) Response {
 		return out
 	}
 	r.learn(s.Name, decoded)
-	if s.View == ViewDiscovery {
+	switch s.View {
+	case ViewDiscovery:
 		decoded = discoveryView(decoded)
+	case ViewRules:
+		decoded = rulesView(decoded)
 	}
 	out.Body = r.mask.Mask(decoded)
 	return out
@@ -553,6 +589,45 @@ func (r *run) learn(step string, v any) {
 	str := func(k string) string { s, _ := md[k].(string); return s }
 	r.refs[step] = objectRef{name: str("name"), uid: str("uid"), rv: str("resourceVersion")}
 	r.mask.Learn(obj)
+}
+
+// rulesView sorts the resource and non-resource rules of a rules review's
+// status by their JSON form. Anything else is returned as it is.
+func rulesView(v any) any {
+	obj, _ := v.(map[string]any)
+	status, _ := obj["status"].(map[string]any)
+	if status == nil {
+		return v
+	}
+	out := maps.Clone(obj)
+	sorted := maps.Clone(status)
+	for _, k := range []string{"resourceRules", "nonResourceRules"} {
+		rules, ok := status[k].([]any)
+		if !ok {
+			continue
+		}
+		keyed := make([]struct {
+			key  string
+			rule any
+		}, len(rules))
+		for i, r := range rules {
+			js, _ := json.Marshal(r)
+			keyed[i].key, keyed[i].rule = string(js), r
+		}
+		slices.SortStableFunc(keyed, func(a, b struct {
+			key  string
+			rule any
+		}) int {
+			return strings.Compare(a.key, b.key)
+		})
+		list := make([]any, len(keyed))
+		for i, k := range keyed {
+			list[i] = k.rule
+		}
+		sorted[k] = list
+	}
+	out["status"] = sorted
+	return out
 }
 
 // discoveryView keeps of an APIResourceList what clients act on: each

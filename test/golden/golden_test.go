@@ -87,6 +87,7 @@ func startServer(t *testing.T, st storage.Interface) Target {
 	shutdown, endWatches := context.WithCancel(context.Background())
 	hs := httptest.NewServer(filters.Chain(api.Handler(), filters.Options{
 		Authenticator:               &tokens,
+		Authorizer:                  api.Authorizer(),
 		MaxRequestsInFlight:         filters.DefaultMaxRequestsInFlight,
 		MaxMutatingRequestsInFlight: filters.DefaultMaxMutatingRequestsInFlight,
 		Shutdown:                    shutdown,
@@ -100,6 +101,11 @@ func startServer(t *testing.T, st storage.Interface) Target {
 		hs.Close()
 		api.Close()
 	})
+	// The steps made as other users need the bootstrap RBAC policy and
+	// the authorizer's informers, as kube-apiserver's /readyz does.
+	if err := api.WaitReady(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	target := Target{URL: hs.URL, Client: client, Token: token}
 	r := &run{t: target}
 	ns := map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": "default"}}

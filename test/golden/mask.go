@@ -46,7 +46,11 @@ var (
 //     quote;
 //   - metadata.creationTimestamp and deletionTimestamp: <timestamp> when
 //     set (presence is kept), and every RFC 3339 string under a status;
-//   - metadata.managedFields: dropped (server-side apply comes later);
+//   - metadata.managedFields: kept, each entry's time <timestamp>, the
+//     entries in a fixed order (kube-apiserver orders them by time, to the
+//     second, so two writes in one second or two may come in either order)
+//     (goldens recorded before they were kept have none, and a replayed
+//     answer's are then not compared: see DropUnrecordedManagedFields);
 //   - names made from a generateName: the prefix and <suffix>;
 //   - the kube-api-access-xxxxx volume of pods: kube-api-access-<suffix>;
 //   - a Service's allocated clusterIP(s), nodePorts and healthCheckNodePort:
@@ -271,7 +275,16 @@ func (m *Masker) walkMap(obj map[string]any, key string, inStatus bool) map[stri
 	for k, e := range obj {
 		switch {
 		case key == "metadata" && k == "managedFields":
-			continue
+			if l, ok := e.([]any); ok {
+				out[k] = sortManagedFields(m.walk(l, k, inStatus).([]any))
+				continue
+			}
+		case key == "managedFields" && k == "time":
+			// An entry's time is when its manager last wrote.
+			if s, ok := e.(string); ok && s != "" {
+				out[k] = MaskTimestamp
+				continue
+			}
 		case k == "resourceVersion":
 			if s, ok := e.(string); ok && s != "" {
 				out[k] = MaskResourceVersion
@@ -336,4 +349,68 @@ func maskServiceSpec(spec map[string]any) map[string]any {
 		out["ports"] = ports
 	}
 	return out
+}
+
+// DropUnrecordedManagedFields returns got without the
+// metadata.managedFields of each object whose counterpart in want (same
+// place) has none: goldens recorded while the masker dropped managedFields
+// hold none, and those objects' managedFields are not compared until they
+// are recorded again. got is not changed.
+func DropUnrecordedManagedFields(want, got any) any {
+	switch g := got.(type) {
+	case map[string]any:
+		w, _ := want.(map[string]any)
+		out := make(map[string]any, len(g))
+		for k, v := range g {
+			if k == "metadata" {
+				wm, _ := w[k].(map[string]any)
+				if gm, ok := v.(map[string]any); ok {
+					if _, recorded := wm["managedFields"]; !recorded {
+						if _, has := gm["managedFields"]; has {
+							c := make(map[string]any, len(gm))
+							for mk, mv := range gm {
+								if mk != "managedFields" {
+									c[mk] = mv
+								}
+							}
+							v = c
+						}
+					}
+				}
+				out[k] = v
+				continue
+			}
+			out[k] = DropUnrecordedManagedFields(w[k], v)
+		}
+		return out
+	case []any:
+		w, _ := want.([]any)
+		out := make([]any, len(g))
+		for i, v := range g {
+			var wv any
+			if i < len(w) {
+				wv = w[i]
+			}
+			out[i] = DropUnrecordedManagedFields(wv, v)
+		}
+		return out
+	}
+	return got
+}
+
+// sortManagedFields orders masked managedFields entries by what
+// identifies them: operation, manager, apiVersion, subresource.
+func sortManagedFields(l []any) []any {
+	key := func(e any) string {
+		m, _ := e.(map[string]any)
+		var b strings.Builder
+		for _, k := range []string{"operation", "manager", "apiVersion", "subresource"} {
+			s, _ := m[k].(string)
+			b.WriteString(s)
+			b.WriteByte(0)
+		}
+		return b.String()
+	}
+	sort.SliceStable(l, func(i, j int) bool { return key(l[i]) < key(l[j]) })
+	return l
 }

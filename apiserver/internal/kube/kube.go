@@ -80,6 +80,12 @@ type Request struct {
 	// object); DryRun says the write will not be stored (admission.go).
 	Admission *Admission
 	DryRun    bool
+	// Check, when set, is a check of the write that kube-apiserver makes in
+	// the resource's storage, after mutating admission and before the
+	// strategy (the escalation checks of RBAC roles and bindings): it gets
+	// the internal object and, on update, the internal stored one (nil on
+	// create).
+	Check func(ctx context.Context, obj, old runtime.Object) error
 }
 
 // User is an authenticated identity.
@@ -191,6 +197,11 @@ func (k *Rules) Create(ctx context.Context, req Request, obj runtime.Object) (ru
 	if err := k.admit(ctx, req, in, nil); err != nil {
 		return nil, err
 	}
+	if req.Check != nil {
+		if err := req.Check(ctx, in, nil); err != nil {
+			return nil, err
+		}
+	}
 	if err := rest.BeforeCreate(k.entry.main, ctx, in); err != nil {
 		return nil, err
 	}
@@ -221,6 +232,11 @@ func (k *Rules) Update(ctx context.Context, req Request, u, old *unstructured.Un
 	ctx = k.context(ctx, req)
 	if err := k.admit(ctx, req, in, oldIn); err != nil {
 		return err
+	}
+	if req.Check != nil {
+		if err := req.Check(ctx, in, oldIn); err != nil {
+			return err
+		}
 	}
 	if err := rest.BeforeUpdate(strategy, ctx, in, oldIn); err != nil {
 		return err

@@ -89,7 +89,9 @@ func (t *Transport) Config() *rest.Config {
 		Transport:     t,
 		QPS:           -1,
 		ContentConfig: rest.ContentConfig{ContentType: "application/json"},
-		UserAgent:     "listwatch-apiserver/loopback",
+		// kube-apiserver's own writes are recorded in managedFields
+		// under the User-Agent's first part: "kube-apiserver".
+		UserAgent: "kube-apiserver/loopback",
 	}
 }
 

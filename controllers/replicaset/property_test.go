@@ -1,4 +1,4 @@
-package replication
+package replicaset
 
 import (
 	"fmt"
@@ -19,21 +19,23 @@ import (
 // quiescence every RC has exactly spec.replicas active pods and a status
 // that says so.
 func TestPropertyConverges(t *testing.T) {
-	seeds := 12
-	if testing.Short() {
-		seeds = 4
-	}
-	for seed := range seeds {
-		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) { runProperty(t, uint64(seed)) })
-		})
-	}
+	forEachKind(t, func(t *testing.T, k kindCase) {
+		seeds := 12
+		if testing.Short() {
+			seeds = 4
+		}
+		for seed := range seeds {
+			t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) { runProperty(t, k, uint64(seed)) })
+			})
+		}
+	})
 }
 
-func runProperty(t *testing.T, seed uint64) {
+func runProperty(t *testing.T, k kindCase, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
 	burst, workers := 1+rng.IntN(5), 1+rng.IntN(3)
-	e := newEnv(t, Options{BurstReplicas: burst, Controller: controller.Options{Workers: workers}})
+	e := k.newEnv(t, Options{BurstReplicas: burst, Controller: controller.Options{Workers: workers}})
 	faults := rand.New(rand.NewPCG(seed, 0xfa17)) // used under fakeAPI.mu
 	names := []string{"a", "b", "c"}
 	maxDesired := map[string]int{}
@@ -72,7 +74,7 @@ func runProperty(t *testing.T, seed uint64) {
 			}
 		case op < 8:
 			name := fmt.Sprintf("orphan-%d", step)
-			if _, err := e.pods.Create(newPod(name, map[string]string{"app": n}, nil)); err != nil {
+			if _, err := e.pods.Create(k.newPod(name, map[string]string{"app": n}, nil)); err != nil {
 				t.Fatal(err)
 			}
 			adopted[n]++

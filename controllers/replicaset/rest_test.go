@@ -1,4 +1,4 @@
-package replication
+package replicaset
 
 import (
 	"encoding/json"
@@ -8,18 +8,33 @@ import (
 	"sync"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 
+	"github.com/listwatch/listwatch/cache"
 	"github.com/listwatch/listwatch/client"
 )
 
 // TestREST checks the requests REST sends against a real HTTP server that
 // answers like an API server.
 func TestREST(t *testing.T) {
+	t.Run("replication", func(t *testing.T) {
+		testREST(t, ReplicationControllers{}, "/api/v1/namespaces/ns1/replicationcontrollers", &corev1.ReplicationController{
+			TypeMeta: metav1.TypeMeta{Kind: "ReplicationController", APIVersion: "v1"}})
+	})
+	t.Run("replicaset", func(t *testing.T) {
+		testREST(t, ReplicaSets{}, "/apis/apps/v1/namespaces/ns1/replicasets", &appsv1.ReplicaSet{
+			TypeMeta: metav1.TypeMeta{Kind: "ReplicaSet", APIVersion: "apps/v1"}})
+	})
+}
+
+// testREST checks the requests REST sends for objects like obj, served
+// under path.
+func testREST[T cache.Object](t *testing.T, k Kind[T], path string, obj T) {
 	var mu sync.Mutex
 	var seen []string
 	writeJSON := func(w http.ResponseWriter, code int, v any) {
@@ -32,18 +47,21 @@ func TestREST(t *testing.T) {
 		mu.Lock()
 		seen = append(seen, r.Method+" "+r.URL.Path+" "+r.Header.Get("Content-Type"))
 		mu.Unlock()
-		rc := &corev1.ReplicationController{TypeMeta: metav1.TypeMeta{Kind: "ReplicationController", APIVersion: "v1"},
-			ObjectMeta: metav1.ObjectMeta{Namespace: "ns1", Name: "web", UID: "u1", ResourceVersion: "7"}}
+		stored := obj.DeepCopyObject().(T)
+		stored.SetNamespace("ns1")
+		stored.SetName("web")
+		stored.SetUID("u1")
+		stored.SetResourceVersion("7")
 		switch r.Method + " " + r.URL.Path {
-		case "GET /api/v1/namespaces/ns1/replicationcontrollers/web":
-			writeJSON(w, 200, rc)
-		case "GET /api/v1/namespaces/ns1/replicationcontrollers/gone":
-			writeJSON(w, 404, apierrors.NewNotFound(corev1.Resource("replicationcontrollers"), "gone").Status())
-		case "PUT /api/v1/namespaces/ns1/replicationcontrollers/web/status":
-			var in corev1.ReplicationController
-			_ = json.Unmarshal(body, &in)
-			in.ResourceVersion = "8"
-			writeJSON(w, 200, &in)
+		case "GET " + path + "/web":
+			writeJSON(w, 200, stored)
+		case "GET " + path + "/gone":
+			writeJSON(w, 404, apierrors.NewNotFound(k.Resource(), "gone").Status())
+		case "PUT " + path + "/web/status":
+			in := obj.DeepCopyObject().(T)
+			_ = json.Unmarshal(body, in)
+			in.SetResourceVersion("8")
+			writeJSON(w, 200, in)
 		case "POST /api/v1/namespaces/ns1/pods":
 			var in corev1.Pod
 			_ = json.Unmarshal(body, &in)
@@ -62,19 +80,18 @@ func TestREST(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := NewClient(c)
+	r := NewClient[T](c)
 	ctx := t.Context()
 
-	rc, err := r.Get(ctx, "ns1", "web")
-	if err != nil || rc.UID != "u1" {
-		t.Fatalf("Get = %+v, %v", rc, err)
+	got, err := r.Get(ctx, "ns1", "web")
+	if err != nil || got.GetUID() != "u1" {
+		t.Fatalf("Get = %+v, %v", got, err)
 	}
 	if _, err := r.Get(ctx, "ns1", "gone"); !apierrors.IsNotFound(err) {
-		t.Errorf("Get of a missing RC: %v, want NotFound", err)
+		t.Errorf("Get of a missing object: %v, want NotFound", err)
 	}
-	rc.Status.Replicas = 3
-	up, err := r.UpdateStatus(ctx, rc)
-	if err != nil || up.Status.Replicas != 3 || up.ResourceVersion != "8" {
+	up, err := r.UpdateStatus(ctx, k.WithStatus(got, appsv1.ReplicaSetStatus{Replicas: 3}))
+	if err != nil || k.Status(up).Replicas != 3 || up.GetResourceVersion() != "8" {
 		t.Fatalf("UpdateStatus = %+v, %v", up, err)
 	}
 	pod, err := r.CreatePod(ctx, "ns1", &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: "web-"}}, metav1.CreateOptions{})
@@ -90,9 +107,9 @@ func TestREST(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	want := []string{
-		"GET /api/v1/namespaces/ns1/replicationcontrollers/web ",
-		"GET /api/v1/namespaces/ns1/replicationcontrollers/gone ",
-		"PUT /api/v1/namespaces/ns1/replicationcontrollers/web/status application/json",
+		"GET " + path + "/web ",
+		"GET " + path + "/gone ",
+		"PUT " + path + "/web/status application/json",
 		"POST /api/v1/namespaces/ns1/pods application/json",
 		"DELETE /api/v1/namespaces/ns1/pods/p application/json",
 		"PATCH /api/v1/namespaces/ns1/pods/p application/strategic-merge-patch+json",

@@ -1,15 +1,18 @@
-package replication
+package replicaset
 
 import (
 	"context"
 	"fmt"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/listwatch/listwatch/cache"
 )
 
 // Reasons of the ReplicaFailure condition.
@@ -18,16 +21,20 @@ const (
 	ReasonFailedDelete = "FailedDelete"
 )
 
-// calculateStatus returns rc's status for its active, controlled pods at
-// now. managed tells whether manageReplicas ran in this sync, and manageErr
-// what it returned: the ReplicaFailure condition is set by a failure and
-// cleared only by a success, not by a sync that waited on expectations.
-func calculateStatus(rc *corev1.ReplicationController, pods []*corev1.Pod, managed bool, manageErr error, now time.Time) corev1.ReplicationControllerStatus {
-	status := *rc.Status.DeepCopy()
+// calculateStatus returns obj's status for its active, controlled pods at
+// now, with terminatingReplicas set to terminating (nil for a kind without
+// it). managed tells whether manageReplicas ran in this sync, and
+// manageErr what it returned: the ReplicaFailure condition is set by a
+// failure and cleared only by a success, not by a sync that waited on
+// expectations.
+func calculateStatus[T cache.Object](kind Kind[T], obj T, pods []*corev1.Pod, terminating *int32, managed bool, manageErr error, now time.Time) appsv1.ReplicaSetStatus {
+	current := kind.Status(obj)
+	status := *current.DeepCopy()
 	var templateLabels labels.Selector = labels.Everything()
-	if rc.Spec.Template != nil {
-		templateLabels = labels.SelectorFromValidatedSet(rc.Spec.Template.Labels)
+	if t := kind.Template(obj); t != nil {
+		templateLabels = labels.SelectorFromValidatedSet(t.Labels)
 	}
+	minReady := kind.MinReadySeconds(obj)
 	var fully, ready, available int32
 	for _, p := range pods {
 		if templateLabels.Matches(labels.Set(p.Labels)) {
@@ -35,7 +42,7 @@ func calculateStatus(rc *corev1.ReplicationController, pods []*corev1.Pod, manag
 		}
 		if c := readyCondition(p); c != nil && c.Status == corev1.ConditionTrue {
 			ready++
-			if availableIn(c, rc.Spec.MinReadySeconds, now) <= 0 {
+			if availableIn(c, minReady, now) <= 0 {
 				available++
 			}
 		}
@@ -44,18 +51,19 @@ func calculateStatus(rc *corev1.ReplicationController, pods []*corev1.Pod, manag
 	status.FullyLabeledReplicas = fully
 	status.ReadyReplicas = ready
 	status.AvailableReplicas = available
-	status.ObservedGeneration = rc.Generation
+	status.TerminatingReplicas = terminating
+	status.ObservedGeneration = obj.GetGeneration()
 
 	if managed {
 		i := failureCondition(status.Conditions)
 		switch {
 		case manageErr != nil && i < 0:
 			reason := ReasonFailedCreate
-			if len(pods) > int(desiredReplicas(rc)) {
+			if len(pods) > int(kind.Replicas(obj)) {
 				reason = ReasonFailedDelete
 			}
-			status.Conditions = append(status.Conditions, corev1.ReplicationControllerCondition{
-				Type:               corev1.ReplicationControllerReplicaFailure,
+			status.Conditions = append(status.Conditions, appsv1.ReplicaSetCondition{
+				Type:               appsv1.ReplicaSetReplicaFailure,
 				Status:             corev1.ConditionTrue,
 				LastTransitionTime: metav1.NewTime(now),
 				Reason:             reason,
@@ -75,9 +83,9 @@ func calculateStatus(rc *corev1.ReplicationController, pods []*corev1.Pod, manag
 
 // failureCondition returns the index of the ReplicaFailure condition, or
 // -1.
-func failureCondition(conds []corev1.ReplicationControllerCondition) int {
+func failureCondition(conds []appsv1.ReplicaSetCondition) int {
 	for i, c := range conds {
-		if c.Type == corev1.ReplicationControllerReplicaFailure {
+		if c.Type == appsv1.ReplicaSetReplicaFailure {
 			return i
 		}
 	}
@@ -120,35 +128,31 @@ func nextAvailable(pods []*corev1.Pod, minReadySeconds int32, now time.Time) (ti
 	return next, found
 }
 
-// updateStatus writes status to rc unless rc has it already. A conflict
-// (the cache lags the server) is retried once on a fresh read; an RC gone
-// meanwhile needs no status.
-func (m *Manager) updateStatus(ctx context.Context, rc *corev1.ReplicationController, status corev1.ReplicationControllerStatus) error {
-	if apiequality.Semantic.DeepEqual(rc.Status, status) {
+// updateStatus writes status to obj unless obj has it already. A conflict
+// (the cache lags the server) is retried once on a fresh read; an object
+// gone meanwhile needs no status.
+func (m *Manager[T]) updateStatus(ctx context.Context, obj T, status appsv1.ReplicaSetStatus) error {
+	if apiequality.Semantic.DeepEqual(m.kind.Status(obj), status) {
 		return nil
 	}
-	next := rc.DeepCopy()
-	next.Status = status
-	_, err := m.client.UpdateStatus(ctx, next)
+	_, err := m.client.UpdateStatus(ctx, m.kind.WithStatus(obj, status))
 	if apierrors.IsConflict(err) {
-		fresh, gerr := m.client.Get(ctx, rc.Namespace, rc.Name)
+		fresh, gerr := m.client.Get(ctx, obj.GetNamespace(), obj.GetName())
 		switch {
 		case apierrors.IsNotFound(gerr):
 			return nil
 		case gerr != nil:
-			return fmt.Errorf("updating status of RC %s: %w", rcKey(rc), gerr)
-		case fresh.UID != rc.UID:
-			// Replaced: the new RC gets its own sync.
+			return fmt.Errorf("updating status of %s: %w", objectKey(obj), gerr)
+		case fresh.GetUID() != obj.GetUID():
+			// Replaced: the new object gets its own sync.
 			return nil
-		case apiequality.Semantic.DeepEqual(fresh.Status, status):
+		case apiequality.Semantic.DeepEqual(m.kind.Status(fresh), status):
 			return nil
 		}
-		next = fresh.DeepCopy()
-		next.Status = status
-		_, err = m.client.UpdateStatus(ctx, next)
+		_, err = m.client.UpdateStatus(ctx, m.kind.WithStatus(fresh, status))
 	}
 	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("updating status of RC %s: %w", rcKey(rc), err)
+		return fmt.Errorf("updating status of %s: %w", objectKey(obj), err)
 	}
 	return nil
 }

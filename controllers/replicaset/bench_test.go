@@ -1,4 +1,4 @@
-package replication
+package replicaset
 
 import (
 	"fmt"
@@ -26,8 +26,8 @@ func waitFor(b *testing.B, cond func() bool) {
 func BenchmarkScaleUp(b *testing.B) {
 	for b.Loop() {
 		b.StopTimer()
-		e := newEnv(b, Options{Controller: controller.Options{Workers: 5}})
-		waitFor(b, func() bool { return e.factory.Pods().HasSynced() && e.factory.ReplicationControllers().HasSynced() })
+		e := kinds[0].newEnv(b, Options{Controller: controller.Options{Workers: 5}})
+		waitFor(b, func() bool { return e.factory.Pods().HasSynced() && e.objsSynced() })
 		e.start()
 		// Run registers the handlers: the clock starts with the workers.
 		waitFor(b, e.m.HasSynced)
@@ -46,24 +46,24 @@ func BenchmarkScaleUp(b *testing.B) {
 // BenchmarkSteadySync measures one sync of an RC whose 1,000 pods are all
 // there: the cost every event of such an RC pays.
 func BenchmarkSteadySync(b *testing.B) {
-	e := newEnv(b, Options{})
+	e := kinds[0].newEnv(b, Options{})
 	defer e.stop()
 	rc := e.createRC(newRC("web", 1000))
 	for i := range 1000 {
-		p := newPod("p"+string(rune('a'+i%26))+time.Duration(i).String(), map[string]string{"app": "web", "tier": "web"}, rc)
+		p := e.newPod("p"+string(rune('a'+i%26))+time.Duration(i).String(), map[string]string{"app": "web", "tier": "web"}, rc)
 		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
 		if _, err := e.pods.Create(p); err != nil {
 			b.Fatal(err)
 		}
 	}
 	waitFor(b, func() bool {
-		return len(e.m.pods.GetIndexer().List()) == 1000 && e.factory.ReplicationControllers().HasSynced()
+		return len(e.m.pods.GetIndexer().List()) == 1000 && e.objsSynced()
 	})
 	// The first sync writes status; the measured ones find nothing to do.
 	if _, err := e.m.syncReplicationController(b.Context(), "default/web"); err != nil {
 		b.Fatal(err)
 	}
-	waitFor(b, func() bool { rc, _ := e.m.rcLister.Namespace(ns).Get("web"); return rc.Status.Replicas == 1000 })
+	waitFor(b, func() bool { rc, ok := e.cached("web"); return ok && rc.Status.Replicas == 1000 })
 	for b.Loop() {
 		if _, err := e.m.syncReplicationController(b.Context(), "default/web"); err != nil {
 			b.Fatal(err)
@@ -87,7 +87,7 @@ func BenchmarkSyncLargeNamespace(b *testing.B) {
 		{"own=1000,others=9000", 1000, 9000},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			e := newEnv(b, Options{})
+			e := kinds[0].newEnv(b, Options{})
 			defer e.stop()
 			rc := e.createRC(newRC("web", int32(bc.own)))
 			other := e.createRC(newRC("db", int32(bc.others)))
@@ -97,7 +97,7 @@ func BenchmarkSyncLargeNamespace(b *testing.B) {
 				if i >= bc.own {
 					owner, lbl = other, map[string]string{"app": "db", "tier": "web"}
 				}
-				p := newPod(fmt.Sprintf("p-%d", i), lbl, owner)
+				p := e.newPod(fmt.Sprintf("p-%d", i), lbl, owner)
 				p.Status.Phase = corev1.PodRunning
 				p.Status.Conditions = ready
 				if _, err := e.pods.Create(p); err != nil {
@@ -106,14 +106,14 @@ func BenchmarkSyncLargeNamespace(b *testing.B) {
 			}
 			total := bc.own + bc.others
 			waitFor(b, func() bool {
-				return len(e.m.pods.GetIndexer().List()) == total && e.factory.ReplicationControllers().HasSynced()
+				return len(e.m.pods.GetIndexer().List()) == total && e.objsSynced()
 			})
 			if _, err := e.m.syncReplicationController(b.Context(), "default/web"); err != nil {
 				b.Fatal(err)
 			}
 			waitFor(b, func() bool {
-				rc, _ := e.m.rcLister.Namespace(ns).Get("web")
-				return rc.Status.ReadyReplicas == int32(bc.own)
+				rc, ok := e.cached("web")
+				return ok && rc.Status.ReadyReplicas == int32(bc.own)
 			})
 			b.ReportAllocs()
 			for b.Loop() {

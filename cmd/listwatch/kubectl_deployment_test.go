@@ -1,0 +1,216 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/listwatch/listwatch/client"
+)
+
+// kubectlDeployment is a Deployment of replicas pods rolling 10% at a
+// time either way.
+func kubectlDeployment(replicas int) string {
+	return fmt.Sprintf(`apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+spec:
+  replicas: %d
+  selector:
+    matchLabels: {app: web}
+  strategy:
+    type: RollingUpdate
+    rollingUpdate: {maxSurge: 10%%, maxUnavailable: 10%%}
+  template:
+    metadata:
+      labels: {app: web}
+    spec:
+      containers:
+      - name: web
+        image: registry.example/web:1
+`, replicas)
+}
+
+// rolloutSampler counts the pods of app=web every 50 ms: the fewest available
+// (Ready and not being deleted) and the most not being deleted; and the
+// most replicas the ReplicaSets' specs asked for at once, which kube's
+// controller bounds by replicas + maxSurge. Pods may exceed that bound for
+// a moment, as in kube: an old ReplicaSet's spec goes down before its
+// controller marks its pods deleted, and the new one may grow meanwhile.
+type rolloutSampler struct {
+	mu                 sync.Mutex
+	minAvailable, most int
+	mostSpec           int
+	samples            int
+	stop               context.CancelFunc
+	wg                 sync.WaitGroup
+}
+
+func sampleRollout(t *testing.T, kubeconfig string, start int) *rolloutSampler {
+	t.Helper()
+	cc, err := client.LoadConfig(client.LoadOptions{Kubeconfig: kubeconfig})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(cc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods := client.For[*corev1.Pod](c, "default")
+	replicaSets := client.For[*appsv1.ReplicaSet](c, "default")
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &rolloutSampler{minAvailable: start, stop: cancel}
+	s.wg.Go(func() {
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			l, err := pods.List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
+			if err == nil {
+				var available, live int
+				for _, p := range l.Items {
+					if p.DeletionTimestamp != nil {
+						continue
+					}
+					live++
+					for _, cond := range p.Status.Conditions {
+						if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue {
+							available++
+						}
+					}
+				}
+				s.mu.Lock()
+				s.minAvailable, s.most = min(s.minAvailable, available), max(s.most, live)
+				s.samples++
+				s.mu.Unlock()
+			}
+			if l, err := replicaSets.List(ctx, metav1.ListOptions{LabelSelector: "app=web"}); err == nil {
+				spec := 0
+				for _, rs := range l.Items {
+					if rs.Spec.Replicas != nil {
+						spec += int(*rs.Spec.Replicas)
+					}
+				}
+				s.mu.Lock()
+				s.mostSpec = max(s.mostSpec, spec)
+				s.mu.Unlock()
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	})
+	return s
+}
+
+func (s *rolloutSampler) end() (minAvailable, most, mostSpec, samples int) {
+	s.stop()
+	s.wg.Wait()
+	return s.minAvailable, s.most, s.mostSpec, s.samples
+}
+
+// TestKubectlRollout is issue 18's Deployment rollout with the real
+// kubectl against `listwatch up`: a Deployment of 100 with maxSurge and
+// maxUnavailable 10% becomes available; kubectl set image rolls it with
+// never fewer than 90 pods available nor more than 110 pods (sampled every
+// 50 ms); kubectl rollout status returns; kubectl rollout undo makes the
+// old ReplicaSet current again; a paused Deployment does not roll until
+// resumed.
+func TestKubectlRollout(t *testing.T) {
+	e := newKubectlEnv(t)
+	e.ok("apply", "-f", e.file("web.yaml", kubectlDeployment(100)))
+	e.ok("rollout", "status", "deployment/web", "--timeout=60s")
+	if got := e.ok("get", "deployment", "web", "-o", "jsonpath={.status.availableReplicas}/{.status.updatedReplicas}").stdout; got != "100/100" {
+		t.Fatalf("available/updated after the first rollout: %s", got)
+	}
+	rsOf := func() map[string]string {
+		out := e.ok("get", "rs", "-l", "app=web", "-o",
+			`jsonpath={range .items[*]}{.metadata.name} {.spec.template.spec.containers[0].image} {.spec.replicas} {.metadata.annotations.deployment\.kubernetes\.io/revision}{"\n"}{end}`).stdout
+		m := map[string]string{}
+		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+			if f := strings.Fields(line); len(f) == 4 {
+				m[f[1]] = f[0] + " replicas=" + f[2] + " revision=" + f[3]
+			}
+		}
+		return m
+	}
+	first := rsOf()["registry.example/web:1"]
+	if !strings.HasSuffix(first, "replicas=100 revision=1") {
+		t.Fatalf("replica sets: %v", rsOf())
+	}
+
+	t.Run("set image", func(t *testing.T) {
+		s := sampleRollout(t, e.kubeconfig, 100)
+		start := time.Now()
+		e.ok("set", "image", "deployment/web", "web=registry.example/web:2")
+		e.ok("rollout", "status", "deployment/web", "--timeout=90s")
+		took := time.Since(start)
+		minAvailable, most, mostSpec, samples := s.end()
+		t.Logf("rollout of 100 (10%% surge, 10%% unavailable): %v; %d samples, available never below %d, pods never above %d, replica sets' replicas never above %d",
+			took.Round(time.Millisecond), samples, minAvailable, most, mostSpec)
+		if minAvailable < 90 || mostSpec > 110 {
+			t.Errorf("available pods fell to %d (floor 90) or the replica sets asked for %d (ceiling 110)", minAvailable, mostSpec)
+		}
+		rs := rsOf()
+		if !strings.HasSuffix(rs["registry.example/web:2"], "replicas=100 revision=2") || !strings.HasSuffix(rs["registry.example/web:1"], "replicas=0 revision=1") {
+			t.Errorf("replica sets after set image: %v", rs)
+		}
+	})
+
+	t.Run("rollout undo", func(t *testing.T) {
+		e.ok("rollout", "undo", "deployment/web")
+		e.ok("rollout", "status", "deployment/web", "--timeout=90s")
+		rs := rsOf()
+		if len(rs) != 2 || rs["registry.example/web:1"] != strings.Replace(first, "revision=1", "revision=3", 1) {
+			t.Errorf("replica sets after undo: %v (the first was %s)", rs, first)
+		}
+		if got := e.ok("get", "deployment", "web", "-o", `jsonpath={.metadata.annotations.deployment\.kubernetes\.io/revision}`).stdout; got != "3" {
+			t.Errorf("deployment revision %q after undo, want 3", got)
+		}
+		hist := e.ok("rollout", "history", "deployment/web").stdout
+		rows := tableRows(hist[strings.Index(hist, "REVISION"):])
+		if rowFor(rows, "2") == nil || rowFor(rows, "3") == nil || rowFor(rows, "1") != nil {
+			t.Errorf("rollout history:\n%s", hist)
+		}
+	})
+
+	t.Run("paused", func(t *testing.T) {
+		e.ok("rollout", "pause", "deployment/web")
+		e.ok("set", "image", "deployment/web", "web=registry.example/web:3")
+		// The controller sees the change (observedGeneration) and does
+		// not roll.
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			got := e.ok("get", "deployment", "web", "-o", "jsonpath={.metadata.generation}/{.status.observedGeneration}").stdout
+			if g := strings.Split(got, "/"); len(g) == 2 && g[0] == g[1] {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("generation never observed: %s", got)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		time.Sleep(500 * time.Millisecond)
+		if rs := rsOf(); len(rs) != 2 {
+			t.Errorf("a paused deployment rolled: %v", rs)
+		}
+		cond := e.ok("get", "deployment", "web", "-o", `jsonpath={.status.conditions[?(@.type=="Progressing")].reason}`).stdout
+		if cond != "DeploymentPaused" {
+			t.Errorf("Progressing reason while paused: %q", cond)
+		}
+		e.ok("rollout", "resume", "deployment/web")
+		e.ok("rollout", "status", "deployment/web", "--timeout=90s")
+		if rs := rsOf(); !strings.HasSuffix(rs["registry.example/web:3"], "replicas=100 revision=4") {
+			t.Errorf("replica sets after resume: %v", rs)
+		}
+	})
+}
