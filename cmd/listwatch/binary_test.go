@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -81,4 +82,59 @@ func TestBinaryUp(t *testing.T) {
 			}
 		})
 	}
+
+	// As a test script runs it: started in the background by a shell,
+	// ready when its one JSON line comes, gone when the shell is.
+	t.Run("json output, exit with parent", func(t *testing.T) {
+		work := t.TempDir()
+		sh := exec.Command("sh", "-c", `"$0" up --dir tmp --storage-backend memory --port 0 --output json --exit-with-parent 2>/dev/null & read line; true`, bin)
+		sh.Dir = work
+		stdin, err := sh.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		stdout, err := sh.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sh.Start(); err != nil {
+			t.Fatal(err)
+		}
+		guard := time.AfterFunc(2*time.Minute, func() { sh.Process.Kill() })
+		defer guard.Stop()
+		sc := bufio.NewScanner(stdout)
+		if !sc.Scan() {
+			t.Fatalf("no line from up: %v", sc.Err())
+		}
+		var ready struct {
+			URL, Kubeconfig string
+			PID             int
+		}
+		if err := json.Unmarshal(sc.Bytes(), &ready); err != nil {
+			t.Fatalf("%q: %v", sc.Text(), err)
+		}
+		defer syscall.Kill(ready.PID, syscall.SIGKILL)
+		client, host := kubeClient(t, ready.Kubeconfig)
+		if code, _ := do(t, client, "GET", host+"/api/v1/namespaces/default", ""); code != 200 || host != ready.URL {
+			t.Errorf("GET default namespace at %s (printed %s): %d", host, ready.URL, code)
+		}
+		client.CloseIdleConnections()
+		// The shell ends; up notices within its period and stops, closing
+		// the stdout it shared.
+		stdin.Close()
+		if err := sh.Wait(); err != nil {
+			t.Fatalf("shell: %v", err)
+		}
+		closed := make(chan struct{})
+		go func() {
+			for sc.Scan() {
+			}
+			close(closed)
+		}()
+		select {
+		case <-closed:
+		case <-time.After(30 * time.Second):
+			t.Fatal("up still running 30 s after its parent exited")
+		}
+	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -62,6 +63,9 @@ type upConfig struct {
 	CompactionInterval  time.Duration
 	// ServiceClusterIPRange and ServiceNodePortRange: see serverConfig.
 	ServiceClusterIPRange, ServiceNodePortRange string
+	// Output is how `up` says it is ready: "text" for people, "json" for
+	// scripts (one line: url, kubeconfig, pid).
+	Output string
 }
 
 // Names of what `up` keeps in its directory.
@@ -80,6 +84,8 @@ func runUp(ctx context.Context, args []string) error {
 	fs.StringVar(&cfg.CustomResourcesFile, "custom-resources", "", "YAML or JSON file, or directory of them, of CustomResourceDefinitions and other objects applied at start-up (as envtest's CRD paths)")
 	fs.DurationVar(&cfg.CompactionInterval, "compaction-interval", 5*time.Minute, "interval of storage compaction (0: never)")
 	serviceRangeFlags(fs, &cfg.ServiceClusterIPRange, &cfg.ServiceNodePortRange)
+	fs.StringVar(&cfg.Output, "output", "text", `how to say the cluster is ready on stdout: "text", or "json" (one line {"url","kubeconfig","pid"}, for scripts)`)
+	exitWithParent := fs.Bool("exit-with-parent", false, "stop, as on Ctrl-C, when the process that started this one exits (for test scripts that may die without stopping it)")
 	level := logLevelFlag(fs)
 	for _, c := range components {
 		if c.flags != nil {
@@ -92,7 +98,36 @@ func runUp(ctx context.Context, args []string) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
+	if cfg.Output != "text" && cfg.Output != "json" {
+		return fmt.Errorf("--output %q: want text or json", cfg.Output)
+	}
+	if *exitWithParent {
+		var stop context.CancelFunc
+		ctx, stop = context.WithCancel(ctx)
+		defer stop()
+		go untilOrphaned(ctx, os.Getppid, time.Second, stop)
+	}
 	return up(ctx, cfg, os.Stdout, newLogger(os.Stderr, *level))
+}
+
+// untilOrphaned calls orphaned once getppid no longer gives the parent it
+// gave first (the parent exited and the process was handed to another),
+// checking every period until ctx ends.
+func untilOrphaned(ctx context.Context, getppid func() int, period time.Duration, orphaned func()) {
+	parent := getppid()
+	tick := time.NewTicker(period)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			if getppid() != parent {
+				orphaned()
+				return
+			}
+		}
+	}
 }
 
 // up runs a local cluster until ctx ends: it starts the API server, waits
@@ -192,6 +227,15 @@ func up(ctx context.Context, cfg upConfig, out io.Writer, log *slog.Logger) erro
 
 // printUp tells the user where the cluster is and how to use it.
 func printUp(out io.Writer, url, kcPath string, cfg upConfig) {
+	if cfg.Output == "json" {
+		// One line, nothing else on stdout: a script reads it and goes.
+		_ = json.NewEncoder(out).Encode(struct {
+			URL        string `json:"url"`
+			Kubeconfig string `json:"kubeconfig"`
+			PID        int    `json:"pid"`
+		}{url, kcPath, os.Getpid()})
+		return
+	}
 	if cfg.Port != 0 && !strings.HasSuffix(url, fmt.Sprintf(":%d", cfg.Port)) {
 		fmt.Fprintf(out, "port %d is busy; serving on another port\n", cfg.Port)
 	}
