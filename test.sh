@@ -2,7 +2,8 @@
 # The test command: every package with the race detector, then the workqueue
 # stress test without it, at full size, then a quick run
 # of the bench harness so that it keeps building and running, then the
-# compatibility module: real client-go against listwatch's API server.
+# compatibility module: real client-go against listwatch's API server, and
+# the kubebuilder-style example's module.
 set -euo pipefail
 cd "$(dirname "$0")"
 go test -race -count=1 ./...
@@ -11,3 +12,5 @@ go test -race -count=1 ./...
 go test -count=1 -run 'TestNoItemHeldByTwoWorkers$' ./workqueue
 (cd bench && go test -count=1 ./... && go run . -quick >/dev/null)
 (cd compat && go test -race -count=1 ./...)
+# A kubebuilder-style operator whose tests run on listwatch's envtest.
+(cd examples/kubebuilder && go test -race -count=1 ./...)
