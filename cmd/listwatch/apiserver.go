@@ -506,8 +506,10 @@ func (s *runningServer) shutdownHTTP(ctx context.Context) error {
 	}
 }
 
-// bootstrapNamespaces are created at start, as kube-apiserver does.
-var bootstrapNamespaces = []string{"default", "kube-system", "kube-public"}
+// bootstrapNamespaces are created at start, as kube-apiserver does
+// (default by its bootstrap controller, the others by its system
+// namespaces controller).
+var bootstrapNamespaces = []string{"default", "kube-system", "kube-public", "kube-node-lease"}
 
 // bootstrap creates the bootstrap namespaces through the API routes (so
 // that they get everything a client-made namespace gets), retrying while

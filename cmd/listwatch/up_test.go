@@ -84,6 +84,7 @@ func TestUp(t *testing.T) {
 			}{
 				{name: "default namespace", path: "/api/v1/namespaces/default", wantCode: 200, wantBody: `"name":"default"`},
 				{name: "kube-system namespace", path: "/api/v1/namespaces/kube-system", wantCode: 200, wantBody: `"name":"kube-system"`},
+				{name: "kube-node-lease namespace", path: "/api/v1/namespaces/kube-node-lease", wantCode: 200, wantBody: `"name":"kube-node-lease"`},
 				{name: "version", path: "/version", wantCode: 200, wantBody: `"gitVersion"`},
 				{name: "readyz", path: "/readyz", anonymous: true, wantCode: 200, wantBody: "ok"},
 				{name: "livez verbose", path: "/livez?verbose", anonymous: true, wantCode: 200, wantBody: "[+]ping ok"},
