@@ -77,16 +77,17 @@ func init() {
 	})
 }
 
-// cpWorkload is what the controllers are asked to do: start makes the
-// object of n replicas (and, for a rollout, waits for it and changes its
-// template); done reports whether they have finished, and what to say if
-// they never do. creates is the number of pods the work needs created,
+// cpWorkload is what the controllers are asked to do: prepare, when set,
+// does what comes before the measure (neither timed nor counted); start
+// makes the change that is timed; done reports whether they have finished,
+// and what to say if they never do. creates is the number of pods the work needs created,
 // and deletes that of the pods it needs deleted: each such pod is deleted
 // twice, gracefully by its controller and then by the simulated kubelet
 // once it has stopped, and the second delete of some may not have come yet
 // when the work is done.
 type cpWorkload struct {
 	name, metric string
+	prepare      func(ctx context.Context, c *client.Client, n int32) error
 	start        func(ctx context.Context, c *client.Client, n int32) error
 	done         func(ctx context.Context, c *client.Client, n int32) (bool, string, error)
 	creates      func(n int) int
@@ -153,21 +154,13 @@ var deploymentWorkload = cpWorkload{
 // created and n deleted, against the floor's n created.
 var rolloutWorkload = cpWorkload{
 	name: "rollout", metric: "time to rollout complete",
-	start: func(ctx context.Context, c *client.Client, n int32) error {
+	prepare: func(ctx context.Context, c *client.Client, n int32) error {
 		if err := deploymentWorkload.start(ctx, c, n); err != nil {
 			return err
 		}
-		for {
-			ok, _, err := deploymentComplete(ctx, c, n)
-			if err != nil || ok {
-				break
-			}
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(5 * time.Millisecond):
-			}
-		}
+		return waitDone(ctx, deploymentWorkload, c, n)
+	},
+	start: func(ctx context.Context, c *client.Client, n int32) error {
 		patch := []byte(`{"spec":{"template":{"spec":{"containers":[{"name":"web","image":"nginx:1.28"}]}}}}`)
 		_, err := client.For[*appsv1.Deployment](c, cpNamespace).Patch(ctx, cpRCName, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
 		return err
@@ -301,34 +294,41 @@ func runControllersSide(w cpWorkload, n int) (time.Duration, map[string]int64, e
 		return 0, nil, err
 	}
 	replicas := int32(n)
+	if w.prepare != nil {
+		if err := w.prepare(ctx, driver, replicas); err != nil {
+			return 0, nil, fmt.Errorf("prepare %s: %w", w.name, err)
+		}
+		counter.reset()
+	}
 	start := time.Now()
 	if err := w.start(ctx, driver, replicas); err != nil {
 		return 0, nil, fmt.Errorf("start %s: %w", w.name, err)
 	}
-	if w.name == rolloutWorkload.name {
-		// The rollout is timed from the template's change; the requests
-		// of the first rollout are not counted.
-		start = time.Now()
-		counter.reset()
-	}
-	// Polling every few milliseconds costs the server little next to n
-	// pods and bounds the error of the measure by the period.
-	for {
-		ok, state, err := w.done(ctx, driver, replicas)
-		if err != nil {
-			return 0, nil, fmt.Errorf("%s: %w", w.name, err)
-		}
-		if ok {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return 0, nil, fmt.Errorf("%s: %w", state, ctx.Err())
-		case <-time.After(5 * time.Millisecond):
-		}
+	if err := waitDone(ctx, w, driver, replicas); err != nil {
+		return 0, nil, err
 	}
 	elapsed := time.Since(start)
 	return elapsed, counter.snapshot(), nil
+}
+
+// waitDone polls w.done until it holds. Polling every few milliseconds
+// costs the server little next to n pods and bounds the error of the
+// measure by the period.
+func waitDone(ctx context.Context, w cpWorkload, c *client.Client, n int32) error {
+	for {
+		ok, state, err := w.done(ctx, c, n)
+		if err != nil {
+			return fmt.Errorf("%s: %w", w.name, err)
+		}
+		if ok {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: %w", state, ctx.Err())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
 }
 
 // runFloorSide creates n pods and marks them Running and Ready with the

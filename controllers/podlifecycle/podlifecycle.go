@@ -323,56 +323,54 @@ func (c *Controller) terminate(ctx context.Context, pod *corev1.Pod) (controller
 }
 
 func setRunning(p *corev1.Pod, now time.Time) {
-	t := metav1.NewTime(now)
-	p.Status.Phase = corev1.PodRunning
-	p.Status.StartTime = &t
-	p.Status.HostIP = hostIP(p.Spec.NodeName)
-	p.Status.PodIP = podIP(p.UID)
-	p.Status.Conditions = conditions(t, corev1.ConditionTrue,
-		corev1.PodScheduled, corev1.PodInitialized, corev1.ContainersReady, corev1.PodReady)
-	p.Status.ContainerStatuses = p.Status.ContainerStatuses[:0]
-	for i, ctr := range p.Spec.Containers {
-		p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, corev1.ContainerStatus{
-			Name:        ctr.Name,
-			Image:       ctr.Image,
-			ImageID:     "sim://" + ctr.Image,
-			ContainerID: "sim://" + string(p.UID) + "/" + strconv.Itoa(i),
-			Ready:       true,
-			Started:     new(true),
-			State:       corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: t}},
-		})
-	}
+	setStarted(p, now, true, func(ctr corev1.Container, cs *corev1.ContainerStatus) {
+		cs.Ready = true
+		cs.Started = new(true)
+		cs.State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(now)}}
+	})
 }
 
 // setCrashLooping makes p a pod whose containers exit with an error and
 // are restarted with a back-off: Running, not Ready, each container
 // waiting in CrashLoopBackOff after its first failure.
 func setCrashLooping(p *corev1.Pod, now time.Time) {
+	setStarted(p, now, false, func(ctr corev1.Container, cs *corev1.ContainerStatus) {
+		cs.RestartCount = 1
+		cs.Started = new(false)
+		cs.State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{
+			Reason:  "CrashLoopBackOff",
+			Message: "back-off 10s restarting failed container=" + ctr.Name + " pod=" + p.Name + "_" + p.Namespace + "(" + string(p.UID) + ")",
+		}}
+		cs.LastTerminationState = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+			ExitCode: 1, Reason: "Error", StartedAt: metav1.NewTime(now), FinishedAt: metav1.NewTime(now), ContainerID: cs.ContainerID,
+		}}
+	})
+}
+
+// setStarted makes p Running on its node since now, Ready or not, with a
+// status per container that container fills in.
+func setStarted(p *corev1.Pod, now time.Time, ready bool, container func(ctr corev1.Container, cs *corev1.ContainerStatus)) {
 	t := metav1.NewTime(now)
 	p.Status.Phase = corev1.PodRunning
 	p.Status.StartTime = &t
 	p.Status.HostIP = hostIP(p.Spec.NodeName)
 	p.Status.PodIP = podIP(p.UID)
+	readiness := corev1.ConditionFalse
+	if ready {
+		readiness = corev1.ConditionTrue
+	}
 	p.Status.Conditions = append(conditions(t, corev1.ConditionTrue, corev1.PodScheduled, corev1.PodInitialized),
-		conditions(t, corev1.ConditionFalse, corev1.ContainersReady, corev1.PodReady)...)
+		conditions(t, readiness, corev1.ContainersReady, corev1.PodReady)...)
 	p.Status.ContainerStatuses = p.Status.ContainerStatuses[:0]
 	for i, ctr := range p.Spec.Containers {
-		p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, corev1.ContainerStatus{
-			Name:         ctr.Name,
-			Image:        ctr.Image,
-			ImageID:      "sim://" + ctr.Image,
-			ContainerID:  "sim://" + string(p.UID) + "/" + strconv.Itoa(i),
-			RestartCount: 1,
-			Started:      new(false),
-			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{
-				Reason:  "CrashLoopBackOff",
-				Message: "back-off 10s restarting failed container=" + ctr.Name + " pod=" + p.Name + "_" + p.Namespace + "(" + string(p.UID) + ")",
-			}},
-			LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
-				ExitCode: 1, Reason: "Error", StartedAt: t, FinishedAt: t,
-				ContainerID: "sim://" + string(p.UID) + "/" + strconv.Itoa(i),
-			}},
-		})
+		cs := corev1.ContainerStatus{
+			Name:        ctr.Name,
+			Image:       ctr.Image,
+			ImageID:     "sim://" + ctr.Image,
+			ContainerID: "sim://" + string(p.UID) + "/" + strconv.Itoa(i),
+		}
+		container(ctr, &cs)
+		p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, cs)
 	}
 }
 
