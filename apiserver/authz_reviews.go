@@ -3,6 +3,8 @@ package apiserver
 import (
 	"context"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -20,6 +22,7 @@ import (
 	_ "k8s.io/kubernetes/pkg/apis/authentication/install" // internal types of the reviews
 	_ "k8s.io/kubernetes/pkg/apis/authorization/install"
 	"k8s.io/kubernetes/pkg/registry/authentication/selfsubjectreview"
+	"k8s.io/kubernetes/pkg/registry/authentication/tokenreview"
 	"k8s.io/kubernetes/pkg/registry/authorization/localsubjectaccessreview"
 	"k8s.io/kubernetes/pkg/registry/authorization/selfsubjectaccessreview"
 	"k8s.io/kubernetes/pkg/registry/authorization/selfsubjectrulesreview"
@@ -62,6 +65,7 @@ var reviewFieldManagers = sync.OnceValues(func() (map[schema.GroupVersionKind]*m
 		authorizationv1.SchemeGroupVersion.WithKind("LocalSubjectAccessReview"),
 		authorizationv1.SchemeGroupVersion.WithKind("SelfSubjectRulesReview"),
 		authenticationv1.SchemeGroupVersion.WithKind("SelfSubjectReview"),
+		authenticationv1.SchemeGroupVersion.WithKind("TokenReview"),
 	}
 	models, err := kube.OpenAPIModels(kinds)
 	if err != nil {
@@ -99,6 +103,8 @@ func (s *Server) reviews() map[schema.GroupVersionResource]review {
 			rest: selfsubjectrulesreview.NewREST(s.authz.rules)},
 		authn.WithResource("selfsubjectreviews"): {gvk: authn.WithKind("SelfSubjectReview"),
 			rest: selfsubjectreview.NewREST()},
+		authn.WithResource("tokenreviews"): {gvk: authn.WithKind("TokenReview"),
+			rest: lazyTokenReview{s: s}},
 	}
 }
 
@@ -173,4 +179,100 @@ func createReview(ctx context.Context, r *http.Request, rv review) (runtime.Obje
 	}
 	obj = managers[rv.gvk].UpdateNoErrors(live, obj, fm.manager)
 	return rv.rest.Create(ctx, obj, nil, &metav1.CreateOptions{})
+}
+
+// lazyTokenReview is kube's TokenReview storage made at each review, for
+// the API audiences are known only once the service account tokens are
+// set up, after the reviews (New).
+type lazyTokenReview struct{ s *Server }
+
+func (l lazyTokenReview) Create(ctx context.Context, obj runtime.Object, v rest.ValidateObjectFunc, o *metav1.CreateOptions) (runtime.Object, error) {
+	rt := &l.s.reviewTokens
+	return tokenreview.NewREST(rt.request(), rt.apiAudiences()).Create(ctx, obj, v, o)
+}
+
+// Discovery of the reviews: kube-apiserver lists them as create-only
+// resources of authentication.k8s.io/v1 and authorization.k8s.io/v1, two
+// built-in groups placed, in /apis, after events.k8s.io (its group
+// priorities). They are not in the registry, which holds stored
+// resources; discovery.go asks these functions.
+
+// reviewGroupsAfter is the group kube-apiserver lists the review groups
+// after.
+const reviewGroupsAfter = "events.k8s.io"
+
+// reviewGroups are the review groups in kube-apiserver's order.
+var reviewGroups = []string{authenticationv1.GroupName, authorizationv1.GroupName}
+
+// isReviewGroup reports whether group holds reviews and no stored
+// resource.
+func (s *Server) isReviewGroup(group string) bool {
+	return s.authz != nil && slices.Contains(reviewGroups, group) && len(s.reg.versions[group]) == 0
+}
+
+// builtinGroups are the built-in groups of /apis in kube-apiserver's
+// order: the registry's, with the review groups in their place.
+func (s *Server) builtinGroups() []string {
+	groups := slices.Clone(s.reg.groups)
+	if s.authz == nil {
+		return groups
+	}
+	at := 0
+	if i := slices.Index(groups, reviewGroupsAfter); i >= 0 {
+		at = i + 1
+	}
+	var add []string
+	for _, g := range reviewGroups {
+		if s.isReviewGroup(g) {
+			add = append(add, g)
+		}
+	}
+	return slices.Insert(groups, at, add...)
+}
+
+// reviewAPIResources are the legacy discovery entries of the reviews of
+// gv (sorted by name), nil for any other group version.
+func (s *Server) reviewAPIResources(gv schema.GroupVersion) []metav1.APIResource {
+	if !s.isReviewGroup(gv.Group) || s.authz == nil {
+		return nil
+	}
+	var out []metav1.APIResource
+	for rgv, rv := range s.authz.reviews {
+		if rgv.GroupVersion() != gv {
+			continue
+		}
+		out = append(out, metav1.APIResource{
+			Name:         rgv.Resource,
+			SingularName: strings.ToLower(rv.gvk.Kind),
+			Namespaced:   rv.namespaced,
+			Kind:         rv.gvk.Kind,
+			Verbs:        metav1.Verbs{"create"},
+		})
+	}
+	slices.SortFunc(out, func(a, b metav1.APIResource) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// reviewOpenAPIResources are the reviews as the OpenAPI documents state
+// them: create-only resources, as kube-apiserver publishes them.
+func reviewOpenAPIResources() []kube.OpenAPIResource {
+	authz := authorizationv1.SchemeGroupVersion
+	authn := authenticationv1.SchemeGroupVersion
+	var out []kube.OpenAPIResource
+	for _, r := range []struct {
+		gvk        schema.GroupVersionKind
+		plural     string
+		namespaced bool
+	}{
+		{authn.WithKind("SelfSubjectReview"), "selfsubjectreviews", false},
+		{authn.WithKind("TokenReview"), "tokenreviews", false},
+		{authz.WithKind("LocalSubjectAccessReview"), "localsubjectaccessreviews", true},
+		{authz.WithKind("SelfSubjectAccessReview"), "selfsubjectaccessreviews", false},
+		{authz.WithKind("SelfSubjectRulesReview"), "selfsubjectrulesreviews", false},
+		{authz.WithKind("SubjectAccessReview"), "subjectaccessreviews", false},
+	} {
+		out = append(out, kube.OpenAPIResource{GVK: r.gvk, Plural: r.plural, Singular: strings.ToLower(r.gvk.Kind),
+			Namespaced: r.namespaced, Verbs: []string{"create"}})
+	}
+	return out
 }

@@ -2,15 +2,21 @@ package apiserver
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"reflect"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
 
 	schedulingapiv1 "k8s.io/kubernetes/pkg/apis/scheduling/v1"
+	"k8s.io/kubernetes/pkg/controlplane/controller/kubernetesservice"
+	"k8s.io/kubernetes/pkg/controlplane/reconcilers"
 )
 
 // Start-up: what kube-apiserver does once it serves, before it reports
@@ -18,6 +24,17 @@ import (
 // through the loopback client:
 //
 //   - informer-sync: the informers of the admission plugins have synced.
+//   - poststarthook/start-system-namespaces-controller: the namespaces
+//     kube-system, kube-public and kube-node-lease exist, as kube's
+//     system namespaces controller makes them (created when missing).
+//   - poststarthook/bootstrap-controller: the namespace default exists
+//     and, when Config.AdvertiseAddress is set, the "kubernetes" Service
+//     in it, with its Endpoints and EndpointSlice, made and kept by kube's
+//     own controller (k8s.io/kubernetes/pkg/controlplane/controller/
+//     kubernetesservice, with the endpoint reconciler of a single
+//     kube-apiserver, reconcilers.NewMasterCountEndpointReconciler), every
+//     kubernetesServiceInterval as kube-apiserver runs it. An address
+//     Endpoints may not hold (loopback) gets the Service alone.
 //   - poststarthook/scheduling/bootstrap-system-priority-classes: the
 //     PriorityClasses system-node-critical and system-cluster-critical
 //     exist (k8s.io/kubernetes/pkg/apis/scheduling/v1.SystemPriorityClasses,
@@ -61,11 +78,48 @@ const (
 	startupRetryLast  = 5 * time.Second
 )
 
-// initStartup lists the start-up tasks; New calls it.
+// systemNamespaces are the namespaces of kube-apiserver's system
+// namespaces controller (pkg/controlplane's list); default is the
+// bootstrap controller's.
+var systemNamespaces = []string{metav1.NamespaceSystem, metav1.NamespacePublic, corev1.NamespaceNodeLease}
+
+// bootstrapControllerTask names the bootstrap controller's start-up task.
+const bootstrapControllerTask = "poststarthook/bootstrap-controller"
+
+// kubernetesServiceInterval is how often the "kubernetes" Service and its
+// endpoints are reconciled: kube-apiserver's EndpointInterval.
+const kubernetesServiceInterval = 10 * time.Second
+
+// initStartup lists the start-up tasks; New calls it, before the
+// informers start.
 func (s *Server) initStartup() {
 	c := s.self.client
+	if a := s.cfg.AdvertiseAddress; a.IsValid() {
+		services := s.self.informers.Core().V1().Services()
+		s.kubeServiceSynced = services.Informer().HasSynced
+		ip := net.IP(a.Addr().AsSlice())
+		endpoints := reconcilers.NewMasterCountEndpointReconciler(1, reconcilers.NewEndpointsAdapter(c.CoreV1(), c.DiscoveryV1()))
+		if endpoints.ValidateIP(ip) != nil {
+			// An address Endpoints cannot hold (loopback, as a server on
+			// 127.0.0.1 for tests advertises): the Service alone, as
+			// kube-apiserver with --endpoint-reconciler-type=none.
+			endpoints = reconcilers.NewNoneEndpointReconciler()
+		}
+		s.kubeService = kubernetesservice.New(kubernetesservice.Config{
+			PublicIP:           ip,
+			EndpointReconciler: endpoints,
+			EndpointInterval:   kubernetesServiceInterval,
+			ServiceIP:          s.KubernetesServiceIP(),
+			ServicePort:        443,
+			PublicServicePort:  int(a.Port()),
+		}, c, services)
+	}
 	s.startup = []*startupTask{
 		{name: "informer-sync", run: s.syncInformers},
+		{name: "poststarthook/start-system-namespaces-controller", run: func(ctx context.Context) error {
+			return ensureNamespaces(ctx, c, systemNamespaces)
+		}},
+		{name: bootstrapControllerTask, run: s.bootstrapController},
 		{name: "poststarthook/scheduling/bootstrap-system-priority-classes", run: func(ctx context.Context) error {
 			return ensurePriorityClasses(ctx, c)
 		}},
@@ -90,6 +144,88 @@ func (s *Server) start() {
 			}
 		})
 	}
+	if s.kubeService != nil {
+		s.wg.Go(s.keepKubernetesService)
+	}
+}
+
+// bootstrapController is kube-apiserver's bootstrap controller at start:
+// the namespace default, then the "kubernetes" Service and its endpoints.
+// A Service refused for good (its cluster IP taken by another one, say)
+// is logged and not waited for, as kube's controller does not hold
+// readiness for it; keepKubernetesService tries again.
+func (s *Server) bootstrapController(ctx context.Context) error {
+	if err := ensureNamespaces(ctx, s.self.client, []string{metav1.NamespaceDefault}); err != nil {
+		return err
+	}
+	if s.kubeService == nil {
+		return nil
+	}
+	// The controller reads the Service from its lister: before the
+	// lister has the stored one, it would try to create it again.
+	if !cache.WaitForCacheSync(ctx.Done(), s.kubeServiceSynced) {
+		return fmt.Errorf("services informer not synced: %w", ctx.Err())
+	}
+	err := s.kubeService.UpdateKubernetesService(false)
+	var status apierrors.APIStatus
+	if errors.As(err, &status) && status.Status().Code < 500 && status.Status().Code != 429 {
+		s.log.Warn("cannot make the kubernetes service", "err", err)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("kubernetes service: %w", err)
+	}
+	return nil
+}
+
+// keepKubernetesService reconciles the "kubernetes" Service and its
+// endpoints every kubernetesServiceInterval once the bootstrap controller
+// is done, as kube's controller loop does (a deleted one comes back),
+// until the server closes.
+func (s *Server) keepKubernetesService() {
+	for _, t := range s.startup {
+		if t.name != bootstrapControllerTask {
+			continue
+		}
+		select {
+		case <-t.done:
+		case <-s.ctx.Done():
+			return
+		}
+	}
+	tick := time.NewTicker(kubernetesServiceInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if err := s.kubeService.UpdateKubernetesService(false); err != nil && s.ctx.Err() == nil {
+			s.log.Warn("reconciling the kubernetes service", "err", err)
+		}
+	}
+}
+
+// ensureNamespaces creates the namespaces of names that are missing,
+// through the loopback client, so that they get what a client's namespace
+// gets (admission, finalizers).
+func ensureNamespaces(ctx context.Context, c kubernetes.Interface, names []string) error {
+	nss := c.CoreV1().Namespaces()
+	for _, name := range names {
+		_, err := nss.Get(ctx, name, metav1.GetOptions{})
+		if err == nil {
+			continue
+		}
+		if !apierrors.IsNotFound(err) {
+			return fmt.Errorf("get namespace %s: %w", name, err)
+		}
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		if _, err := nss.Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create namespace %s: %w", name, err)
+		}
+	}
+	return nil
 }
 
 // untilDone calls run until it succeeds (true) or ctx ends (false),

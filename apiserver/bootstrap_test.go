@@ -3,11 +3,13 @@ package apiserver
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -49,12 +51,52 @@ const autoupdate = "rbac.authorization.kubernetes.io/autoupdate"
 func TestStartupObjects(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.Name, func(t *testing.T) {
-			_, c := startServer(t, b.New(t), Config{})
+			advertise := netip.MustParseAddrPort("10.0.0.7:6443")
+			_, c := startServer(t, b.New(t), Config{AdvertiseAddress: advertise})
 			ctx := t.Context()
 			tests := []struct {
 				name  string
 				check func(t *testing.T)
 			}{
+				{"namespaces", func(t *testing.T) {
+					for _, name := range []string{"default", "kube-system", "kube-public", "kube-node-lease"} {
+						ns, err := c.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
+						if err != nil {
+							t.Fatal(err)
+						}
+						if ns.Status.Phase != corev1.NamespaceActive || !slices.Contains(ns.Spec.Finalizers, corev1.FinalizerKubernetes) {
+							t.Errorf("%s: %+v", name, ns)
+						}
+					}
+				}},
+				{"kubernetes service", func(t *testing.T) {
+					svc, err := c.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{})
+					if err != nil {
+						t.Fatal(err)
+					}
+					p := svc.Spec.Ports
+					if svc.Spec.ClusterIP != "10.96.0.1" || svc.Spec.Selector != nil || len(p) != 1 || p[0].Name != "https" ||
+						p[0].Port != 443 || p[0].TargetPort.IntValue() != 6443 || svc.Labels["component"] != "apiserver" {
+						t.Errorf("service %+v", svc)
+					}
+				}},
+				{"kubernetes endpoints", func(t *testing.T) {
+					ep, err := c.CoreV1().Endpoints("default").Get(ctx, "kubernetes", metav1.GetOptions{})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if len(ep.Subsets) != 1 || len(ep.Subsets[0].Addresses) != 1 || ep.Subsets[0].Addresses[0].IP != "10.0.0.7" ||
+						len(ep.Subsets[0].Ports) != 1 || ep.Subsets[0].Ports[0].Port != 6443 {
+						t.Errorf("endpoints %+v", ep)
+					}
+					slice, err := c.DiscoveryV1().EndpointSlices("default").Get(ctx, "kubernetes", metav1.GetOptions{})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if len(slice.Endpoints) != 1 || slice.Endpoints[0].Addresses[0] != "10.0.0.7" || *slice.Ports[0].Port != 6443 {
+						t.Errorf("endpoint slice %+v", slice)
+					}
+				}},
 				{"system priority classes", func(t *testing.T) {
 					for _, want := range schedulingapiv1.SystemPriorityClasses() {
 						got, err := c.SchedulingV1().PriorityClasses().Get(ctx, want.Name, metav1.GetOptions{})
@@ -123,6 +165,22 @@ func TestStartupObjects(t *testing.T) {
 				t.Run(tt.name, tt.check)
 			}
 		})
+	}
+}
+
+// TestKubernetesServiceLoopback advertises a loopback address, which
+// Endpoints may not hold: the Service is made, with no Endpoints.
+func TestKubernetesServiceLoopback(t *testing.T) {
+	_, c := startServer(t, backends[0].New(t), Config{AdvertiseAddress: netip.MustParseAddrPort("127.0.0.1:40000")})
+	svc, err := c.CoreV1().Services("default").Get(t.Context(), "kubernetes", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := svc.Spec.Ports[0].TargetPort.IntValue(); got != 40000 {
+		t.Errorf("targetPort %d, want 40000", got)
+	}
+	if _, err := c.CoreV1().Endpoints("default").Get(t.Context(), "kubernetes", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("endpoints: %v, want not found", err)
 	}
 }
 
@@ -210,6 +268,8 @@ func TestReadyChecks(t *testing.T) {
 	}
 	want := []string{
 		"informer-sync",
+		"poststarthook/start-system-namespaces-controller",
+		"poststarthook/bootstrap-controller",
 		"poststarthook/scheduling/bootstrap-system-priority-classes",
 		"poststarthook/rbac/bootstrap-roles",
 	}

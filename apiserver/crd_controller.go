@@ -138,18 +138,16 @@ func (c *crdController) work() {
 // sync reconciles the definition name; requeue asks for another pass
 // (custom resources still being deleted).
 func (c *crdController) sync(ctx context.Context, name string) (requeue bool, err error) {
-	kv, err := c.s.cfg.Storage.Get(ctx, keyFor(c.res, "", name))
-	if errors.Is(err, storage.ErrNotFound) {
+	// The definition is read from the watch cache, as a controller reads
+	// its informer's: the cache has applied the event that queued name, so
+	// it is at least that fresh; a newer state has an event of its own,
+	// which queues name again, and that pass corrects what this one
+	// decided. It saves a storage round trip per pass, two per definition.
+	u, ok := c.s.cacheFor(c.res).Get(keyFor(c.res, "", name))
+	if !ok {
 		c.forget(name)
 		c.s.uninstallCRD(name)
 		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	u, err := decodeKV(kv)
-	if err != nil {
-		return false, err
 	}
 	cur, err := crd.FromUnstructured(u)
 	if err != nil {
@@ -164,8 +162,12 @@ func (c *crdController) sync(ctx context.Context, name string) (requeue bool, er
 	if cond := apiApprovalCondition(cur); cond != nil {
 		apihelpers.SetCRDCondition(desired, *cond)
 	}
+	// The other definitions are listed before the names lock is taken, so
+	// that the workers decide names one at a time but list in parallel;
+	// what was accepted since the list is in c.accepted.
+	others := c.definitions()
 	c.namesMu.Lock()
-	names, namesCond, establishedCond := c.calculateNames(cur)
+	names, namesCond, establishedCond := c.calculateNames(cur, others)
 	desired.Status.AcceptedNames = names
 	apihelpers.SetCRDCondition(desired, namesCond)
 	c.accepted[name] = acceptedNames{group: cur.Spec.Group, names: names}
@@ -208,31 +210,39 @@ func (c *crdController) forget(name string) {
 	c.namesMu.Unlock()
 }
 
+// definitions lists the stored definitions, from the watch cache.
+func (c *crdController) definitions() []*unstructured.Unstructured {
+	list, err := c.s.cacheFor(c.res).List(context.Background(), watchcache.ListOptions{ResourceVersion: "0"})
+	if err != nil {
+		return nil
+	}
+	return list.Items
+}
+
 // calculateNames decides in's accepted names and its NamesAccepted and
 // Established conditions, as apiextensions-apiserver's naming controller
 // does: a requested name is accepted when it is the one already accepted
-// or no other definition of the group holds it. Call with namesMu held.
-func (c *crdController) calculateNames(in *apiextensionsv1.CustomResourceDefinition) (apiextensionsv1.CustomResourceDefinitionNames, apiextensionsv1.CustomResourceDefinitionCondition, apiextensionsv1.CustomResourceDefinitionCondition) {
+// or no other definition of the group holds it. The names of the others
+// are those this controller accepted, else those stored. Call with
+// namesMu held.
+func (c *crdController) calculateNames(in *apiextensionsv1.CustomResourceDefinition, others []*unstructured.Unstructured) (apiextensionsv1.CustomResourceDefinitionNames, apiextensionsv1.CustomResourceDefinitionCondition, apiextensionsv1.CustomResourceDefinitionCondition) {
 	resources, kinds := sets.New[string](), sets.New[string]()
 	use := func(n apiextensionsv1.CustomResourceDefinitionNames) {
 		resources.Insert(n.Plural, n.Singular)
 		resources.Insert(n.ShortNames...)
 		kinds.Insert(n.Kind, n.ListKind)
 	}
-	if list, err := c.s.cacheFor(c.res).List(context.Background(), watchcache.ListOptions{ResourceVersion: "0"}); err == nil {
-		for _, item := range list.Items {
-			if item.GetName() == in.Name {
-				continue
-			}
-			if a, ok := c.accepted[item.GetName()]; ok {
-				if a.group == in.Spec.Group {
-					use(a.names)
-				}
-				continue
-			}
-			if nestedString(item.Object, "spec", "group") == in.Spec.Group {
-				use(storedAcceptedNames(item))
-			}
+	for name, a := range c.accepted {
+		if name != in.Name && a.group == in.Spec.Group {
+			use(a.names)
+		}
+	}
+	for _, item := range others {
+		if _, ok := c.accepted[item.GetName()]; ok || item.GetName() == in.Name {
+			continue
+		}
+		if nestedString(item.Object, "spec", "group") == in.Spec.Group {
+			use(storedAcceptedNames(item))
 		}
 	}
 	use(in.Status.AcceptedNames)

@@ -74,6 +74,9 @@ func (s *Server) apiVersions(r *http.Request) (any, error) {
 
 func (s *Server) group(name string) (metav1.APIGroup, bool) {
 	versions := s.reg.groupVersions(name)
+	if s.isReviewGroup(name) {
+		versions = []string{"v1"}
+	}
 	if len(versions) == 0 {
 		return metav1.APIGroup{}, false
 	}
@@ -89,7 +92,13 @@ func (s *Server) group(name string) (metav1.APIGroup, bool) {
 
 func (s *Server) apiGroupList(*http.Request) (any, error) {
 	list := &metav1.APIGroupList{TypeMeta: metav1.TypeMeta{Kind: "APIGroupList", APIVersion: "v1"}, Groups: []metav1.APIGroup{}}
+	groups := s.builtinGroups()
 	for _, name := range s.reg.allGroups() {
+		if !slices.Contains(groups, name) {
+			groups = append(groups, name)
+		}
+	}
+	for _, name := range groups {
 		g, _ := s.group(name)
 		g.TypeMeta = metav1.TypeMeta{}
 		list.Groups = append(list.Groups, g)
@@ -128,6 +137,13 @@ var (
 )
 
 func (s *Server) resourceList(gv schema.GroupVersion) (any, error) {
+	if reviews := s.reviewAPIResources(gv); reviews != nil {
+		return &metav1.APIResourceList{
+			TypeMeta:     metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"},
+			GroupVersion: gv.String(),
+			APIResources: reviews,
+		}, nil
+	}
 	if !s.reg.hasGroupVersion(gv.String()) {
 		return nil, s.unknownResource(gv)
 	}

@@ -82,8 +82,11 @@ func (s *Server) initAggregatedDiscovery() {
 	}), apiRM, nil)
 
 	a.apisRM = aggregated.NewResourceManager("apis")
-	for i, group := range s.reg.groups {
+	for i, group := range s.builtinGroups() {
 		versions := s.reg.versions[group]
+		if s.isReviewGroup(group) {
+			versions = []string{"v1"}
+		}
 		for j, v := range versions {
 			gv := schema.GroupVersion{Group: group, Version: v}
 			a.apisRM.AddGroupVersion(group, s.builtinVersionDiscovery(gv))
@@ -107,7 +110,11 @@ func (s *Server) builtinVersionDiscovery(gv schema.GroupVersion) apidiscoveryv2.
 		}
 	}
 	slices.SortFunc(rs, byPlural)
-	list, err := endpoints.ConvertGroupVersionIntoToDiscovery(discoveryResources(rs))
+	legacy := discoveryResources(rs)
+	if reviews := s.reviewAPIResources(gv); reviews != nil {
+		legacy = reviews
+	}
+	list, err := endpoints.ConvertGroupVersionIntoToDiscovery(legacy)
 	if err != nil {
 		// A subresource whose scope is not its parent's: a registry bug,
 		// logged, and the group version listed without resources.

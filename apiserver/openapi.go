@@ -45,7 +45,9 @@ type openAPIState struct {
 func (s *Server) openAPIDocs() (*kube.OpenAPI, error) {
 	st := &s.openAPI
 	st.once.Do(func() {
-		docs := kube.NewOpenAPI(KubernetesVersion, openAPIResources())
+		// The reviews too: published, never stored (no list kind, no
+		// field management of their own).
+		docs := kube.NewOpenAPI(KubernetesVersion, append(openAPIResources(), reviewOpenAPIResources()...))
 		for _, crd := range s.openAPICRDs() {
 			if err := docs.SetCustomResourceDefinition(crd); err != nil {
 				s.log.Warn("crd: OpenAPI", "crd", crd.Name, "err", err)

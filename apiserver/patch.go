@@ -10,6 +10,7 @@ import (
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -127,11 +128,13 @@ type patcher struct {
 // before anything else. Decoding it is left to apply, but for its strict
 // problems.
 func newPatcher(res *resource, pt types.PatchType, patch []byte, fv fieldValidation) (*patcher, error) {
-	if !json.Valid(patch) {
-		return nil, badRequest("invalid JSON patch")
-	}
+	// Depth first: encoding/json calls a document nested past 10,000
+	// levels invalid, and the client should learn that depth is why.
 	if d := jsonDepth(patch); d > maxPatchDepth {
 		return nil, badRequest("the patch is nested %d levels deep, more than the %d this server applies", d, maxPatchDepth)
+	}
+	if !json.Valid(patch) {
+		return nil, badRequest("invalid JSON patch")
 	}
 	p := &patcher{res: res, pt: pt, patch: patch, fv: fv}
 	// kube-apiserver decodes the document strictly under Warn (its
@@ -237,7 +240,16 @@ func (p *patcher) applyJSON(orig []byte) ([]byte, error) {
 		if err != nil {
 			return nil, apierrors.NewBadRequest(err.Error())
 		}
-		out, err := ops.Apply(orig)
+		// json-patch v4 dereferences the missing value of a "test"
+		// operation (found by FuzzJSONPatch): refuse it as RFC 6902
+		// does, a test needing a value to compare with.
+		for _, op := range ops {
+			if _, ok := op["value"]; op.Kind() == "test" && !ok {
+				path, _ := op.Path()
+				return nil, unprocessablePatch(fmt.Sprintf("test operation for path %q has no value", path))
+			}
+		}
+		out, err := applyJSONPatch(ops, orig)
 		if err != nil {
 			return nil, apierrors.NewGenericServerResponse(http.StatusUnprocessableEntity, "", schema.GroupResource{}, "", err.Error(), 0, false)
 		}
@@ -408,4 +420,24 @@ func (p *patcher) strictInvalid(cur *unstructured.Unstructured, patched []byte, 
 	return apierrors.NewInvalid(schema.GroupKind{}, "", field.ErrorList{
 		field.Invalid(field.NewPath("patch"), value, msg),
 	})
+}
+
+// unprocessablePatch is a 422 Invalid saying why a JSON patch cannot
+// apply.
+func unprocessablePatch(msg string) error {
+	return &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status: metav1.StatusFailure, Code: http.StatusUnprocessableEntity, Reason: metav1.StatusReasonInvalid, Message: msg,
+	}}
+}
+
+// applyJSONPatch applies ops to doc, a panic of the library on a patch it
+// did not foresee answered as a patch that does not apply rather than
+// ending the request.
+func applyJSONPatch(ops jsonpatch.Patch, doc []byte) (out []byte, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			out, err = nil, fmt.Errorf("the JSON patch could not be applied: %v", r)
+		}
+	}()
+	return ops.Apply(doc)
 }

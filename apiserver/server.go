@@ -11,12 +11,14 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/kubernetes/pkg/controlplane/controller/kubernetesservice"
 
 	"github.com/listwatch/listwatch/storage"
 	"github.com/listwatch/listwatch/watchcache"
@@ -58,6 +60,18 @@ type Config struct {
 	// ServiceAccountIssuer is the tokens' issuer and default audience;
 	// "" is DefaultServiceAccountIssuer.
 	ServiceAccountIssuer string
+	// AdvertiseAddress is where the cluster's clients reach the server
+	// (IP and secure port), as kube-apiserver's --advertise-address and
+	// --secure-port: its start-up makes the "kubernetes" Service in the
+	// default namespace with port 443 to that port, and that Service's
+	// Endpoints and EndpointSlice with that address (bootstrap.go). The
+	// zero value, for a server nobody reaches over the network, makes
+	// none of them.
+	AdvertiseAddress netip.AddrPort
+	// WatchWriteTimeout bounds each write to a watch client: one that
+	// reads nothing for this long is dropped. Zero is
+	// DefaultWatchWriteTimeout, kube-apiserver's minute.
+	WatchWriteTimeout time.Duration
 }
 
 // Server serves the Kubernetes REST API over a storage backend.
@@ -87,6 +101,12 @@ type Server struct {
 	startup []*startupTask
 	writes  *writeTracker
 
+	// kubeService makes the "kubernetes" Service when the server has an
+	// advertised address (bootstrap.go); kubeServiceSynced reports its
+	// services informer synced.
+	kubeService       *kubernetesservice.Controller
+	kubeServiceSynced func() bool
+
 	// crdPublish serializes changes of the served custom resources
 	// (crd.go); crdOpenAPI, guarded by it, is set once the OpenAPI
 	// documents are being made.
@@ -100,6 +120,8 @@ type Server struct {
 	// service account tokens (auth_serviceaccount.go).
 	authz    *authz
 	saTokens *saTokens
+	// reviewTokens authenticates the TokenReviews (authz_tokenreview.go).
+	reviewTokens reviewTokens
 }
 
 // New builds a server for cfg; ctx bounds the lifetime of its background
@@ -117,6 +139,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, log: log, reg: reg, caches: map[*resource]*watchcache.Cache[*unstructured.Unstructured]{}}
+	s.reviewTokens.s = s
 	s.ctx, s.cancel = context.WithCancel(ctx)
 	s.writes = trackWrites(&s.cfg.Storage)
 	for _, byPlural := range reg.byGV {

@@ -24,10 +24,11 @@ import (
 // clients spread their re-watches.
 const minWatchTimeout = 30 * time.Minute
 
-// watchWriteTimeout bounds one write to a watch client; a client that
-// reads nothing for this long is dropped (its watcher was already cut off
-// by the cache when its buffer filled).
-const watchWriteTimeout = time.Minute
+// DefaultWatchWriteTimeout bounds one write to a watch client
+// (Config.WatchWriteTimeout): a client that reads nothing for this long is
+// dropped (its watcher was already cut off by the cache when its buffer
+// filled), as kube-apiserver drops it after a minute.
+const DefaultWatchWriteTimeout = time.Minute
 
 type watchEvent = watchcache.Event[*unstructured.Unstructured]
 
@@ -76,6 +77,7 @@ func (s *Server) handleWatch(w http.ResponseWriter, r *http.Request, req request
 		streamErr = err
 	}
 	ww := newWatchWriter(w, enc, req.res)
+	ww.writeTimeout = s.watchWriteTimeout()
 	ww.tab = tab
 	if err := ww.start(); err != nil {
 		return nil
@@ -120,10 +122,20 @@ type watchWriter struct {
 	// -w); only the first event carries the column definitions.
 	tab        *tabler
 	sentHeader bool
+	// writeTimeout bounds each write (DefaultWatchWriteTimeout).
+	writeTimeout time.Duration
+}
+
+// watchWriteTimeout is Config.WatchWriteTimeout or its default.
+func (s *Server) watchWriteTimeout() time.Duration {
+	if s.cfg.WatchWriteTimeout > 0 {
+		return s.cfg.WatchWriteTimeout
+	}
+	return DefaultWatchWriteTimeout
 }
 
 func newWatchWriter(w http.ResponseWriter, enc encoding, res *resource) *watchWriter {
-	return &watchWriter{w: w, rc: http.NewResponseController(w), enc: enc, res: res}
+	return &watchWriter{w: w, rc: http.NewResponseController(w), enc: enc, res: res, writeTimeout: DefaultWatchWriteTimeout}
 }
 
 func (ww *watchWriter) start() error {
@@ -138,7 +150,7 @@ func (ww *watchWriter) start() error {
 }
 
 func (ww *watchWriter) send(frame []byte) error {
-	_ = ww.rc.SetWriteDeadline(time.Now().Add(watchWriteTimeout))
+	_ = ww.rc.SetWriteDeadline(time.Now().Add(ww.writeTimeout))
 	if _, err := ww.w.Write(frame); err != nil {
 		return err
 	}
@@ -169,7 +181,7 @@ func (ww *watchWriter) writeBatch(first *watchEvent, events <-chan *watchEvent) 
 	if len(events) == 0 {
 		return true, ww.send(frame)
 	}
-	_ = ww.rc.SetWriteDeadline(time.Now().Add(watchWriteTimeout))
+	_ = ww.rc.SetWriteDeadline(time.Now().Add(ww.writeTimeout))
 	bp := batchPool.Get().(*[]byte)
 	defer func() {
 		*bp = (*bp)[:0]

@@ -124,7 +124,7 @@ func (s *Server) create(ctx context.Context, req request, obj object) (object, e
 	} else if err := s.createCustom(ctx, req, u); err != nil {
 		return nil, err
 	}
-	value, err := encodeStored(obj)
+	value, err := encodeFor(res, obj)
 	if err != nil {
 		return nil, err
 	}
@@ -146,7 +146,7 @@ func (s *Server) create(ctx context.Context, req request, obj object) (object, e
 	// client's create with a 409 it did nothing to cause.
 	for attempt := 1; generated && errors.Is(err, storage.ErrKeyExists) && attempt < generateNameAttempts; attempt++ {
 		obj.SetName(generatedBase(obj.GetGenerateName()) + nameSuffix(5))
-		if value, err = encodeStored(obj); err != nil {
+		if value, err = encodeFor(res, obj); err != nil {
 			return nil, err
 		}
 		req.name = obj.GetName()
@@ -271,7 +271,7 @@ func (s *Server) update(ctx context.Context, req request, mutate mutateFunc) (*u
 	for {
 		var out *unstructured.Unstructured
 		rev, err := storage.GuaranteedUpdate(ctx, s.cfg.Storage, key, func(kv storage.KeyValue) ([]byte, error) {
-			cur, err := decodeKV(kv)
+			cur, err := decodeFor(req.res, kv)
 			if err != nil {
 				return nil, err
 			}
@@ -283,7 +283,7 @@ func (s *Server) update(ctx context.Context, req request, mutate mutateFunc) (*u
 			if err := s.prepareUpdate(ctx, req, cur, desired); err != nil {
 				return nil, err
 			}
-			value, err := encodeStored(desired)
+			value, err := encodeFor(req.res, desired)
 			if err != nil {
 				return nil, err
 			}

@@ -227,7 +227,7 @@ func startListwatchClient(url string, proto bool, onUpdate func(*corev1.Pod)) (*
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	f := lwinformers.NewSharedInformerFactory(c, lwinformers.Options{Reflector: lwcache.ReflectorOptions{Logger: quiet}})
-	pods := f.Pods()
+	pods := lwinformers.For[*corev1.Pod](f)
 	if onUpdate != nil {
 		if _, err := pods.AddEventHandler(lwcache.ResourceEventHandlerFuncs[*corev1.Pod]{
 			UpdateFunc: func(_, p *corev1.Pod) { onUpdate(p) },

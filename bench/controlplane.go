@@ -23,14 +23,11 @@ package main
 import (
 	"context"
 	"crypto/rand"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
-	"log"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"sort"
@@ -45,10 +42,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/rest"
 
 	"github.com/listwatch/listwatch/apiserver"
 	"github.com/listwatch/listwatch/apiserver/filters"
+	"github.com/listwatch/listwatch/apiserver/serve"
 	"github.com/listwatch/listwatch/client"
 	"github.com/listwatch/listwatch/controller"
 	"github.com/listwatch/listwatch/controllermanager"
@@ -457,17 +454,17 @@ func podSpec() corev1.PodSpec {
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-// controlPlane is the API server of `listwatch up` on a fresh embedded
-// etcd, behind the same filters and in-flight caps, over HTTPS with HTTP/2
-// on 127.0.0.1.
+// controlPlane is the API server of `listwatch up` (package serve) on a
+// fresh embedded etcd, behind the same filters and in-flight caps, over
+// HTTPS with HTTP/2 on 127.0.0.1.
 type controlPlane struct {
-	dir        string
-	member     *etcd.Embedded
-	store      *etcd.Store
-	api        *apiserver.Server
-	hs         *httptest.Server
-	endWatches context.CancelFunc
-	token      string
+	dir    string
+	member *etcd.Embedded
+	store  *etcd.Store
+	srv    *serve.Server
+	// stop ends the serving; served is closed once it has.
+	stop   context.CancelFunc
+	served chan struct{}
 }
 
 func startControlPlane(ctx context.Context) (_ *controlPlane, err error) {
@@ -475,7 +472,7 @@ func startControlPlane(ctx context.Context) (_ *controlPlane, err error) {
 	if err != nil {
 		return nil, err
 	}
-	cp := &controlPlane{dir: dir, endWatches: func() {}}
+	cp := &controlPlane{dir: dir}
 	defer func() {
 		if err != nil {
 			cp.close()
@@ -489,30 +486,33 @@ func startControlPlane(ctx context.Context) (_ *controlPlane, err error) {
 	if cp.store, err = etcd.New(ctx, ecfg); err != nil {
 		return nil, err
 	}
-	if cp.api, err = apiserver.New(context.WithoutCancel(ctx), apiserver.Config{Storage: cp.store, Logger: quietLogger(),
-		// No service account controller runs in the bench: as envtest,
-		// ServiceAccount admission is off.
-		DisableAdmissionPlugins: []string{"ServiceAccount"}}); err != nil {
+	if cp.srv, err = serve.New(ctx, serve.Config{
+		API: apiserver.Config{Storage: cp.store,
+			// No service account controller runs in the bench: as envtest,
+			// ServiceAccount admission is off.
+			DisableAdmissionPlugins: []string{"ServiceAccount"}},
+		CertDir:   filepath.Join(dir, "pki"),
+		AdminUser: "bench",
+		Filters: filters.Options{
+			MaxRequestBodyBytes:         filters.DefaultMaxRequestBodyBytes,
+			MaxRequestsInFlight:         filters.DefaultMaxRequestsInFlight,
+			MaxMutatingRequestsInFlight: filters.DefaultMaxMutatingRequestsInFlight,
+		},
+		Logger: quietLogger(),
+	}); err != nil {
 		return nil, err
 	}
-	cp.token = rand.Text()
-	var tokens filters.TokenFile
-	if err := tokens.Add(cp.token, filters.User{Name: "bench", UID: "bench", Groups: []string{"system:masters"}}); err != nil {
+	run, stop := context.WithCancel(context.WithoutCancel(ctx))
+	cp.stop, cp.served = stop, make(chan struct{})
+	go func() {
+		defer close(cp.served)
+		if err := cp.srv.Run(run); err != nil {
+			fmt.Fprintf(os.Stderr, "bench: serving: %v\n", err)
+		}
+	}()
+	if err := cp.srv.WaitReady(ctx); err != nil {
 		return nil, err
 	}
-	longRunning, endWatches := context.WithCancel(context.Background())
-	cp.endWatches = endWatches
-	cp.hs = httptest.NewUnstartedServer(filters.Chain(cp.api.Handler(), filters.Options{
-		Authenticator:               &tokens,
-		Authorizer:                  cp.api.Authorizer(),
-		MaxRequestBodyBytes:         filters.DefaultMaxRequestBodyBytes,
-		MaxRequestsInFlight:         filters.DefaultMaxRequestsInFlight,
-		MaxMutatingRequestsInFlight: filters.DefaultMaxMutatingRequestsInFlight,
-		Shutdown:                    longRunning,
-	}))
-	cp.hs.EnableHTTP2 = true
-	cp.hs.Config.ErrorLog = log.New(io.Discard, "", 0)
-	cp.hs.StartTLS()
 
 	c, err := client.New(cp.clientConfig(nil))
 	if err != nil {
@@ -529,8 +529,7 @@ func startControlPlane(ctx context.Context) (_ *controlPlane, err error) {
 // client-side rate limits (the controller-manager and the floor alike),
 // with wrap, when not nil, around the transport.
 func (cp *controlPlane) clientConfig(wrap func(http.RoundTripper) http.RoundTripper) *client.Config {
-	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cp.hs.Certificate().Raw})
-	rc := &rest.Config{Host: cp.hs.URL, BearerToken: cp.token, TLSClientConfig: rest.TLSClientConfig{CAData: ca}}
+	rc := cp.srv.RESTConfig()
 	if wrap != nil {
 		rc.WrapTransport = wrap
 	}
@@ -538,13 +537,12 @@ func (cp *controlPlane) clientConfig(wrap func(http.RoundTripper) http.RoundTrip
 }
 
 func (cp *controlPlane) close() {
-	cp.endWatches()
-	if cp.hs != nil {
-		cp.hs.CloseClientConnections()
-		cp.hs.Close()
-	}
-	if cp.api != nil {
-		cp.api.Close()
+	switch {
+	case cp.stop != nil:
+		cp.stop()
+		<-cp.served
+	case cp.srv != nil:
+		cp.srv.Close()
 	}
 	var errs []error
 	if cp.store != nil {

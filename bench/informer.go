@@ -222,7 +222,7 @@ func startListwatch(items []*corev1.Pod, events []lwcache.Event[*corev1.Pod], ga
 			return newSliceWatcher(events, gate), nil
 		},
 	}
-	indexer, ctrl := lwcache.NewIndexerInformer[*corev1.Pod](lw, listwatchHandler(c), lwcache.InformerOptions[*corev1.Pod]{})
+	indexer, ctrl := lwcache.NewIndexerInformer[*corev1.Pod](lw, listwatchHandler(c), lwcache.InformerOptions{})
 	return startRunning(ctrl.Run, ctrl.HasSynced, indexer)
 }
 

@@ -106,7 +106,7 @@ func startListwatchShared(items []*corev1.Pod, events []lwcache.Event[*corev1.Po
 			return newSliceWatcher(events, gate), nil
 		},
 	}
-	inf := lwcache.NewSharedIndexInformer[*corev1.Pod](lw, lwcache.SharedInformerOptions[*corev1.Pod]{})
+	inf := lwcache.NewSharedIndexInformer[*corev1.Pod](lw, lwcache.SharedInformerOptions{})
 	for _, h := range hs {
 		if _, err := inf.AddEventHandler(lwcache.ResourceEventHandlerFuncs[*corev1.Pod]{
 			AddFunc:    func(p *corev1.Pod, _ bool) { h.add(p) },

@@ -47,19 +47,13 @@ func (f ResourceEventHandlerFuncs[T]) OnDelete(obj T, finalStateUnknown bool) {
 	}
 }
 
-// InformerOptions configure NewInformer and NewIndexerInformer. The zero
-// value works.
-type InformerOptions[T Object] struct {
+// InformerOptions configure NewInformer and NewIndexerInformer; the options
+// that name the object type (WithIndexers, WithKeyFunc, WithTransform)
+// follow them as arguments. The zero value works.
+type InformerOptions struct {
 	// ResyncPeriod, when positive, replays every cached object to the
 	// handler as an update that often.
 	ResyncPeriod time.Duration
-	// Indexers are added to the Indexer (NewIndexerInformer only); the
-	// namespace index is always there.
-	Indexers Indexers[T]
-	// KeyFunc keys objects; MetaNamespaceKeyFunc when nil.
-	KeyFunc KeyFunc[T]
-	// Transform, when set, rewrites each object before it is cached.
-	Transform TransformFunc[T]
 	// Reflector holds the Reflector's options (name, watch-error handler,
 	// streaming list, paging, backoff, logger).
 	Reflector ReflectorOptions
@@ -68,23 +62,25 @@ type InformerOptions[T Object] struct {
 // NewInformer returns a Store kept in step with lw and a Controller that
 // does it and tells handler about every change. Run the Controller; read the
 // Store once the Controller HasSynced.
-func NewInformer[T Object](lw ListerWatcher[T], handler ResourceEventHandler[T], opts InformerOptions[T]) (Store[T], *Controller[T]) {
-	store, c := newInformer(lw, handler, opts, false)
+func NewInformer[T Object](lw ListerWatcher[T], handler ResourceEventHandler[T], opts InformerOptions, typed ...Option[T]) (Store[T], *Controller[T]) {
+	t := applyOptions(typed)
+	t.indexers = nil // a Store has no indices
+	store, c := newInformer(lw, handler, opts, t, false)
 	return store, c
 }
 
 // NewIndexerInformer is NewInformer with an Indexer for a cache: the
-// namespace index and opts.Indexers.
-func NewIndexerInformer[T Object](lw ListerWatcher[T], handler ResourceEventHandler[T], opts InformerOptions[T]) (Indexer[T], *Controller[T]) {
-	return newInformer(lw, handler, opts, true)
+// namespace index and those of WithIndexers.
+func NewIndexerInformer[T Object](lw ListerWatcher[T], handler ResourceEventHandler[T], opts InformerOptions, typed ...Option[T]) (Indexer[T], *Controller[T]) {
+	return newInformer(lw, handler, opts, applyOptions(typed), true)
 }
 
-func newInformer[T Object](lw ListerWatcher[T], handler ResourceEventHandler[T], opts InformerOptions[T], nsIndex bool) (*threadSafeStore[T], *Controller[T]) {
-	store := newThreadSafeStore(opts.KeyFunc, opts.Indexers, nsIndex)
+func newInformer[T Object](lw ListerWatcher[T], handler ResourceEventHandler[T], opts InformerOptions, t typedOptions[T], nsIndex bool) (*threadSafeStore[T], *Controller[T]) {
+	store := newThreadSafeStore(t.keyFunc, t.indexers, nsIndex)
 	fifo := NewDeltaFIFO(DeltaFIFOOptions[T]{
-		KeyFunc:      opts.KeyFunc,
+		KeyFunc:      t.keyFunc,
 		KnownObjects: store,
-		Transform:    opts.Transform,
+		Transform:    t.transform,
 	})
 	if handler == nil {
 		handler = ResourceEventHandlerFuncs[T]{}

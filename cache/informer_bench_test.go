@@ -79,7 +79,7 @@ func BenchmarkInformerSync(b *testing.B) {
 					close(done)
 				}
 			},
-		}, cache.InformerOptions[*corev1.Pod]{Reflector: cache.ReflectorOptions{Logger: quiet}})
+		}, cache.InformerOptions{Reflector: cache.ReflectorOptions{Logger: quiet}})
 		ctx, cancel := context.WithCancel(context.Background())
 		stopped := make(chan struct{})
 		go func() { defer close(stopped); c.Run(ctx) }()
@@ -109,7 +109,7 @@ func BenchmarkInformerEvents(b *testing.B) {
 				close(done)
 			}
 		},
-	}, cache.InformerOptions[*corev1.Pod]{Reflector: cache.ReflectorOptions{Logger: quiet}})
+	}, cache.InformerOptions{Reflector: cache.ReflectorOptions{Logger: quiet}})
 	b.ReportAllocs()
 	b.ResetTimer()
 	ctx, cancel := context.WithCancel(context.Background())

@@ -103,7 +103,7 @@ func TestNewIndexerInformer_ProcessSemantics(t *testing.T) {
 		mustCreate(t, src, "ns", "a")
 		mustCreate(t, src, "ns", "b")
 		rec := &recorder{}
-		idx, c := cache.NewIndexerInformer[*corev1.Pod](src, rec, cache.InformerOptions[*corev1.Pod]{})
+		idx, c := cache.NewIndexerInformer[*corev1.Pod](src, rec, cache.InformerOptions{})
 		if c.HasSynced() {
 			t.Fatal("synced before Run")
 		}
@@ -162,7 +162,7 @@ func TestNewInformer_ResyncReplaysCachedObjectsAsUpdates(t *testing.T) {
 		src := cachetest.New[*corev1.Pod]()
 		mustCreate(t, src, "ns", "a")
 		rec := &recorder{}
-		_, c := cache.NewInformer[*corev1.Pod](src, rec, cache.InformerOptions[*corev1.Pod]{ResyncPeriod: time.Minute})
+		_, c := cache.NewInformer[*corev1.Pod](src, rec, cache.InformerOptions{ResyncPeriod: time.Minute})
 		runInformer(t, c)
 		rec.take()
 		time.Sleep(61 * time.Second)
@@ -179,13 +179,12 @@ func TestNewInformer_TransformAppliesBeforeCaching(t *testing.T) {
 		p := newPod("ns", "a")
 		p.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}
 		src.Create(p)
-		store, c := cache.NewInformer[*corev1.Pod](src, nil, cache.InformerOptions[*corev1.Pod]{
-			Transform: func(p *corev1.Pod) (*corev1.Pod, error) {
+		store, c := cache.NewInformer(src, nil, cache.InformerOptions{},
+			cache.WithTransform(func(p *corev1.Pod) (*corev1.Pod, error) {
 				p = p.DeepCopy()
 				p.ManagedFields = nil
 				return p, nil
-			},
-		})
+			}))
 		runInformer(t, c)
 		got, ok, _ := store.GetByKey("ns/a")
 		if !ok || got.ManagedFields != nil {
@@ -205,7 +204,7 @@ func TestNewInformer_HandlerPanicIsRecovered(t *testing.T) {
 				}
 				rec.OnAdd(p, initial)
 			},
-		}, cache.InformerOptions[*corev1.Pod]{})
+		}, cache.InformerOptions{})
 		runInformer(t, c)
 		mustCreate(t, src, "ns", "bad")
 		mustCreate(t, src, "ns", "good")
@@ -222,7 +221,7 @@ func TestNewInformer_HandlerPanicIsRecovered(t *testing.T) {
 func TestController_RunTwiceAndStop(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		src := cachetest.New[*corev1.Pod]()
-		_, c := cache.NewInformer[*corev1.Pod](src, nil, cache.InformerOptions[*corev1.Pod]{})
+		_, c := cache.NewInformer[*corev1.Pod](src, nil, cache.InformerOptions{})
 		stop := runInformer(t, c)
 		c.Run(t.Context()) // returns at once
 		if c.LastSyncResourceVersion() != "0" && c.LastSyncResourceVersion() != "" {
@@ -278,15 +277,13 @@ func TestNewInformer_KeyFuncErrorIsReportedAndRetried(t *testing.T) {
 		src := cachetest.New[*corev1.Pod]()
 		mustCreate(t, src, "ns", "a")
 		errs := &errLog{}
-		store, c := cache.NewInformer[*corev1.Pod](src, nil, cache.InformerOptions[*corev1.Pod]{
-			KeyFunc: func(p *corev1.Pod) (string, error) {
+		store, c := cache.NewInformer(src, nil, cache.InformerOptions{Reflector: cache.ReflectorOptions{WatchErrorHandler: errs.handle}},
+			cache.WithKeyFunc(func(p *corev1.Pod) (string, error) {
 				if p.Labels["unkeyable"] != "" {
 					return "", fmt.Errorf("cannot key %s", p.Name)
 				}
 				return cache.MetaNamespaceKeyFunc(p)
-			},
-			Reflector: cache.ReflectorOptions{WatchErrorHandler: errs.handle},
-		})
+			}))
 		runInformer(t, c)
 		bad := newPod("ns", "b")
 		bad.Labels = map[string]string{"unkeyable": "yes"}

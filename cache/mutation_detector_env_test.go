@@ -40,7 +40,7 @@ func TestMutationDetector_EnvironmentAndPeriodicCheck(t *testing.T) {
 				src := cachetest.New[*corev1.Pod]()
 				// MutationDetection is left false: only the environment
 				// may switch the detector on. The period is the default.
-				inf, reported := runMutatingInformer(t, src, cache.SharedInformerOptions[*corev1.Pod]{})
+				inf, reported := runMutatingInformer(t, src, cache.SharedInformerOptions{})
 				// The in-place write races with the detector's reads by
 				// nature (that is the bug detected); order it before the
 				// periodic check for the race detector: a later cache

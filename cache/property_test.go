@@ -79,7 +79,7 @@ func runHistory(t *testing.T, seed uint64) historyStats {
 	if rng.IntN(2) == 0 {
 		resync = time.Duration(10+rng.IntN(50)) * time.Second
 	}
-	opts := cache.InformerOptions[*corev1.Pod]{
+	opts := cache.InformerOptions{
 		ResyncPeriod: resync,
 		Reflector: cache.ReflectorOptions{
 			Logger:            quiet,

@@ -26,21 +26,15 @@ var ErrStopped = errors.New("cache: informer has stopped")
 // registration that is not (or no longer) one of the informer's.
 var ErrUnknownRegistration = errors.New("cache: unknown handler registration")
 
-// SharedInformerOptions configure a SharedIndexInformer. The zero value
-// works.
-type SharedInformerOptions[T Object] struct {
+// SharedInformerOptions configure a SharedIndexInformer; the options that
+// name the object type (WithIndexers, WithKeyFunc, WithTransform,
+// OnHandlerPanic) follow them as arguments of NewSharedIndexInformer. The
+// zero value works.
+type SharedInformerOptions struct {
 	// ResyncPeriod is the resync period of handlers added with
 	// AddEventHandler, and the informer's initial resync check period.
 	// Zero means no resync.
 	ResyncPeriod time.Duration
-	// Indexers are added to the Indexer; the namespace index is always
-	// there.
-	Indexers Indexers[T]
-	// KeyFunc keys objects; MetaNamespaceKeyFunc when nil.
-	KeyFunc KeyFunc[T]
-	// Transform, when set, rewrites each object before it is cached. It can
-	// also be set with SetTransform before Run.
-	Transform TransformFunc[T]
 	// Reflector holds the Reflector's options (name, watch-error handler,
 	// streaming list, paging, backoff, logger). Its ResyncPeriod and
 	// ShouldResync are the informer's.
@@ -54,9 +48,6 @@ type SharedInformerOptions[T Object] struct {
 	MutationCheckPeriod time.Duration
 	// OnMutation is told of each mutation found; the default logs it.
 	OnMutation func(MutationError)
-	// OnHandlerPanic is told of each panic a handler raised, after it was
-	// recovered and logged. It runs on the handler's goroutine.
-	OnHandlerPanic func(recovered any, n Notification[T])
 }
 
 // SharedIndexInformer keeps one cache of a resource, through one Reflector,
@@ -79,7 +70,8 @@ type SharedInformerOptions[T Object] struct {
 // may not have seen.
 type SharedIndexInformer[T Object] struct {
 	lw        ListerWatcher[T]
-	opts      SharedInformerOptions[T]
+	opts      SharedInformerOptions
+	typed     typedOptions[T]
 	log       *slog.Logger
 	indexer   *threadSafeStore[T]
 	processor *processor[T]
@@ -100,9 +92,10 @@ type SharedIndexInformer[T Object] struct {
 	controller        *Controller[T]
 }
 
-// NewSharedIndexInformer returns a SharedIndexInformer over lw; Run starts
-// it.
-func NewSharedIndexInformer[T Object](lw ListerWatcher[T], opts SharedInformerOptions[T]) *SharedIndexInformer[T] {
+// NewSharedIndexInformer returns a SharedIndexInformer over lw, configured
+// by opts and the typed options; Run starts it.
+func NewSharedIndexInformer[T Object](lw ListerWatcher[T], opts SharedInformerOptions, typed ...Option[T]) *SharedIndexInformer[T] {
+	t := applyOptions(typed)
 	log := opts.Reflector.Logger
 	if log == nil {
 		log = slog.Default()
@@ -110,11 +103,12 @@ func NewSharedIndexInformer[T Object](lw ListerWatcher[T], opts SharedInformerOp
 	s := &SharedIndexInformer[T]{
 		lw:                lw,
 		opts:              opts,
+		typed:             t,
 		log:               log,
-		indexer:           newThreadSafeStore(opts.KeyFunc, opts.Indexers, true),
+		indexer:           newThreadSafeStore(t.keyFunc, t.indexers, true),
 		processor:         newProcessor[T](),
 		resyncCheckPeriod: max(opts.ResyncPeriod, 0),
-		transform:         opts.Transform,
+		transform:         t.transform,
 		watchErrorHandler: opts.Reflector.WatchErrorHandler,
 	}
 	if opts.ResyncPeriod > 0 && opts.ResyncPeriod < MinimumResyncPeriod {
@@ -208,7 +202,7 @@ func (s *SharedIndexInformer[T]) Run(ctx context.Context) {
 	}
 	s.started = true
 	fifo := NewDeltaFIFO(DeltaFIFOOptions[T]{
-		KeyFunc:      s.opts.KeyFunc,
+		KeyFunc:      s.typed.keyFunc,
 		KnownObjects: s.indexer,
 		Transform:    s.transform,
 	})
@@ -354,11 +348,7 @@ func (s *SharedIndexInformer[T]) AddEventHandlerWithResyncPeriod(handler Resourc
 	}
 	s.mu.Unlock()
 
-	var onPanic func(any, Notification[T])
-	if s.opts.OnHandlerPanic != nil {
-		onPanic = s.opts.OnHandlerPanic
-	}
-	l := newListener(handler, resyncPeriod, effectiveResync(resyncPeriod, check), now, s.log, onPanic)
+	l := newListener(handler, resyncPeriod, effectiveResync(resyncPeriod, check), now, s.log, s.typed.onHandlerPanic)
 	if started {
 		n := Notification[T]{Type: NotifyAdd, Source: SourceInitialList, IsInInitialList: true}
 		s.indexer.each(func(key string, obj T) {

@@ -26,11 +26,11 @@ import (
 
 type podInformer = cache.SharedIndexInformer[*corev1.Pod]
 
-func newShared(src *podSource, opts cache.SharedInformerOptions[*corev1.Pod]) *podInformer {
+func newShared(src *podSource, opts cache.SharedInformerOptions, typed ...cache.Option[*corev1.Pod]) *podInformer {
 	if opts.Reflector.Logger == nil {
 		opts.Reflector.Logger = quiet
 	}
-	return cache.NewSharedIndexInformer[*corev1.Pod](src, opts)
+	return cache.NewSharedIndexInformer(src, opts, typed...)
 }
 
 // runShared runs inf until the test ends (or stop is called) and waits for
@@ -74,7 +74,7 @@ func TestSharedInformer_TwoHandlersEachSeeEveryEvent(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		src := cachetest.New[*corev1.Pod]()
 		mustCreate(t, src, "ns", "a")
-		inf := newShared(src, cache.SharedInformerOptions[*corev1.Pod]{})
+		inf := newShared(src, cache.SharedInformerOptions{})
 		a, b := &recorder{}, &recorder{}
 		ra, rb := mustAdd(t, inf, a), mustAdd(t, inf, b)
 		runShared(t, inf)
@@ -108,7 +108,7 @@ func TestSharedInformer_HandlerJoiningMidStreamMatchesCache(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				rng := rand.New(rand.NewPCG(seed, 7))
 				src := cachetest.New[*corev1.Pod]()
-				inf := newShared(src, cache.SharedInformerOptions[*corev1.Pod]{})
+				inf := newShared(src, cache.SharedInformerOptions{})
 				runShared(t, inf)
 				joinAt := rng.IntN(300)
 				var h *stateTracker
@@ -183,7 +183,7 @@ func (s *stateTracker) OnDelete(p *corev1.Pod, _ bool) {
 func TestSharedInformer_RemoveEventHandlerStopsDeliveryAndFreesListener(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		src := cachetest.New[*corev1.Pod]()
-		inf := newShared(src, cache.SharedInformerOptions[*corev1.Pod]{})
+		inf := newShared(src, cache.SharedInformerOptions{})
 		kept, removed := &recorder{}, &recorder{}
 		mustAdd(t, inf, kept)
 		reg := mustAdd(t, inf, removed)
@@ -226,7 +226,7 @@ func TestSharedInformer_ResyncOnlyToHandlersThatAsked(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		src := cachetest.New[*corev1.Pod]()
 		mustCreate(t, src, "ns", "a")
-		inf := newShared(src, cache.SharedInformerOptions[*corev1.Pod]{})
+		inf := newShared(src, cache.SharedInformerOptions{})
 		asked, notAsked := &sourceLog{}, &sourceLog{}
 		if _, err := inf.AddEventHandlerWithResyncPeriod(asked, time.Minute); err != nil {
 			t.Fatal(err)
@@ -284,7 +284,7 @@ func TestSharedInformer_ResyncMergedIntoPendingUpdateKeepsSource(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		src := cachetest.New[*corev1.Pod]()
 		mustCreate(t, src, "ns", "a")
-		inf := newShared(src, cache.SharedInformerOptions[*corev1.Pod]{})
+		inf := newShared(src, cache.SharedInformerOptions{})
 		h := &gatedLog{gate: make(chan struct{})}
 		reg, err := inf.AddEventHandlerWithResyncPeriod(h, time.Minute)
 		if err != nil {
@@ -329,7 +329,7 @@ func TestSharedInformer_ResyncPeriods(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				src := cachetest.New[*corev1.Pod]()
 				mustCreate(t, src, "ns", "a")
-				inf := newShared(src, cache.SharedInformerOptions[*corev1.Pod]{ResyncPeriod: tt.defaultSync})
+				inf := newShared(src, cache.SharedInformerOptions{ResyncPeriod: tt.defaultSync})
 				start := time.Now()
 				if tt.afterStart {
 					runShared(t, inf)
@@ -374,13 +374,12 @@ func TestSharedInformer_PanickingHandlerKeepsReceiving(t *testing.T) {
 		src := cachetest.New[*corev1.Pod]()
 		var mu sync.Mutex
 		var recovered []any
-		inf := newShared(src, cache.SharedInformerOptions[*corev1.Pod]{
-			OnHandlerPanic: func(r any, n cache.Notification[*corev1.Pod]) {
+		inf := newShared(src, cache.SharedInformerOptions{},
+			cache.OnHandlerPanic(func(r any, n cache.Notification[*corev1.Pod]) {
 				mu.Lock()
 				defer mu.Unlock()
 				recovered = append(recovered, r)
-			},
-		})
+			}))
 		rec := &recorder{}
 		reg := mustAdd(t, inf, cache.ResourceEventHandlerFuncs[*corev1.Pod]{
 			AddFunc: func(p *corev1.Pod, initial bool) {
@@ -414,7 +413,7 @@ func TestSharedInformer_SettingsAfterStartAreRefused(t *testing.T) {
 		p := newPod("ns", "a")
 		p.Labels = map[string]string{"app": "x"}
 		src.Create(p)
-		inf := newShared(src, cache.SharedInformerOptions[*corev1.Pod]{})
+		inf := newShared(src, cache.SharedInformerOptions{})
 		if err := inf.SetTransform(func(p *corev1.Pod) (*corev1.Pod, error) {
 			p = p.DeepCopy()
 			p.Annotations = map[string]string{"transformed": "yes"}
@@ -451,7 +450,7 @@ func TestSharedInformer_NotificationSources(t *testing.T) {
 		src := cachetest.New[*corev1.Pod]()
 		mustCreate(t, src, "ns", "a")
 		mustCreate(t, src, "ns", "b")
-		inf := newShared(src, cache.SharedInformerOptions[*corev1.Pod]{})
+		inf := newShared(src, cache.SharedInformerOptions{})
 		log := &sourceLog{}
 		if _, err := inf.AddEventHandlerWithResyncPeriod(log, 10*time.Minute); err != nil {
 			t.Fatal(err)
@@ -498,7 +497,7 @@ func TestSharedInformer_SyncStatusTellsWhyNotSynced(t *testing.T) {
 		src := cachetest.New[*corev1.Pod]()
 		forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "", errors.New("RBAC: access denied"))
 		src.FailNext(cachetest.OpList, 3, forbidden)
-		inf := newShared(src, cache.SharedInformerOptions[*corev1.Pod]{})
+		inf := newShared(src, cache.SharedInformerOptions{})
 		if st := inf.SyncStatus(); st.Synced || st.Reason() != "waiting for the first list" {
 			t.Errorf("before Run: %+v (%s)", st, st.Reason())
 		}
@@ -520,7 +519,7 @@ func TestSharedInformer_SyncStatusTellsWhyNotSynced(t *testing.T) {
 // detector is for). It returns once the mutation happened, with what
 // OnMutation reported so far. Objects from src are copied by a transform
 // so that the mutation corrupts only the informer's cache.
-func runMutatingInformer(t *testing.T, src *podSource, opts cache.SharedInformerOptions[*corev1.Pod]) (*podInformer, func() []string) {
+func runMutatingInformer(t *testing.T, src *podSource, opts cache.SharedInformerOptions) (*podInformer, func() []string) {
 	t.Helper()
 	mustCreate(t, src, "ns", "a")
 	mustCreate(t, src, "ns", "b")
@@ -531,8 +530,8 @@ func runMutatingInformer(t *testing.T, src *podSource, opts cache.SharedInformer
 		defer mu.Unlock()
 		reported = append(reported, m.Key)
 	}
-	opts.Transform = func(p *corev1.Pod) (*corev1.Pod, error) { return p.DeepCopy(), nil }
-	inf := newShared(src, opts)
+	copyPod := cache.WithTransform(func(p *corev1.Pod) (*corev1.Pod, error) { return p.DeepCopy(), nil })
+	inf := newShared(src, opts, copyPod)
 	mutated := make(chan struct{})
 	mustAdd(t, inf, cache.ResourceEventHandlerFuncs[*corev1.Pod]{
 		AddFunc: func(p *corev1.Pod, _ bool) {
@@ -554,7 +553,7 @@ func runMutatingInformer(t *testing.T, src *podSource, opts cache.SharedInformer
 func TestSharedInformer_MutationDetectorReportsInPlaceChanges(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		src := cachetest.New[*corev1.Pod]()
-		inf, reported := runMutatingInformer(t, src, cache.SharedInformerOptions[*corev1.Pod]{
+		inf, reported := runMutatingInformer(t, src, cache.SharedInformerOptions{
 			MutationDetection: true,
 			// The periodic check would race with the mutation below, which
 			// the race detector rightly flags; the test checks by hand
@@ -578,7 +577,7 @@ func TestSharedInformer_LifecycleAndStop(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		src := cachetest.New[*corev1.Pod]()
 		mustCreate(t, src, "ns", "a")
-		inf := newShared(src, cache.SharedInformerOptions[*corev1.Pod]{})
+		inf := newShared(src, cache.SharedInformerOptions{})
 		if inf.HasSynced() || inf.LastSyncResourceVersion() != "" || inf.IsStopped() {
 			t.Fatal("state before Run")
 		}
@@ -623,7 +622,7 @@ func TestSharedInformer_LateRegistrationSyncsAfterReplay(t *testing.T) {
 		src := cachetest.New[*corev1.Pod]()
 		mustCreate(t, src, "ns", "a")
 		mustCreate(t, src, "ns", "b")
-		inf := newShared(src, cache.SharedInformerOptions[*corev1.Pod]{})
+		inf := newShared(src, cache.SharedInformerOptions{})
 		runShared(t, inf)
 		release := make(chan struct{})
 		var mu sync.Mutex
@@ -766,7 +765,7 @@ func TestSharedInformer_StalledHandlerDoesNotHoldBackOthers(t *testing.T) {
 
 	// The watch must not be renewed mid-test: the injected resourceVersions
 	// are beyond the Source's, which would refuse to watch from them.
-	inf := newShared(src, cache.SharedInformerOptions[*corev1.Pod]{Reflector: cache.ReflectorOptions{MinWatchTimeout: time.Hour}})
+	inf := newShared(src, cache.SharedInformerOptions{Reflector: cache.ReflectorOptions{MinWatchTimeout: time.Hour}})
 	mustAdd(t, inf, fast)
 	stalledReg := mustAdd(t, inf, stalled)
 	ctx, cancel := context.WithCancel(t.Context())

@@ -120,7 +120,7 @@ func runSharedHistory(t *testing.T, seed uint64) sharedStats {
 	if rng.IntN(2) == 0 {
 		resync = time.Duration(10+rng.IntN(50)) * time.Second
 	}
-	inf := cache.NewSharedIndexInformer[*corev1.Pod](src, cache.SharedInformerOptions[*corev1.Pod]{
+	inf := cache.NewSharedIndexInformer[*corev1.Pod](src, cache.SharedInformerOptions{
 		ResyncPeriod: resync,
 		Reflector: cache.ReflectorOptions{
 			Logger:            quiet,

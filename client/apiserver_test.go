@@ -381,7 +381,7 @@ func startPodInformerWith(t *testing.T, c *Client, ro cache.ReflectorOptions, tr
 	ro.Backoff = cache.Backoff{Initial: time.Millisecond, Max: 20 * time.Millisecond}
 	f := informers.NewSharedInformerFactory(c, informers.Options{Reflector: ro})
 	t.Cleanup(f.Shutdown)
-	pods := f.Pods()
+	pods := informers.For[*corev1.Pod](f)
 	if tr != nil {
 		if _, err := pods.AddEventHandler(tr.handler()); err != nil {
 			t.Fatal(err)

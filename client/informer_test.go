@@ -191,7 +191,7 @@ func TestInformerThroughFactory(t *testing.T) {
 			f := informers.NewSharedInformerFactory(c, informers.Options{Reflector: cache.ReflectorOptions{PageSize: 5, Logger: quiet,
 				Backoff: cache.Backoff{Initial: time.Millisecond, Max: 10 * time.Millisecond}}})
 			defer f.Shutdown()
-			pods := f.Pods()
+			pods := informers.For[*corev1.Pod](f)
 			notify := make(chan struct{}, 1)
 			poke := func() {
 				select {

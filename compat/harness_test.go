@@ -2,13 +2,10 @@ package compat_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"maps"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"slices"
 	"sync"
@@ -25,6 +22,7 @@ import (
 
 	"github.com/listwatch/listwatch/apiserver"
 	"github.com/listwatch/listwatch/apiserver/filters"
+	"github.com/listwatch/listwatch/apiserver/serve"
 	"github.com/listwatch/listwatch/storage"
 )
 
@@ -36,14 +34,14 @@ const (
 	waitTimeout = 20 * time.Second
 )
 
-// server is a listwatch API server on 127.0.0.1 behind the same filters
-// (bearer-token authentication, in-flight caps) as `listwatch apiserver`,
-// over HTTPS with HTTP/2 as client-go meets kube-apiserver.
+// server is a listwatch API server on 127.0.0.1 as `listwatch apiserver`
+// serves it (package serve: bearer-token authentication, RBAC, in-flight
+// caps), over HTTPS with HTTP/2 as client-go meets kube-apiserver.
 type server struct {
 	t     *testing.T
 	store storage.Interface
 	api   *apiserver.Server
-	hs    *httptest.Server
+	srv   *serve.Server
 	token string
 	log   *requestLog
 }
@@ -56,58 +54,47 @@ type serverOptions struct {
 func startServer(t *testing.T, b backend, o serverOptions) *server {
 	t.Helper()
 	st := b.new(t)
-	api, err := apiserver.New(t.Context(), apiserver.Config{Storage: st, WatchCache: o.watchCache,
-		// No controller-manager makes the default service accounts: as
-		// kube's integration tests and envtest, ServiceAccount admission
-		// is off on this bare API server.
-		DisableAdmissionPlugins: []string{"ServiceAccount"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	token := rand.Text()
-	var tokens filters.TokenFile
-	if err := tokens.Add(token, filters.User{Name: "compat", UID: "compat", Groups: []string{"system:masters"}}); err != nil {
-		t.Fatal(err)
-	}
 	log := &requestLog{}
-	// Watches end when shutdown ends, as in `listwatch apiserver`, so that
-	// closing the test server does not wait for them.
-	shutdown, endWatches := context.WithCancel(context.Background())
-	hs := httptest.NewUnstartedServer(filters.Chain(log.wrap(api.Handler()), filters.Options{
-		Authenticator:               &tokens,
-		MaxRequestsInFlight:         filters.DefaultMaxRequestsInFlight,
-		MaxMutatingRequestsInFlight: filters.DefaultMaxMutatingRequestsInFlight,
-		Shutdown:                    shutdown,
-	}))
-	hs.EnableHTTP2 = true
-	hs.StartTLS()
-	t.Cleanup(func() {
-		endWatches()
-		hs.CloseClientConnections()
-		hs.Close()
-		api.Close()
+	srv, err := serve.New(t.Context(), serve.Config{
+		API: apiserver.Config{Storage: st, WatchCache: o.watchCache,
+			// No controller-manager makes the default service accounts: as
+			// kube's integration tests and envtest, ServiceAccount admission
+			// is off on this bare API server.
+			DisableAdmissionPlugins: []string{"ServiceAccount"}},
+		CertDir:   t.TempDir(),
+		AdminUser: "compat",
+		Filters: filters.Options{
+			MaxRequestsInFlight:         filters.DefaultMaxRequestsInFlight,
+			MaxMutatingRequestsInFlight: filters.DefaultMaxMutatingRequestsInFlight,
+		},
+		WrapRoutes: log.wrap,
 	})
-	s := &server{t: t, store: st, api: api, hs: hs, token: token, log: log}
-	_, err = s.clientset(mediaJSON).CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{})
 	if err != nil {
-		t.Fatalf("create namespace default: %v", err)
+		t.Fatal(err)
 	}
-	return s
+	ctx, stop := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- srv.Run(ctx) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-served; err != nil {
+			t.Errorf("serving: %v", err)
+		}
+	})
+	// The namespace default, among what kube-apiserver makes at start.
+	if err := srv.WaitReady(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return &server{t: t, store: st, api: srv.API, srv: srv, token: srv.Token(), log: log}
 }
 
 // restConfig is what a kubeconfig for the server would give client-go:
 // its URL, its CA and the bearer token. Client-side rate limiting is off so
 // that the tests measure the server, not client-go's token bucket.
 func (s *server) restConfig(contentType string) *rest.Config {
-	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: s.hs.Certificate().Raw})
-	cfg := &rest.Config{
-		Host:            s.hs.URL,
-		BearerToken:     s.token,
-		TLSClientConfig: rest.TLSClientConfig{CAData: ca},
-		QPS:             -1,
-		ContentConfig:   rest.ContentConfig{ContentType: contentType, AcceptContentTypes: contentType},
-		UserAgent:       "listwatch-compat",
-	}
+	cfg := s.srv.RESTConfig()
+	cfg.ContentConfig = rest.ContentConfig{ContentType: contentType, AcceptContentTypes: contentType}
+	cfg.UserAgent = "listwatch-compat"
 	return cfg
 }
 

@@ -43,9 +43,10 @@ func (l leaseClient) Update(ctx context.Context, lease *coordinationv1.Lease) (*
 }
 
 // newReplicaSetManager makes the ReplicaSet controller over kind's objects
-// (the ReplicationManager for RCs), its events recorded as component.
-func newReplicaSetManager[T cache.Object](d deps, kind replicaset.Kind[T], component string, opts replicaset.Options) (*replicaset.Manager[T], error) {
-	api := replicaset.NewClient[T](d.m.client)
+// (the ReplicationManager for RCs), its events recorded as component, its
+// writes made with the client of controller name.
+func newReplicaSetManager[T cache.Object](d deps, name string, kind replicaset.Kind[T], component string, opts replicaset.Options) (*replicaset.Manager[T], error) {
+	api := replicaset.NewClient[T](d.clientOf(name))
 	rec := d.events.NewRecorder(component)
 	opts.Controller = d.options(opts.Controller)
 	if opts.Recorder == nil {

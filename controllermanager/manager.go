@@ -31,11 +31,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/client-go/rest"
 
 	"github.com/listwatch/listwatch/cache"
 	"github.com/listwatch/listwatch/client"
 	"github.com/listwatch/listwatch/controller"
+	"github.com/listwatch/listwatch/controllers/clusterroleaggregation"
 	"github.com/listwatch/listwatch/controllers/deployment"
 	"github.com/listwatch/listwatch/controllers/endpoints"
 	"github.com/listwatch/listwatch/controllers/garbagecollector"
@@ -61,6 +63,8 @@ const (
 	ServiceAccount   = "serviceaccount"
 	RootCACert       = "rootcacert"
 	Deployment       = "deployment"
+	// ClusterRoleAggregation is kube's clusterrole-aggregation controller.
+	ClusterRoleAggregation = "clusterroleaggregation"
 )
 
 // AllControllers lists every controller, in the order they start.
@@ -121,6 +125,13 @@ type Config struct {
 	Events record.Options
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
+	// ServiceAccountCredentials runs each controller as its own user,
+	// system:serviceaccount:kube-system:<controller's account>, as
+	// kube-controller-manager --use-service-account-credentials does, so
+	// that kube's bootstrap controller roles bound to those users decide
+	// what each may do. The informers and the Lease keep Client's
+	// credentials, which must be allowed to impersonate.
+	ServiceAccountCredentials bool
 }
 
 // Manager runs the controllers. Make one with New and Run it once.
@@ -128,8 +139,11 @@ type Manager struct {
 	cfg         Config
 	controllers []string
 	client      *client.Client
-	log         *slog.Logger
-	identity    string
+	// clients are the controllers' own, by controller name, with
+	// Config.ServiceAccountCredentials.
+	clients  map[string]*client.Client
+	log      *slog.Logger
+	identity string
 
 	registry     *prometheus.Registry
 	queueMetrics workqueue.MetricsProvider
@@ -211,6 +225,11 @@ func New(cfg Config) (*Manager, error) {
 	m.client, err = client.New(&cc)
 	if err != nil {
 		return nil, fmt.Errorf("controllermanager: %w", err)
+	}
+	if cfg.ServiceAccountCredentials {
+		if m.clients, err = controllerClients(&cc, names); err != nil {
+			return nil, fmt.Errorf("controllermanager: %w", err)
+		}
 	}
 	if !cfg.LeaderElection.Disabled {
 		// Bad durations are a configuration error: report it now, not
@@ -566,10 +585,10 @@ type controllerDef struct {
 // start.
 var controllers = []controllerDef{
 	{Replication, func(_ context.Context, d deps) (runner, error) {
-		return newReplicaSetManager(d, replicaset.ReplicationControllers{}, "replication-controller", d.m.cfg.Replication)
+		return newReplicaSetManager(d, Replication, replicaset.ReplicationControllers{}, "replication-controller", d.m.cfg.Replication)
 	}},
 	{ReplicaSet, func(_ context.Context, d deps) (runner, error) {
-		return newReplicaSetManager(d, replicaset.ReplicaSets{}, "replicaset-controller", d.m.cfg.ReplicaSet)
+		return newReplicaSetManager(d, ReplicaSet, replicaset.ReplicaSets{}, "replicaset-controller", d.m.cfg.ReplicaSet)
 	}},
 	{PodLifecycle, func(_ context.Context, d deps) (runner, error) {
 		opts := d.m.cfg.PodLifecycle
@@ -578,30 +597,38 @@ var controllers = []controllerDef{
 	}},
 	{Endpoints, func(_ context.Context, d deps) (runner, error) {
 		return endpoints.New(informers.For[*corev1.Service](d.factory), informers.For[*corev1.Pod](d.factory),
-			d.factory.Endpoints(), endpoints.NewClient(d.m.client), d.options(controller.Options{}))
+			//lint:ignore SA1019 the endpoints controller keeps core/v1 Endpoints, as kube's still does.
+			informers.For[*corev1.Endpoints](d.factory), endpoints.NewClient(d.clientOf(Endpoints)), d.options(controller.Options{}))
 	}},
 	{GarbageCollector, func(ctx context.Context, d deps) (runner, error) {
-		resources, err := d.m.gcResources(ctx)
+		// Discovery names the resources to watch at start and then every
+		// 30 s, custom resources created and deleted meanwhile included.
+		discover := garbagecollector.ServedResources(d.m.client)
+		resources, err := discover(ctx)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("garbagecollector: discovery: %w", err)
 		}
-		return garbagecollector.New(d.factory, garbagecollector.NewClient(d.m.client), resources,
-			garbagecollector.Options{Controller: d.options(controller.Options{})})
+		return garbagecollector.New(d.factory, garbagecollector.NewClient(d.clientOf(GarbageCollector)), resources,
+			garbagecollector.Options{Controller: d.options(controller.Options{}), Discover: discover})
 	}},
 	{Namespace, func(_ context.Context, d deps) (runner, error) {
 		opts := d.m.cfg.Namespace
 		opts.Controller = d.options(opts.Controller)
-		return namespace.New(informers.For[*corev1.Namespace](d.factory), namespace.NewClient(d.m.client), opts)
+		return namespace.New(informers.For[*corev1.Namespace](d.factory), namespace.NewClient(d.clientOf(Namespace)), opts)
 	}},
 	{ServiceAccount, func(_ context.Context, d deps) (runner, error) {
 		return serviceaccount.New(informers.For[*corev1.Namespace](d.factory), informers.For[*corev1.ServiceAccount](d.factory),
-			serviceaccount.NewClient(d.m.client), serviceaccount.Options{Controller: d.options(controller.Options{})})
+			serviceaccount.NewClient(d.clientOf(ServiceAccount)), serviceaccount.Options{Controller: d.options(controller.Options{})})
 	}},
 	{RootCACert, newRootCACert},
 	{Deployment, func(_ context.Context, d deps) (runner, error) {
 		return deployment.New(informers.For[*appsv1.Deployment](d.factory), informers.For[*appsv1.ReplicaSet](d.factory),
-			informers.For[*corev1.Pod](d.factory), deployment.NewClient(d.m.client),
+			informers.For[*corev1.Pod](d.factory), deployment.NewClient(d.clientOf(Deployment)),
 			deployment.Options{Recorder: d.events.NewRecorder("deployment-controller"), Controller: d.options(d.m.cfg.Deployment.Controller)})
+	}},
+	{ClusterRoleAggregation, func(_ context.Context, d deps) (runner, error) {
+		return clusterroleaggregation.New(informers.For[*rbacv1.ClusterRole](d.factory), clusterroleaggregation.NewClient(d.clientOf(ClusterRoleAggregation)),
+			clusterroleaggregation.Options{Controller: d.options(controller.Options{})})
 	}},
 }
 
@@ -613,45 +640,4 @@ func lookup(name string) (controllerDef, bool) {
 		}
 	}
 	return controllerDef{}, false
-}
-
-// gcSkipped are served resources the collector leaves alone: nothing is
-// owned by them or owns through them, and watching them all (events
-// especially) would cost more than it could collect.
-var gcSkipped = map[string]bool{"events": true, "leases": true, "namespaces": true}
-
-// gcResources are the resources the server serves that the collector
-// watches: the built-in ones it knows (sharing the typed informers of the
-// other controllers) and every other listable, deletable resource the
-// server's discovery names, custom resources included.
-func (m *Manager) gcResources(ctx context.Context) ([]garbagecollector.Resource, error) {
-	served, err := m.client.ServerResources(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("garbagecollector: discovery: %w", err)
-	}
-	builtin := map[string]garbagecollector.Resource{}
-	for _, r := range garbagecollector.BuiltinResources() {
-		builtin[r.GVR.String()] = r
-	}
-	var out []garbagecollector.Resource
-	seenKind := map[string]bool{}
-	for _, s := range served {
-		if (s.GVR.Group == "" && gcSkipped[s.GVR.Resource]) || s.GVR.Group == "coordination.k8s.io" {
-			continue
-		}
-		if !slices.Contains(s.Verbs, "list") || !slices.Contains(s.Verbs, "watch") || !slices.Contains(s.Verbs, "delete") {
-			continue
-		}
-		gvk := s.GVR.GroupVersion().WithKind(s.Kind)
-		if seenKind[gvk.String()] {
-			continue
-		}
-		seenKind[gvk.String()] = true
-		if r, ok := builtin[s.GVR.String()]; ok {
-			out = append(out, r)
-			continue
-		}
-		out = append(out, garbagecollector.Resource{GVR: s.GVR, GVK: gvk, Namespaced: s.Namespaced})
-	}
-	return out, nil
 }

@@ -22,8 +22,10 @@
 // impersonation), the in-memory store (or an embedded etcd),
 // kube-apiserver's defaulting, validation and admission (ServiceAccount
 // admission off unless the serviceaccount controller runs, as envtest
-// has it), and the
-// namespaces default, kube-system, kube-public and kube-node-lease. Every
+// has it), and what kube-apiserver makes at start: the namespaces
+// default, kube-system, kube-public and kube-node-lease, the "kubernetes"
+// Service, the bootstrap RBAC policy (package serve and the apiserver's
+// own start-up, as `listwatch up` has them). Every
 // Start is a server of its own, isolated from the others, so tests that
 // start one each may run in parallel. Everything stops when the test ends
 // (t.Cleanup), leaving no goroutine behind.
@@ -31,13 +33,9 @@ package envtest
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -46,19 +44,15 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 
 	"github.com/listwatch/listwatch/apiserver"
-	"github.com/listwatch/listwatch/apiserver/filters"
+	"github.com/listwatch/listwatch/apiserver/serve"
 	"github.com/listwatch/listwatch/client"
 	"github.com/listwatch/listwatch/controllermanager"
 	"github.com/listwatch/listwatch/controllers/podlifecycle"
 	"github.com/listwatch/listwatch/internal/kubeconfig"
-	"github.com/listwatch/listwatch/internal/pki"
 	"github.com/listwatch/listwatch/storage"
 	"github.com/listwatch/listwatch/storage/etcd"
 	"github.com/listwatch/listwatch/storage/memory"
@@ -79,8 +73,17 @@ type Options struct {
 	CRDs []*unstructured.Unstructured
 	// Controllers names the controllers to run, from
 	// controllermanager.AllControllers(); none when empty. Pods of the
-	// simulated nodes start and stop at once.
+	// simulated nodes start and stop at once, unless PodLifecycle says
+	// otherwise.
 	Controllers []string
+	// PodLifecycle tunes the simulated nodes of the pod lifecycle
+	// controller (controllermanager.PodLifecycle), for a test that must
+	// see pods Pending or Terminating for a while, or failing. Its zero
+	// delays are "at once" here, not the controller's one-second default.
+	PodLifecycle podlifecycle.Options
+	// WrapControllersTransport, when set, wraps the controllers' HTTP
+	// transport: a test counts or delays their requests with it.
+	WrapControllersTransport func(http.RoundTripper) http.RoundTripper
 	// Logger receives the server's and the controllers' logs; nil
 	// discards them.
 	Logger *slog.Logger
@@ -107,9 +110,6 @@ type Environment struct {
 // User is the name of the user Environment.Config authenticates as, in
 // the group system:masters.
 const User = "envtest-admin"
-
-// namespaces are those kube-apiserver makes at start.
-var namespaces = []string{metav1.NamespaceDefault, metav1.NamespaceSystem, metav1.NamespacePublic, corev1.NamespaceNodeLease}
 
 // startTimeout bounds Start's waits: for the server to be ready, the CRDs
 // to be served and the controllers to have synced.
@@ -179,88 +179,61 @@ func start(dir string, opts Options) (_ *Environment, stop func(), _ error) {
 		cancel()
 	}
 
+	manifests, err := manifests(opts)
+	if err != nil {
+		return nil, stop, err
+	}
 	st, closeStore, err := openStore(startCtx, opts.Etcd, dir)
 	if err != nil {
 		return nil, stop, err
 	}
 	stops = append(stops, closeStore)
-	cfg := apiserver.Config{Storage: st, Logger: log}
+	cfg := serve.Config{
+		API:       apiserver.Config{Storage: st},
+		CertDir:   filepath.Join(dir, "pki"),
+		AdminUser: User,
+		Manifests: manifests,
+		Logger:    log,
+	}
 	if !slices.Contains(opts.Controllers, controllermanager.ServiceAccount) {
 		// Nothing makes the namespaces' default service accounts, which
 		// the plugin requires of every pod: off, as envtest has it.
-		cfg.DisableAdmissionPlugins = []string{"ServiceAccount"}
+		cfg.API.DisableAdmissionPlugins = []string{"ServiceAccount"}
 	}
-	api, err := apiserver.New(ctx, cfg)
+	srv, err := serve.New(startCtx, cfg)
 	if err != nil {
 		return nil, stop, err
 	}
-	stops = append(stops, api.Close)
-
-	token, err := randomToken()
-	if err != nil {
-		return nil, stop, err
-	}
-	var tokens filters.TokenFile
-	if err := tokens.Add(token, filters.User{Name: User, UID: User, Groups: []string{"system:masters"}}); err != nil {
-		return nil, stop, err
-	}
-	serving, err := pki.EnsureServing(filepath.Join(dir, "pki"))
-	if err != nil {
-		return nil, stop, err
-	}
-	longRunning, endLongRunning := context.WithCancel(ctx)
-	hs := &http.Server{
-		Handler: filters.Chain(api.Handler(), filters.Options{
-			Authenticator: &tokens, Authorizer: api.Authorizer(), Logger: log, Shutdown: longRunning,
-		}),
-		TLSConfig:         serving.TLSConfig(),
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		endLongRunning()
-		return nil, stop, err
-	}
+	run, endRun := context.WithCancel(ctx)
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
-		if err := hs.ServeTLS(ln, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := srv.Run(run); err != nil {
 			log.Error("envtest: serving", "err", err)
 		}
 	}()
 	stops = append(stops, func() {
-		// The test is over: no graceful shutdown, whose wait for HTTP/2
-		// clients to leave after its GOAWAY takes a second.
-		endLongRunning()
-		_ = hs.Close()
+		endRun()
 		<-served
 	})
+	if err := srv.WaitReady(startCtx); err != nil {
+		return nil, stop, err
+	}
 
 	env := &Environment{
-		Server:     api,
-		URL:        "https://" + ln.Addr().String(),
+		Server:     srv.API,
+		URL:        srv.URL,
+		Config:     srv.RESTConfig(),
 		Kubeconfig: filepath.Join(dir, "kubeconfig"),
 	}
-	env.Config = &rest.Config{Host: env.URL, BearerToken: token, TLSClientConfig: rest.TLSClientConfig{CAData: serving.CAPEM}}
-	if err := kubeconfig.Write(env.Kubeconfig, kubeconfig.Config{Server: env.URL, CAData: serving.CAPEM, Token: token}); err != nil {
+	if err := kubeconfig.Write(env.Kubeconfig, kubeconfig.Config{Server: env.URL, CAData: srv.CAPEM, Token: srv.Token()}); err != nil {
 		return nil, stop, err
 	}
-	if env.Client, err = client.New(&client.Config{REST: env.Config}); err != nil {
-		return nil, stop, err
-	}
-
-	if err := api.WaitReady(startCtx); err != nil {
-		return nil, stop, fmt.Errorf("server not ready: %w", err)
-	}
-	if err := createNamespaces(startCtx, env.Client); err != nil {
-		return nil, stop, err
-	}
-	if err := install(startCtx, api, opts); err != nil {
+	if env.Client, err = client.New(&client.Config{REST: env.Config, QPS: -1}); err != nil {
 		return nil, stop, err
 	}
 	if len(opts.Controllers) > 0 {
-		stopControllers, err := runControllers(ctx, env.Config, opts.Controllers, log)
+		stopControllers, err := runControllers(ctx, env.Config, opts, log)
 		if err != nil {
 			return nil, stop, err
 		}
@@ -287,46 +260,40 @@ func openStore(ctx context.Context, useEtcd bool, dir string) (storage.Interface
 	return st, func() { _ = st.Close(); _ = member.Close() }, nil
 }
 
-// createNamespaces makes the namespaces kube-apiserver makes at start.
-func createNamespaces(ctx context.Context, c *client.Client) error {
-	nss := client.For[*corev1.Namespace](c, "")
-	for _, name := range namespaces {
-		_, err := nss.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
-		if err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("namespace %s: %w", name, err)
-		}
-	}
-	return nil
-}
-
-// install creates the objects of opts.CRDPaths and opts.CRDs.
-func install(ctx context.Context, api *apiserver.Server, opts Options) error {
+// manifests are the objects of opts.CRDPaths, then opts.CRDs.
+func manifests(opts Options) ([]*unstructured.Unstructured, error) {
 	var objs []*unstructured.Unstructured
 	for _, p := range opts.CRDPaths {
 		o, err := apiserver.LoadManifests(p)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		objs = append(objs, o...)
 	}
-	objs = append(objs, opts.CRDs...)
-	if len(objs) == 0 {
-		return nil
-	}
-	if err := api.Apply(ctx, objs); err != nil {
-		return fmt.Errorf("installing CRDs: %w", err)
-	}
-	return nil
+	return append(objs, opts.CRDs...), nil
 }
 
 // runControllers runs the named controllers against the server until the
 // returned stop is called, and waits for their caches to sync.
-func runControllers(ctx context.Context, cfg *rest.Config, names []string, log *slog.Logger) (stop func(), err error) {
+func runControllers(ctx context.Context, cfg *rest.Config, opts Options, log *slog.Logger) (stop func(), err error) {
+	lifecycle := opts.PodLifecycle
+	// podlifecycle takes a zero delay for its one-second default; a
+	// nanosecond is "at once".
+	if lifecycle.StartDelay <= 0 {
+		lifecycle.StartDelay = time.Nanosecond
+	}
+	if lifecycle.TerminationDelay <= 0 {
+		lifecycle.TerminationDelay = time.Nanosecond
+	}
+	if opts.WrapControllersTransport != nil {
+		cfg = rest.CopyConfig(cfg)
+		cfg.WrapTransport = opts.WrapControllersTransport
+	}
 	m, err := controllermanager.New(controllermanager.Config{
 		Client:         &client.Config{REST: cfg, QPS: -1},
-		Controllers:    names,
+		Controllers:    opts.Controllers,
 		LeaderElection: controllermanager.LeaderElection{Disabled: true},
-		PodLifecycle:   podlifecycle.Options{StartDelay: time.Nanosecond, TerminationDelay: time.Nanosecond},
+		PodLifecycle:   lifecycle,
 		Logger:         log,
 	})
 	if err != nil {
@@ -364,13 +331,4 @@ func errOrStopped(err error) error {
 		return errors.New("stopped")
 	}
 	return err
-}
-
-// randomToken is a fresh bearer token.
-func randomToken() (string, error) {
-	b := make([]byte, 24)
-	if _, err := io.ReadFull(rand.Reader, b); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(b), nil
 }

@@ -88,10 +88,10 @@ func TestParallel(t *testing.T) {
 	}
 }
 
-// TestCRDPaths installs the sample controller's CRD file, which also
-// holds a Foo: the Foo is created, and checked against the schema.
+// TestCRDPaths installs the sample controller's CRD file and a Foo's:
+// the Foo is created, and checked against the schema.
 func TestCRDPaths(t *testing.T) {
-	env := envtest.Start(t, envtest.Options{CRDPaths: []string{"../examples/samplecontroller/crd.yaml"}})
+	env := envtest.Start(t, envtest.Options{CRDPaths: []string{"../examples/samplecontroller/crd.yaml", "../examples/samplecontroller/example-foo.yaml"}})
 	foos := dynamic.NewForConfigOrDie(env.Config).Resource(schema.GroupVersionResource{Group: "samplecontroller.k8s.io", Version: "v1alpha1", Resource: "foos"})
 	foo, err := foos.Namespace("default").Get(t.Context(), "example-foo", metav1.GetOptions{})
 	if err != nil {

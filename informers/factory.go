@@ -221,12 +221,11 @@ func newTyped[T cache.Object](f *SharedInformerFactory, gvr schema.GroupVersionR
 			ropts.Name = reflect.TypeFor[T]().String()
 		}
 	}
-	return cache.NewSharedIndexInformer(lw, cache.SharedInformerOptions[T]{
+	return cache.NewSharedIndexInformer(lw, cache.SharedInformerOptions{
 		ResyncPeriod:      resync,
-		Transform:         transform,
 		Reflector:         ropts,
 		MutationDetection: f.opts.MutationDetection,
-	})
+	}, cache.WithTransform(transform))
 }
 
 // StripManagedFields is the factory's default transform: it drops

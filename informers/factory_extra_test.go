@@ -74,12 +74,12 @@ func TestFactory_ResyncPeriods(t *testing.T) {
 				reg  func() (time.Duration, error)
 				want time.Duration
 			}{
-				{"pods", f.Pods().SharedIndexInformer, func() (time.Duration, error) {
-					r, err := f.Pods().AddEventHandler(cache.ResourceEventHandlerFuncs[*corev1.Pod]{})
+				{"pods", informers.For[*corev1.Pod](f).SharedIndexInformer, func() (time.Duration, error) {
+					r, err := informers.For[*corev1.Pod](f).AddEventHandler(cache.ResourceEventHandlerFuncs[*corev1.Pod]{})
 					return resyncPeriod[*corev1.Pod](r, err)
 				}, tc.wantPods},
-				{"namespaces", f.Namespaces().SharedIndexInformer, func() (time.Duration, error) {
-					r, err := f.Namespaces().AddEventHandler(cache.ResourceEventHandlerFuncs[*corev1.Namespace]{})
+				{"namespaces", informers.For[*corev1.Namespace](f).SharedIndexInformer, func() (time.Duration, error) {
+					r, err := informers.For[*corev1.Namespace](f).AddEventHandler(cache.ResourceEventHandlerFuncs[*corev1.Namespace]{})
 					return resyncPeriod[*corev1.Namespace](r, err)
 				}, tc.wantNamespaces},
 			} {
@@ -106,7 +106,7 @@ func TestFactory_DefaultResyncFires(t *testing.T) {
 		pods.Create(newPod("a", "p1", nil))
 		var mu sync.Mutex
 		resyncs := 0
-		f.Pods().AddEventHandler(cache.ResourceEventHandlerFuncs[*corev1.Pod]{
+		informers.For[*corev1.Pod](f).AddEventHandler(cache.ResourceEventHandlerFuncs[*corev1.Pod]{
 			UpdateFunc: func(_, _ *corev1.Pod) { mu.Lock(); resyncs++; mu.Unlock() },
 		})
 		f.Start(t.Context())
@@ -148,7 +148,7 @@ func TestFactory_FieldSelectorTweakReachesListerWatcher(t *testing.T) {
 		t.Cleanup(f.Shutdown)
 		pods.Create(newPod("a", "p1", nil))
 		pods.Create(newPod("a", "p2", nil))
-		h := f.Pods()
+		h := informers.For[*corev1.Pod](f)
 		// The Source got the tweak itself.
 		src.mu.Lock()
 		if len(src.tweaks) != 1 || src.tweaks[0] == nil {
@@ -196,7 +196,7 @@ type accessorCase struct {
 	check func(t *testing.T, f *informers.SharedInformerFactory) func()
 }
 
-// newAccessorCase checks that get, an accessor or For[T], hands out the
+// newAccessorCase checks that get, For[T], hands out the
 // informer of the registry's resource of T, which InformerFor with gvr
 // (stated here, not read from the registry) hands out too.
 func newAccessorCase[T cache.Object](name string, gvr schema.GroupVersionResource, obj T, get func(*informers.SharedInformerFactory) *informers.Informer[T]) accessorCase {
@@ -236,12 +236,12 @@ func TestFactory_TypedAccessors(t *testing.T) {
 	om := func(ns, name string) metav1.ObjectMeta { return metav1.ObjectMeta{Namespace: ns, Name: name} }
 	core, apps := corev1.SchemeGroupVersion, appsv1.SchemeGroupVersion
 	cases := []accessorCase{
-		newAccessorCase("namespaces", core.WithResource("namespaces"), &corev1.Namespace{ObjectMeta: om("", "n1")}, (*informers.SharedInformerFactory).Namespaces),
-		newAccessorCase("pods", core.WithResource("pods"), &corev1.Pod{ObjectMeta: om("a", "p1")}, (*informers.SharedInformerFactory).Pods),
-		newAccessorCase("replicationcontrollers", core.WithResource("replicationcontrollers"), &corev1.ReplicationController{ObjectMeta: om("a", "rc1")}, (*informers.SharedInformerFactory).ReplicationControllers),
-		newAccessorCase("services", core.WithResource("services"), &corev1.Service{ObjectMeta: om("a", "s1")}, (*informers.SharedInformerFactory).Services),
-		//lint:ignore SA1019 the accessor under test serves core/v1 Endpoints.
-		newAccessorCase("endpoints", core.WithResource("endpoints"), &corev1.Endpoints{ObjectMeta: om("a", "e1")}, (*informers.SharedInformerFactory).Endpoints),
+		newAccessorCase("namespaces", core.WithResource("namespaces"), &corev1.Namespace{ObjectMeta: om("", "n1")}, informers.For[*corev1.Namespace]),
+		newAccessorCase("pods", core.WithResource("pods"), &corev1.Pod{ObjectMeta: om("a", "p1")}, informers.For[*corev1.Pod]),
+		newAccessorCase("replicationcontrollers", core.WithResource("replicationcontrollers"), &corev1.ReplicationController{ObjectMeta: om("a", "rc1")}, informers.For[*corev1.ReplicationController]),
+		newAccessorCase("services", core.WithResource("services"), &corev1.Service{ObjectMeta: om("a", "s1")}, informers.For[*corev1.Service]),
+		//lint:ignore SA1019 the endpoints controller still reads core/v1 Endpoints.
+		newAccessorCase("endpoints", core.WithResource("endpoints"), &corev1.Endpoints{ObjectMeta: om("a", "e1")}, informers.For[*corev1.Endpoints]),
 		// For finds any built-in resource from its type alone.
 		newAccessorCase("For events", core.WithResource("events"), &corev1.Event{ObjectMeta: om("a", "ev1")}, informers.For[*corev1.Event]),
 		newAccessorCase("For leases", coordinationv1.SchemeGroupVersion.WithResource("leases"), &coordinationv1.Lease{ObjectMeta: om("a", "l1")}, informers.For[*coordinationv1.Lease]),
@@ -361,7 +361,7 @@ func TestFactory_Metadata(t *testing.T) {
 				f := informers.NewSharedInformerFactory(src, informers.Options{Reflector: cache.ReflectorOptions{Logger: quiet}})
 				t.Cleanup(f.Shutdown)
 				h := informers.MetadataFor(f, podsGVR)
-				typed := f.Pods()
+				typed := informers.For[*corev1.Pod](f)
 				if any(h.SharedIndexInformer) == any(typed.SharedIndexInformer) {
 					t.Fatal("the metadata informer is the typed one")
 				}

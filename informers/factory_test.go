@@ -99,7 +99,7 @@ func TestFactory_SharesOneInformerPerResource(t *testing.T) {
 		logs := &recordingHandler{}
 		f, pods, src := setup(t, informers.Options{Reflector: cache.ReflectorOptions{Logger: slog.New(logs)}})
 		pods.Create(newPod("a", "p1", nil))
-		c1, c2 := f.Pods(), f.Pods()
+		c1, c2 := informers.For[*corev1.Pod](f), informers.For[*corev1.Pod](f)
 		if c1.SharedIndexInformer != c2.SharedIndexInformer {
 			t.Fatal("two requests for pods got two informers")
 		}
@@ -175,7 +175,7 @@ func TestFactory_Options(t *testing.T) {
 		pods.Create(newPod("a", "web", map[string]string{"app": "web"}))
 		pods.Create(newPod("a", "db", map[string]string{"app": "db"}))
 		pods.Create(newPod("b", "web", map[string]string{"app": "web"}))
-		h := f.Pods()
+		h := informers.For[*corev1.Pod](f)
 		var mu sync.Mutex
 		resyncs := 0
 		h.AddEventHandler(cache.ResourceEventHandlerFuncs[*corev1.Pod]{
@@ -209,7 +209,7 @@ func TestFactory_StartOnlyNewAndReleaseStops(t *testing.T) {
 		synctest.Wait()
 		// An informer requested after Start runs from the next Start; the
 		// running one is not started twice.
-		ns := f.Namespaces()
+		ns := informers.For[*corev1.Namespace](f)
 		f.Start(t.Context())
 		synctest.Wait()
 		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
@@ -240,7 +240,7 @@ func TestFactory_StartOnlyNewAndReleaseStops(t *testing.T) {
 			t.Errorf("%d pod watches still open", pods.Watchers())
 		}
 		// For pins the new informer: a hold released on it stops nothing.
-		h3 := f.Pods()
+		h3 := informers.For[*corev1.Pod](f)
 		if h3 == h2 {
 			t.Error("a released informer was handed out again")
 		}
@@ -248,7 +248,7 @@ func TestFactory_StartOnlyNewAndReleaseStops(t *testing.T) {
 		release3()
 		f.Start(t.Context())
 		synctest.Wait()
-		if h3.IsStopped() || f.Pods() != h3 {
+		if h3.IsStopped() || informers.For[*corev1.Pod](f) != h3 {
 			t.Error("an informer For asked for stopped when a hold on it was released")
 		}
 		src.mu.Lock()
@@ -264,16 +264,17 @@ func TestFactory_ShutdownWaitsForEveryGoroutine(t *testing.T) {
 		f, pods, _ := setup(t, informers.Options{})
 		pods.Create(newPod("a", "p1", nil))
 		release := make(chan struct{})
-		f.Pods().AddEventHandler(cache.ResourceEventHandlerFuncs[*corev1.Pod]{
+		informers.For[*corev1.Pod](f).AddEventHandler(cache.ResourceEventHandlerFuncs[*corev1.Pod]{
 			AddFunc: func(*corev1.Pod, bool) { <-release },
 		})
-		f.Namespaces()
+		informers.For[*corev1.Namespace](f)
 		informers.For[*appsv1.Deployment](f)
-		f.Services()
-		f.Endpoints()
+		informers.For[*corev1.Service](f)
+		//lint:ignore SA1019 any built-in resource will do.
+		informers.For[*corev1.Endpoints](f)
 		informers.For[*corev1.Event](f)
 		informers.For[*coordinationv1.Lease](f)
-		f.ReplicationControllers()
+		informers.For[*corev1.ReplicationController](f)
 		f.Start(t.Context())
 		synctest.Wait()
 		done := make(chan struct{})

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"reflect"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -58,36 +57,4 @@ func (l failing) Watch(context.Context, metav1.ListOptions) (cache.Watcher[cache
 // alone, which is all some controllers (the garbage collector) read.
 func MetadataFor(f *SharedInformerFactory, gvr schema.GroupVersionResource) *Informer[*metav1.PartialObjectMetadata] {
 	return InformerFor[*metav1.PartialObjectMetadata](f, gvr)
-}
-
-// The accessors of the resources the controllers of this module share;
-// For serves every other built-in resource.
-
-// Namespaces returns the shared informer of core/v1 namespaces.
-func (f *SharedInformerFactory) Namespaces() *Informer[*corev1.Namespace] {
-	return For[*corev1.Namespace](f)
-}
-
-// Pods returns the shared informer of core/v1 pods.
-func (f *SharedInformerFactory) Pods() *Informer[*corev1.Pod] {
-	return For[*corev1.Pod](f)
-}
-
-// ReplicationControllers returns the shared informer of core/v1
-// replication controllers.
-func (f *SharedInformerFactory) ReplicationControllers() *Informer[*corev1.ReplicationController] {
-	return For[*corev1.ReplicationController](f)
-}
-
-// Services returns the shared informer of core/v1 services.
-func (f *SharedInformerFactory) Services() *Informer[*corev1.Service] {
-	return For[*corev1.Service](f)
-}
-
-// Endpoints returns the shared informer of core/v1 endpoints.
-//
-//lint:ignore SA1019 the controllers of this project still read core/v1 Endpoints.
-func (f *SharedInformerFactory) Endpoints() *Informer[*corev1.Endpoints] {
-	//lint:ignore SA1019 see above.
-	return For[*corev1.Endpoints](f)
 }

@@ -41,8 +41,11 @@ type cmOptions struct {
 	nodes          string
 	podStartDelay  time.Duration
 	podFail        float64
+	podFailImages  string
 	qps            float64
 	burst          int
+	// saCredentials is --use-service-account-credentials.
+	saCredentials bool
 }
 
 func defaultCMOptions() cmOptions {
@@ -85,8 +88,10 @@ func (o *cmOptions) addFlags(fs *flag.FlagSet, bindFlag string) {
 	fs.StringVar(&o.nodes, "nodes", o.nodes, "comma-separated names of the simulated nodes the podlifecycle controller runs pods on")
 	fs.DurationVar(&o.podStartDelay, "pod-start-delay", o.podStartDelay, "how long a bound pod stays Pending before it runs (podlifecycle)")
 	fs.Float64Var(&o.podFail, "pod-fail-fraction", o.podFail, "fraction of pods, 0 to 1, the simulated nodes fail instead of running (podlifecycle)")
+	fs.StringVar(&o.podFailImages, "pod-fail-images", o.podFailImages, `comma-separated image patterns (path.Match, e.g. "registry.example/broken:*") whose pods the simulated nodes fail (podlifecycle)`)
 	fs.Float64Var(&o.qps, "kube-api-qps", o.qps, "requests per second to the API server (negative: no limit)")
 	fs.IntVar(&o.burst, "kube-api-burst", o.burst, "requests allowed in a burst above --kube-api-qps")
+	fs.BoolVar(&o.saCredentials, "use-service-account-credentials", o.saCredentials, "run each controller as its own service account in kube-system (impersonated: the kubeconfig's user must be allowed to impersonate), so kube's bootstrap controller roles decide what it may do")
 }
 
 // config turns the options into a controllermanager.Config.
@@ -118,8 +123,10 @@ func (o *cmOptions) config(cc *client.Config, log *slog.Logger) controllermanage
 			// what "no delay" means to a user.
 			StartDelay:   max(o.podStartDelay, time.Nanosecond),
 			FailFraction: o.podFail,
+			FailImages:   splitList(o.podFailImages),
 		},
-		Logger: log,
+		Logger:                    log,
+		ServiceAccountCredentials: o.saCredentials,
 	}
 }
 
@@ -178,6 +185,10 @@ var upControllerManager = &upCMOptions{enabled: true, cmOptions: func() cmOption
 	// In the same process as the server, on one machine: a client-side
 	// limit would only slow a newcomer's large RC down.
 	o.qps = -1
+	// Each controller as its own user with kube's bootstrap controller
+	// roles, as kubeadm runs kube-controller-manager: a controller that
+	// lacks a permission fails here as it would in a cluster.
+	o.saCredentials = true
 	return o
 }()}
 

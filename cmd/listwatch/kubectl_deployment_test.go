@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +15,15 @@ import (
 
 	"github.com/listwatch/listwatch/client"
 )
+
+// atoi is the number s says, or -1.
+func atoi(s string) int {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return -1
+	}
+	return n
+}
 
 // kubectlDeployment is a Deployment of replicas pods rolling 10% at a
 // time either way.
@@ -124,8 +134,16 @@ func (s *rolloutSampler) end() (minAvailable, most, mostSpec, samples int) {
 // never fewer than 90 pods available nor more than 110 pods (sampled every
 // 50 ms); kubectl rollout status returns; kubectl rollout undo makes the
 // old ReplicaSet current again; a paused Deployment does not roll until
-// resumed.
+// resumed; a rollout to an image the nodes cannot run (`up
+// --pod-fail-images`) ends with Progressing=False, reason
+// ProgressDeadlineExceeded, and kubectl rollout status fails saying so.
 func TestKubectlRollout(t *testing.T) {
+	// As `up --pod-fail-images registry.example/broken:*` would; `up`
+	// reads the flags when it starts, and no test of the package runs in
+	// parallel with another.
+	saved := upControllerManager.podFailImages
+	upControllerManager.podFailImages = "registry.example/broken:*"
+	t.Cleanup(func() { upControllerManager.podFailImages = saved })
 	e := newKubectlEnv(t)
 	e.ok("apply", "-f", e.file("web.yaml", kubectlDeployment(100)))
 	e.ok("rollout", "status", "deployment/web", "--timeout=60s")
@@ -211,6 +229,26 @@ func TestKubectlRollout(t *testing.T) {
 		e.ok("rollout", "status", "deployment/web", "--timeout=90s")
 		if rs := rsOf(); !strings.HasSuffix(rs["registry.example/web:3"], "replicas=100 revision=4") {
 			t.Errorf("replica sets after resume: %v", rs)
+		}
+	})
+
+	t.Run("failing image", func(t *testing.T) {
+		e.ok("patch", "deployment", "web", "-p", `{"spec":{"progressDeadlineSeconds":3}}`)
+		e.ok("set", "image", "deployment/web", "web=registry.example/broken:1")
+		start := time.Now()
+		r := e.run("rollout", "status", "deployment/web", "--timeout=60s")
+		t.Logf("kubectl rollout status failed after %v: %s", time.Since(start).Round(time.Millisecond), strings.TrimSpace(r.stderr))
+		if r.err == nil || !strings.Contains(r.stderr, `deployment "web" exceeded its progress deadline`) {
+			t.Errorf("rollout status of a rollout to a failing image: %v, want an error saying the deadline was exceeded\n%s", r.err, r)
+		}
+		cond := e.ok("get", "deployment", "web", "-o", `jsonpath={.status.conditions[?(@.type=="Progressing")].status} {.status.conditions[?(@.type=="Progressing")].reason}`).stdout
+		if cond != "False ProgressDeadlineExceeded" {
+			t.Errorf("Progressing condition %q, want \"False ProgressDeadlineExceeded\"", cond)
+		}
+		// The old pods are still serving: the rollout stopped within
+		// maxUnavailable.
+		if got := e.ok("get", "deployment", "web", "-o", "jsonpath={.status.availableReplicas}").stdout; atoi(got) < 90 {
+			t.Errorf("availableReplicas %s during the stuck rollout, want at least 90", got)
 		}
 	})
 }

@@ -39,6 +39,13 @@ func (r kubectlResult) String() string {
 
 func newKubectlEnv(t *testing.T) *kubectlEnv {
 	t.Helper()
+	return newKubectlEnvWith(t, kubectlCustomResources)
+}
+
+// newKubectlEnvWith starts `up` with customResources applied at start
+// (none when empty).
+func newKubectlEnvWith(t *testing.T, customResources string) *kubectlEnv {
+	t.Helper()
 	bin, err := exec.LookPath("kubectl")
 	if err != nil {
 		if os.Getenv("CI") == "true" {
@@ -47,9 +54,12 @@ func newKubectlEnv(t *testing.T) *kubectlEnv {
 		t.Skipf("kubectl not on PATH: %v", err)
 	}
 	work := t.TempDir()
-	crs := filepath.Join(work, "crs.yaml")
-	if err := os.WriteFile(crs, []byte(kubectlCustomResources), 0o600); err != nil {
-		t.Fatal(err)
+	var crs string
+	if customResources != "" {
+		crs = filepath.Join(work, "crs.yaml")
+		if err := os.WriteFile(crs, []byte(customResources), 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
 	u := startUp(t, upConfig{Dir: filepath.Join(work, ".listwatch"), Port: 0, StorageBackend: backendEtcd, CustomResourcesFile: crs})
 	t.Cleanup(func() {

@@ -7,10 +7,7 @@ package deployment_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
@@ -20,14 +17,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/rest"
 
-	"github.com/listwatch/listwatch/apiserver"
 	"github.com/listwatch/listwatch/client"
 	"github.com/listwatch/listwatch/controllermanager"
 	"github.com/listwatch/listwatch/controllers/deployment"
 	"github.com/listwatch/listwatch/controllers/podlifecycle"
-	"github.com/listwatch/listwatch/storage/memory"
+	"github.com/listwatch/listwatch/envtest"
 )
 
 // waitFor polls cond until it holds, failing at the deadline with what
@@ -52,54 +47,22 @@ func podTemplate(image string) corev1.PodTemplateSpec {
 	}
 }
 
-// startCluster runs an API server on memory storage and a controller
-// manager with the ReplicaSet, Deployment and pod lifecycle controllers
-// (with the simulated nodes of nodes), until the test ends; it returns a
-// client of the server and creates the namespace e2e. wrap, when set,
-// wraps the manager's transport.
+// startCluster runs an environment (envtest) with the ReplicaSet,
+// Deployment and pod lifecycle controllers (with the simulated nodes of
+// nodes) until the test ends; it returns a client of the server and
+// creates the namespace e2e. wrap, when set, wraps the controllers'
+// transport.
 func startCluster(tb testing.TB, nodes podlifecycle.Options, wrap func(http.RoundTripper) http.RoundTripper) *client.Client {
 	tb.Helper()
-	st := memory.New()
-	// No service account controller runs here: as kube's integration
-	// tests, ServiceAccount admission is off.
-	srv, err := apiserver.New(context.Background(), apiserver.Config{Storage: st, DisableAdmissionPlugins: []string{"ServiceAccount"}})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	hs := httptest.NewServer(srv.Handler())
-	cc := &client.Config{REST: &rest.Config{Host: hs.URL}, QPS: -1}
-	mc := &client.Config{REST: &rest.Config{Host: hs.URL, WrapTransport: wrap}, QPS: -1}
-	m, err := controllermanager.New(controllermanager.Config{
-		Client:         mc,
-		Controllers:    []string{controllermanager.ReplicaSet, controllermanager.Deployment, controllermanager.PodLifecycle},
-		LeaderElection: controllermanager.LeaderElection{Disabled: true},
-		PodLifecycle:   nodes,
-		Logger:         slog.New(slog.NewTextHandler(io.Discard, nil)),
+	env := envtest.Start(tb, envtest.Options{
+		Controllers:              []string{controllermanager.ReplicaSet, controllermanager.Deployment, controllermanager.PodLifecycle},
+		PodLifecycle:             nodes,
+		WrapControllersTransport: wrap,
 	})
-	if err != nil {
+	if _, err := client.For[*corev1.Namespace](env.Client, "").Create(tb.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "e2e"}}, metav1.CreateOptions{}); err != nil {
 		tb.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- m.Run(ctx) }()
-	tb.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			tb.Errorf("Run: %v", err)
-		}
-		hs.CloseClientConnections()
-		hs.Close()
-		srv.Close()
-		st.Close()
-	})
-	c, err := client.New(cc)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if _, err := client.For[*corev1.Namespace](c, "").Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "e2e"}}, metav1.CreateOptions{}); err != nil {
-		tb.Fatal(err)
-	}
-	return c
+	return env.Client
 }
 
 // podReady reports whether a pod counts as available (minReadySeconds is

@@ -123,9 +123,9 @@ func TestController(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		svcs, pods, eps := cachetest.New[*corev1.Service](), cachetest.New[*corev1.Pod](), cachetest.New[*corev1.Endpoints]()
 		opts := cache.ReflectorOptions{Logger: quiet}
-		svcInf := cache.NewSharedIndexInformer[*corev1.Service](svcs, cache.SharedInformerOptions[*corev1.Service]{Reflector: opts})
-		podInf := cache.NewSharedIndexInformer[*corev1.Pod](pods, cache.SharedInformerOptions[*corev1.Pod]{Reflector: opts})
-		epInf := cache.NewSharedIndexInformer[*corev1.Endpoints](eps, cache.SharedInformerOptions[*corev1.Endpoints]{Reflector: opts})
+		svcInf := cache.NewSharedIndexInformer[*corev1.Service](svcs, cache.SharedInformerOptions{Reflector: opts})
+		podInf := cache.NewSharedIndexInformer[*corev1.Pod](pods, cache.SharedInformerOptions{Reflector: opts})
+		epInf := cache.NewSharedIndexInformer[*corev1.Endpoints](eps, cache.SharedInformerOptions{Reflector: opts})
 		c, err := New(svcInf, podInf, epInf, epAPI{eps}, controller.Options{Logger: quiet})
 		if err != nil {
 			t.Fatal(err)

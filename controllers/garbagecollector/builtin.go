@@ -1,12 +1,15 @@
 package garbagecollector
 
 import (
+	"context"
 	"reflect"
 	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/listwatch/listwatch/client"
 	"github.com/listwatch/listwatch/resources"
 )
 
@@ -46,4 +49,61 @@ func BuiltinResources() []Resource {
 		out = append(out, Resource{GVR: r.GVR(), GVK: r.GVK, Namespaced: r.Namespaced, Subscribe: sub})
 	}
 	return out
+}
+
+// Discoverer lists the top-level resources an API server serves, as its
+// discovery documents describe them; *client.Client is one.
+type Discoverer interface {
+	ServerResources(ctx context.Context) ([]client.APIResource, error)
+}
+
+// skipped are served resources the collector leaves alone: nothing is
+// owned by them or owns through them, and watching them all (events
+// especially) would cost more than it could collect.
+var skipped = map[schema.GroupResource]bool{
+	{Resource: "events"}:                                        true,
+	{Group: "events.k8s.io", Resource: "events"}:                true,
+	{Resource: "namespaces"}:                                    true,
+	{Group: "coordination.k8s.io", Resource: "leases"}:          true,
+	{Group: "coordination.k8s.io", Resource: "leasecandidates"}: true,
+}
+
+// ServedResources returns the Options.Discover that asks d which
+// resources the server serves, at each group's preferred version, and
+// keeps those the collector can watch and act on (they can be listed,
+// watched and deleted), custom resources included; events, namespaces and
+// leases are left out. Built-in resources come as BuiltinResources gives
+// them (sharing the typed informers of the other controllers), every
+// other one with a metadata informer. Of a kind served under two
+// resources the first is kept.
+func ServedResources(d Discoverer) func(ctx context.Context) ([]Resource, error) {
+	builtin := map[schema.GroupVersionResource]Resource{}
+	for _, r := range BuiltinResources() {
+		builtin[r.GVR] = r
+	}
+	return func(ctx context.Context) ([]Resource, error) {
+		served, err := d.ServerResources(ctx)
+		if err != nil {
+			return nil, err
+		}
+		var out []Resource
+		seen := map[schema.GroupVersionKind]bool{}
+		for _, s := range served {
+			if skipped[s.GVR.GroupResource()] ||
+				!slices.Contains(s.Verbs, "list") || !slices.Contains(s.Verbs, "watch") || !slices.Contains(s.Verbs, "delete") {
+				continue
+			}
+			gvk := s.GVR.GroupVersion().WithKind(s.Kind)
+			if seen[gvk] {
+				continue
+			}
+			seen[gvk] = true
+			if r, ok := builtin[s.GVR]; ok {
+				out = append(out, r)
+				continue
+			}
+			out = append(out, Resource{GVR: s.GVR, GVK: gvk, Namespaced: s.Namespaced})
+		}
+		return out, nil
+	}
 }

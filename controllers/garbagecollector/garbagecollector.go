@@ -16,11 +16,20 @@
 //
 //	c, _ := client.New(cfg)
 //	factory := informers.NewSharedInformerFactory(c, informers.Options{})
-//	gc, err := garbagecollector.New(factory, garbagecollector.NewClient(c),
-//		garbagecollector.BuiltinResources(),
-//		garbagecollector.Options{Controller: controller.Options{Logger: log}})
+//	discover := garbagecollector.ServedResources(c)
+//	resources, err := discover(ctx)
+//	...
+//	gc, err := garbagecollector.New(factory, garbagecollector.NewClient(c), resources,
+//		garbagecollector.Options{Discover: discover, Controller: controller.Options{Logger: log}})
 //	...
 //	err = gc.Run(ctx)
+//
+// With Options.Discover the collector follows what the server serves as it
+// runs, as Kubernetes' collector re-syncs its monitors from discovery: the
+// custom resources of a CustomResourceDefinition created later are watched
+// from the next resync on, and those of a definition deleted stop being
+// watched, their informers given up. Without it, it watches the resources
+// given to New (BuiltinResources for a fixed set).
 package garbagecollector
 
 import (
@@ -31,6 +40,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -95,8 +105,26 @@ func Metadata() Subscriber { return InformerOf[*metav1.PartialObjectMetadata]() 
 // Options.Controller.Workers is not positive.
 const DefaultWorkers = 4
 
+// DefaultResyncPeriod is how often a collector with Options.Discover
+// looks for resources added and removed, when Options.ResyncPeriod is not
+// positive: Kubernetes' kube-controller-manager re-syncs its collector's
+// monitors from discovery every 30 s.
+const DefaultResyncPeriod = 30 * time.Second
+
 // Options configure a GarbageCollector. The zero value works.
 type Options struct {
+	// Discover, when set, lists the resources the collector is to watch,
+	// as the server serves them now; every ResyncPeriod while it runs the
+	// collector calls it and watches the resources it names from then on
+	// (custom resources whose definitions were created: their owners
+	// and dependents are collected like any other), and stops watching
+	// those it no longer names (definitions deleted), giving up their
+	// informers. The resources given to New are those watched until the
+	// first call. A call that fails changes nothing. See ServedResources.
+	Discover func(ctx context.Context) ([]Resource, error)
+	// ResyncPeriod is how often Discover is called; not positive means
+	// DefaultResyncPeriod.
+	ResyncPeriod time.Duration
 	// AbsentCacheSize bounds how many UIDs known to be absent are
 	// remembered, which saves API reads; zero means 10,000.
 	AbsentCacheSize int
@@ -113,15 +141,31 @@ type GarbageCollector struct {
 	client  Client
 	log     *slog.Logger
 
-	byGVK map[schema.GroupVersionKind]*Resource
-	graph *graph
+	discover func(context.Context) ([]Resource, error)
+	period   time.Duration
+
+	// mu guards monitors and byGVK, which change while the collector runs
+	// when it discovers resources. The graph's lock is taken before it,
+	// never after.
+	mu       sync.RWMutex
+	monitors map[schema.GroupVersionResource]*monitor
+	byGVK    map[schema.GroupVersionKind]*Resource
+	graph    *graph
 
 	// toDelete and toOrphan are the controllers of the attemptToDelete
 	// and attemptToOrphan queues.
 	toDelete, toOrphan *controller.Controller[types.UID]
 
-	releases []func()
-	ran      atomic.Bool
+	ran atomic.Bool
+}
+
+// monitor is a watched resource: its informer subscription feeding the
+// graph.
+type monitor struct {
+	res       *Resource
+	feed      *feed
+	hasSynced func() bool
+	release   func()
 }
 
 // New returns a collector over resources, watched through factory and
@@ -141,17 +185,23 @@ func New(factory *informers.SharedInformerFactory, client Client, resources []Re
 	if absentSize <= 0 {
 		absentSize = 10_000
 	}
+	period := opts.ResyncPeriod
+	if period <= 0 {
+		period = DefaultResyncPeriod
+	}
 	gc := &GarbageCollector{
-		factory: factory,
-		client:  client,
-		log:     opts.Controller.Logger.With("controller", "garbagecollector"),
-		byGVK:   map[schema.GroupVersionKind]*Resource{},
+		factory:  factory,
+		client:   client,
+		log:      opts.Controller.Logger.With("controller", "garbagecollector"),
+		discover: opts.Discover,
+		period:   period,
+		monitors: map[schema.GroupVersionResource]*monitor{},
+		byGVK:    map[schema.GroupVersionKind]*Resource{},
 	}
 	byGVR := map[schema.GroupVersionResource]bool{}
-	for i := range resources {
-		r := resources[i]
-		if r.GVR.Resource == "" || r.GVK.Kind == "" || r.GVK.Version == "" {
-			return nil, fmt.Errorf("garbagecollector: resource %d needs a GVR and a GVK: %+v", i, r)
+	for i, r := range resources {
+		if err := valid(r); err != nil {
+			return nil, fmt.Errorf("garbagecollector: resource %d: %w", i, err)
 		}
 		if byGVR[r.GVR] || gc.byGVK[r.GVK] != nil {
 			return nil, fmt.Errorf("garbagecollector: resource %s (%s) listed twice", r.GVR, r.GVK)
@@ -167,17 +217,13 @@ func New(factory *informers.SharedInformerFactory, client Client, resources []Re
 	// resources, registered now: both queues' workers wait for them.
 	var synced []func() bool
 	for _, r := range gc.byGVK {
-		sub := r.Subscribe
-		if sub == nil {
-			sub = Metadata()
-		}
-		hasSynced, release, err := sub(factory, r.GVR, handler{g: gc.graph, res: r})
+		m, err := gc.subscribe(r)
 		if err != nil {
 			gc.release()
 			return nil, err
 		}
-		synced = append(synced, hasSynced)
-		gc.releases = append(gc.releases, release)
+		gc.monitors[r.GVR] = m
+		synced = append(synced, m.hasSynced)
 	}
 	var err1, err2 error
 	gc.toDelete, err1 = controller.New("garbage_collector_attempt_to_delete", withoutResult(gc.attemptToDelete), opts.Controller,
@@ -191,20 +237,51 @@ func New(factory *informers.SharedInformerFactory, client Client, resources []Re
 	return gc, nil
 }
 
-// withoutResult is the sync handler of an attempt, which never asks for a
-// later look: what it waits for, an informer event brings.
+// withoutResult is the sync handler of an attempt, which asks for a later
+// look only at a virtual node no informer has shown (notObserved): what
+// it waits for otherwise, an informer event brings.
 func withoutResult(attempt func(context.Context, types.UID) error) controller.SyncHandler[types.UID] {
 	return func(ctx context.Context, uid types.UID) (controller.Result, error) {
-		return controller.Result{}, attempt(ctx, uid)
+		err := attempt(ctx, uid)
+		var later notObserved
+		if errors.As(err, &later) {
+			return controller.Result{RequeueAfter: later.after}, nil
+		}
+		return controller.Result{}, err
 	}
 }
 
-// release gives up the informer registrations.
-func (gc *GarbageCollector) release() {
-	for _, r := range gc.releases {
-		r()
+// valid checks that r names a resource and the kind of its objects.
+func valid(r Resource) error {
+	if r.GVR.Resource == "" || r.GVR.Version == "" || r.GVK.Kind == "" || r.GVK.Version == "" {
+		return fmt.Errorf("needs a GVR and a GVK: %+v", r)
 	}
-	gc.releases = nil
+	return nil
+}
+
+// subscribe connects a feed of r's events to the graph through r's
+// Subscriber.
+func (gc *GarbageCollector) subscribe(r *Resource) (*monitor, error) {
+	sub := r.Subscribe
+	if sub == nil {
+		sub = Metadata()
+	}
+	f := &feed{res: r}
+	hasSynced, release, err := sub(gc.factory, r.GVR, handler{g: gc.graph, feed: f})
+	if err != nil {
+		return nil, err
+	}
+	return &monitor{res: r, feed: f, hasSynced: hasSynced, release: release}, nil
+}
+
+// release gives up every informer registration.
+func (gc *GarbageCollector) release() {
+	gc.mu.Lock()
+	defer gc.mu.Unlock()
+	for gvr, m := range gc.monitors {
+		m.release()
+		delete(gc.monitors, gvr)
+	}
 }
 
 // Run starts the factory's informers that are not running yet, waits for
@@ -222,8 +299,127 @@ func (gc *GarbageCollector) Run(ctx context.Context) error {
 	var errDelete, errOrphan error
 	wg.Go(func() { errDelete = gc.toDelete.Run(ctx) })
 	wg.Go(func() { errOrphan = gc.toOrphan.Run(ctx) })
+	if gc.discover != nil {
+		wg.Go(func() { gc.resyncLoop(ctx) })
+	}
 	wg.Wait()
 	return errors.Join(errDelete, errOrphan)
+}
+
+// resyncLoop re-syncs the monitors from Discover every period until ctx
+// ends.
+func (gc *GarbageCollector) resyncLoop(ctx context.Context) {
+	t := time.NewTicker(gc.period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := gc.resync(ctx); err != nil && ctx.Err() == nil {
+			gc.log.Warn("resources not re-synced; watching the same as before", "err", err)
+		}
+	}
+}
+
+// resync makes the monitors those of the resources Discover names: it
+// subscribes to the new ones, starting their informers, and stops those
+// no longer named. A resource whose kind or scope changed under the same
+// GVR is replaced. Of two resources of one kind the first is kept.
+func (gc *GarbageCollector) resync(ctx context.Context) error {
+	found, err := gc.discover(ctx)
+	if err != nil {
+		return fmt.Errorf("garbagecollector: discovery: %w", err)
+	}
+	want := map[schema.GroupVersionResource]Resource{}
+	kinds := map[schema.GroupVersionKind]bool{}
+	for _, r := range found {
+		if err := valid(r); err != nil {
+			gc.log.Warn("discovered resource ignored", "err", err)
+			continue
+		}
+		if _, dup := want[r.GVR]; dup || kinds[r.GVK] {
+			continue
+		}
+		want[r.GVR], kinds[r.GVK] = r, true
+	}
+	gc.mu.RLock()
+	var gone []*monitor
+	var added []Resource
+	for gvr, m := range gc.monitors {
+		if r, ok := want[gvr]; !ok || r.GVK != m.res.GVK || r.Namespaced != m.res.Namespaced {
+			gone = append(gone, m)
+		}
+	}
+	for gvr, r := range want {
+		if m := gc.monitors[gvr]; m == nil || r.GVK != m.res.GVK || r.Namespaced != m.res.Namespaced {
+			added = append(added, r)
+		}
+	}
+	gc.mu.RUnlock()
+	for _, m := range gone {
+		gc.drop(m)
+	}
+	var errs []error
+	for _, r := range added {
+		if err := gc.add(r); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(gone) > 0 || len(added) > 0 {
+		gc.log.Info("resources re-synced", "added", len(added)-len(errs), "removed", len(gone))
+		// The informers of the new resources start now.
+		gc.factory.Start(ctx)
+	}
+	return errors.Join(errs...)
+}
+
+// add watches r from now on: its kind is located from then on, and the
+// owners of its kind that references named before are resolved.
+func (gc *GarbageCollector) add(r Resource) error {
+	m, err := gc.subscribe(&r)
+	if err != nil {
+		return err
+	}
+	gc.mu.Lock()
+	if gc.byGVK[r.GVK] != nil {
+		// Another resource of the same GVR held the kind: it was dropped
+		// just before, unless discovery named the kind twice.
+		gc.mu.Unlock()
+		m.release()
+		return fmt.Errorf("garbagecollector: kind %s already watched", r.GVK)
+	}
+	gc.monitors[r.GVR] = m
+	gc.byGVK[r.GVK] = m.res
+	gc.mu.Unlock()
+	gc.graph.resolve(m.res)
+	gc.log.Info("watching resource", "resource", r.GVR, "kind", r.GVK)
+	return nil
+}
+
+// drop stops watching m's resource and gives up its informer.
+func (gc *GarbageCollector) drop(m *monitor) {
+	gc.mu.Lock()
+	delete(gc.monitors, m.res.GVR)
+	if gc.byGVK[m.res.GVK] == m.res {
+		delete(gc.byGVK, m.res.GVK)
+	}
+	gc.mu.Unlock()
+	gc.graph.cut(m.feed)
+	m.release()
+	gc.log.Info("stopped watching resource", "resource", m.res.GVR, "kind", m.res.GVK)
+}
+
+// Watched returns the resources the collector watches now, in no order.
+func (gc *GarbageCollector) Watched() []schema.GroupVersionResource {
+	gc.mu.RLock()
+	defer gc.mu.RUnlock()
+	out := make([]schema.GroupVersionResource, 0, len(gc.monitors))
+	for gvr := range gc.monitors {
+		out = append(out, gvr)
+	}
+	return out
 }
 
 // locate finds where the owner ref, of a dependent in depNamespace, lives.
@@ -235,7 +431,9 @@ func (gc *GarbageCollector) locate(ref metav1.OwnerReference, depNamespace strin
 	if !ok {
 		return objectID{}, false
 	}
-	r := gc.byGVK[gvk]
+	gc.mu.RLock()
+	r := gc.resourceOf(gvk)
+	gc.mu.RUnlock()
 	if r == nil || (r.Namespaced && depNamespace == "") {
 		return objectID{}, false
 	}
@@ -246,15 +444,37 @@ func (gc *GarbageCollector) locate(ref metav1.OwnerReference, depNamespace strin
 	return id, true
 }
 
+// resourceOf is the watched resource of kind gvk or, when that version is
+// not the one watched, of the same group and kind at another version (the
+// one discovery prefers): the objects of a kind are the same at every
+// version, so an owner is present or absent at all of them. Kubernetes'
+// collector resolves a reference through its RESTMapper, which knows
+// every served version; discovery here names only the preferred one.
+// Call with mu held.
+func (gc *GarbageCollector) resourceOf(gvk schema.GroupVersionKind) *Resource {
+	if r := gc.byGVK[gvk]; r != nil {
+		return r
+	}
+	var found *Resource
+	for k, r := range gc.byGVK {
+		// The lowest version of several, so that the answer is the same
+		// from one call to the next.
+		if k.GroupKind() == gvk.GroupKind() && (found == nil || k.Version < found.GVK.Version) {
+			found = r
+		}
+	}
+	return found
+}
+
 // handler feeds one resource's informer events to the graph.
 type handler struct {
-	g   *graph
-	res *Resource
+	g    *graph
+	feed *feed
 }
 
 func (h handler) OnAdd(obj cache.Object, _ bool) {
 	if obj != nil {
-		h.g.upsert(h.res, obj)
+		h.g.upsertFrom(h.feed, obj)
 	}
 }
 
@@ -265,15 +485,15 @@ func (h handler) OnUpdate(oldObj, newObj cache.Object) {
 	if oldObj != nil && oldObj.GetUID() != newObj.GetUID() {
 		// Deleted and recreated under the same name while the informer
 		// was not watching: two objects, not one changed.
-		h.g.remove(oldObj)
+		h.g.removeFrom(h.feed, oldObj)
 	}
-	h.g.upsert(h.res, newObj)
+	h.g.upsertFrom(h.feed, newObj)
 }
 
 // OnDelete forgets obj. A tombstone (finalStateUnknown) carries the last
 // state the cache knew, whose UID is all the graph needs.
 func (h handler) OnDelete(obj cache.Object, _ bool) {
 	if obj != nil {
-		h.g.remove(obj)
+		h.g.removeFrom(h.feed, obj)
 	}
 }

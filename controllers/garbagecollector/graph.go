@@ -3,6 +3,7 @@ package garbagecollector
 import (
 	"slices"
 	"sync"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -40,13 +41,41 @@ func (id objectID) String() string {
 // owner that dependents reference but no informer has shown (yet); its id
 // comes from the first reference to it.
 type node struct {
-	id         objectID
+	id objectID
+	// kind is the kind of an owner that references name and id.res
+	// could not resolve (a kind the collector does not watch, yet or any
+	// more): it is resolved when a resource of that kind is added.
+	kind       schema.GroupVersionKind
 	virtual    bool
 	owners     []metav1.OwnerReference
 	dependents map[*node]struct{}
 	// deletingDependents: the object has a deletionTimestamp and the
 	// foregroundDeletion finalizer.
 	deletingDependents bool
+	// rechecks counts the times a virtual node was found to exist while
+	// no informer had shown it.
+	rechecks int
+}
+
+// Bounds of the delay before a virtual node found to exist is looked at
+// again: it doubles from the first to the last.
+const (
+	firstRecheck = 100 * time.Millisecond
+	lastRecheck  = 5 * time.Minute
+)
+
+// recheck reports whether node uid is still virtual and, if so, after how
+// long to look at it again.
+func (g *graph) recheck(uid types.UID) (time.Duration, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	n := g.nodes[uid]
+	if n == nil || !n.virtual {
+		return 0, false
+	}
+	d := firstRecheck << min(n.rechecks, 12)
+	n.rechecks++
+	return min(d, lastRecheck), true
 }
 
 // blocks reports whether n's reference to owner blocks owner's deletion.
@@ -81,15 +110,45 @@ func newGraph(locate func(metav1.OwnerReference, string) (objectID, bool), toDel
 	}
 }
 
+// feed is one informer subscription's stream of events into the graph.
+// Once cut, under the graph's lock, the events it still delivers are
+// ignored: they would bring back nodes of a resource no longer watched.
+type feed struct {
+	res *Resource
+	cut bool // guarded by graph.mu
+}
+
+// upsertFrom is upsert of an event of f.
+func (g *graph) upsertFrom(f *feed, obj metav1.Object) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !f.cut {
+		g.upsertLocked(f.res, obj)
+	}
+}
+
+// removeFrom is remove of an event of f.
+func (g *graph) removeFrom(f *feed, obj metav1.Object) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !f.cut {
+		g.removeLocked(obj.GetUID())
+	}
+}
+
 // upsert records the state of obj, an object of resource res, as an
 // informer showed it.
 func (g *graph) upsert(res *Resource, obj metav1.Object) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.upsertLocked(res, obj)
+}
+
+func (g *graph) upsertLocked(res *Resource, obj metav1.Object) {
 	uid := obj.GetUID()
 	if uid == "" {
 		return
 	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
 	n := g.nodes[uid]
 	if n == nil {
 		n = &node{dependents: map[*node]struct{}{}}
@@ -151,10 +210,11 @@ func (g *graph) link(n *node, ref metav1.OwnerReference) {
 			return
 		}
 		id, ok := g.locate(ref, n.id.namespace)
-		if !ok {
-			id = objectID{namespace: n.id.namespace, name: ref.Name, uid: ref.UID}
-		}
 		o = &node{id: id, virtual: true, dependents: map[*node]struct{}{}}
+		if !ok {
+			o.id = objectID{namespace: n.id.namespace, name: ref.Name, uid: ref.UID}
+			o.kind, _ = gvkOf(ref)
+		}
 		g.nodes[ref.UID] = o
 		// Whether it exists is for a worker to find out.
 		g.toDelete(ref.UID)
@@ -162,6 +222,56 @@ func (g *graph) link(n *node, ref metav1.OwnerReference) {
 	o.dependents[n] = struct{}{}
 	if o.deletingDependents {
 		g.toDelete(n.id.uid)
+	}
+}
+
+// resolve gives res to the virtual owners of its group and kind (at any
+// version, as locate finds them) that no watched resource could locate
+// until now, and sends them to be verified: an
+// owner that turns out absent releases its dependents. A namespaced kind
+// stays unresolved for an owner of cluster-scoped dependents, which
+// cannot reference one.
+func (g *graph) resolve(res *Resource) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for uid, n := range g.nodes {
+		if n.id.res != nil || n.kind.GroupKind() != res.GVK.GroupKind() || (res.Namespaced && n.id.namespace == "") {
+			continue
+		}
+		n.id.res = res
+		if !res.Namespaced {
+			n.id.namespace = ""
+		}
+		g.toDelete(uid)
+	}
+}
+
+// cut stops f's events and turns the nodes of its resource into
+// unresolved virtual owners (or forgets them when nothing depends on
+// them): with the resource no longer watched, nothing would tell of their
+// changes or their end. They are not taken to be absent, since the
+// resource may only have left discovery for a moment; their dependents
+// stay, and a resource of their kind added later resolves them again.
+// Their own references are dropped, so no owner waits for them.
+func (g *graph) cut(f *feed) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	f.cut = true
+	for uid, n := range g.nodes {
+		if n.id.res != f.res {
+			continue
+		}
+		for _, r := range n.owners {
+			if o := g.nodes[r.UID]; o != nil {
+				delete(o.dependents, n)
+				g.dependentGone(o)
+			}
+		}
+		n.owners = nil
+		n.id.res, n.kind, n.virtual, n.deletingDependents = nil, f.res.GVK, true, false
+		if len(n.dependents) == 0 {
+			delete(g.nodes, uid)
+		}
 	}
 }
 

@@ -8,13 +8,13 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
-	"go.uber.org/goleak"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -25,9 +25,10 @@ import (
 	"github.com/listwatch/listwatch/cache/cachetest"
 	"github.com/listwatch/listwatch/controller"
 	"github.com/listwatch/listwatch/informers"
+	"github.com/listwatch/listwatch/internal/testbackends"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { os.Exit(testbackends.Run(m)) }
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -108,10 +109,24 @@ func (gc *GarbageCollector) verifyVirtual(ctx context.Context, id objectID) erro
 	}
 	if obj == nil {
 		gc.graph.removeVirtual(id.uid)
+		return nil
 	}
-	// When it exists, its informer will show it.
+	// It exists: its informer should show it, and the node is then
+	// observed. But an owner created and deleted while its informer was
+	// (re)starting its watch never shows, and its virtual node would stay
+	// for good, holding its dependents: it is looked at again, with
+	// backoff, until it is observed or gone, as Kubernetes' collector
+	// requeues an unobserved node (kubernetes/kubernetes#56121).
+	if d, virtual := gc.graph.recheck(id.uid); virtual {
+		return notObserved{after: d}
+	}
 	return nil
 }
+
+// notObserved asks for another look at a virtual node after a delay.
+type notObserved struct{ after time.Duration }
+
+func (e notObserved) Error() string { return fmt.Sprintf("not observed yet; again in %v", e.after) }
 
 // finishForeground removes the foregroundDeletion finalizer of owner v
 // once no dependent blocks it, and otherwise sends the blocking dependents

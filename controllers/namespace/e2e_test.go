@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -22,9 +21,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/rest"
 
 	"github.com/listwatch/listwatch/apiserver"
+	"github.com/listwatch/listwatch/apiserver/serve"
 	"github.com/listwatch/listwatch/cache"
 	"github.com/listwatch/listwatch/client"
 	"github.com/listwatch/listwatch/controller"
@@ -72,23 +71,36 @@ type e2eEnv struct {
 
 func startE2E(t *testing.T, st storage.Interface) *e2eEnv {
 	t.Helper()
-	srv, err := apiserver.New(t.Context(), apiserver.Config{Storage: st,
-		// No service account controller runs here: as kube's
-		// integration tests and envtest, ServiceAccount admission is off.
-		DisableAdmissionPlugins: []string{"ServiceAccount"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Close)
 	objs, err := apiserver.ParseManifests([]byte(widgetsCRD))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := srv.Apply(t.Context(), objs); err != nil {
+	// The server as envtest and `listwatch up` serve it (envtest itself
+	// runs this controller, and cannot be imported here).
+	srv, err := serve.New(t.Context(), serve.Config{
+		API: apiserver.Config{Storage: st,
+			// No service account controller runs here: as kube's
+			// integration tests and envtest, ServiceAccount admission is off.
+			DisableAdmissionPlugins: []string{"ServiceAccount"}},
+		CertDir:   t.TempDir(),
+		AdminUser: "e2e",
+		Manifests: objs,
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
-	hs := httptest.NewServer(srv.Handler())
-	c, err := client.New(&client.Config{REST: &rest.Config{Host: hs.URL}, QPS: -1})
+	served := make(chan struct{})
+	run, stopServing := context.WithCancel(context.Background())
+	go func() {
+		defer close(served)
+		if err := srv.Run(run); err != nil {
+			t.Errorf("serving: %v", err)
+		}
+	}()
+	if err := srv.WaitReady(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(&client.Config{REST: srv.RESTConfig(), QPS: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +108,7 @@ func startE2E(t *testing.T, st storage.Interface) *e2eEnv {
 	// A short grace period, so that the test does not wait kube's 5s for
 	// each event, but one all the same: the delayed path is the one kube
 	// takes.
-	nc, err := New(factory.Namespaces(), NewClient(c), Options{Controller: controller.Options{Logger: quiet}, DeletionGracePeriod: 100 * time.Millisecond})
+	nc, err := New(informers.For[*corev1.Namespace](factory), NewClient(c), Options{Controller: controller.Options{Logger: quiet}, DeletionGracePeriod: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,9 +124,8 @@ func startE2E(t *testing.T, st storage.Interface) *e2eEnv {
 		cancel()
 		wg.Wait()
 		factory.Shutdown()
-		hs.CloseClientConnections()
-		hs.Close()
-		srv.Close()
+		stopServing()
+		<-served
 	})
 	return &e2eEnv{st: st, client: c}
 }
@@ -325,9 +336,8 @@ func TestE2EImmortalAndEmpty(t *testing.T) {
 	e := startE2E(t, backends[0].New(t))
 	ctx := t.Context()
 	nss := client.For[*corev1.Namespace](e.client, "")
-	for _, name := range []string{metav1.NamespaceDefault, "empty"} {
-		must[*corev1.Namespace](t)(nss.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}))
-	}
+	// default is the server's own, made at start.
+	must[*corev1.Namespace](t)(nss.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "empty"}}, metav1.CreateOptions{}))
 	if err := nss.Delete(ctx, metav1.NamespaceDefault, metav1.DeleteOptions{}); !apierrors.IsForbidden(err) {
 		t.Errorf("delete of %s: %v, want Forbidden", metav1.NamespaceDefault, err)
 	}

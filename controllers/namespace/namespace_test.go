@@ -34,7 +34,7 @@ func newTestController(t *testing.T, api *fakeAPI, opts Options) *Controller {
 	if opts.Controller.Logger == nil {
 		opts.Controller.Logger = quiet
 	}
-	inf := cache.NewSharedIndexInformer[*corev1.Namespace](api.namespaces, cache.SharedInformerOptions[*corev1.Namespace]{
+	inf := cache.NewSharedIndexInformer[*corev1.Namespace](api.namespaces, cache.SharedInformerOptions{
 		Reflector: cache.ReflectorOptions{Logger: quiet},
 	})
 	c, err := New(inf, api, opts)
@@ -557,7 +557,7 @@ func TestRemainingFinalizers(t *testing.T) {
 func TestRun(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		api := newFakeAPI(time.Now)
-		inf := cache.NewSharedIndexInformer[*corev1.Namespace](api.namespaces, cache.SharedInformerOptions[*corev1.Namespace]{
+		inf := cache.NewSharedIndexInformer[*corev1.Namespace](api.namespaces, cache.SharedInformerOptions{
 			Reflector: cache.ReflectorOptions{Logger: quiet},
 		})
 		c, err := New(inf, api, Options{Controller: controller.Options{Logger: quiet}})

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"path"
 	"strconv"
 	"sync"
 	"time"
@@ -54,6 +55,12 @@ type Options struct {
 	// Never end Failed, the others crash-loop (Running, never Ready), as a
 	// kubelet restarts their containers.
 	FailFraction float64
+	// FailImages are patterns (path.Match syntax, such as
+	// "registry.example/broken:*") of images the nodes cannot run: a pod
+	// with a container of such an image fails as one of FailFraction's
+	// does. A rollout to a bad image is then a matter of the image named,
+	// as in a cluster, and leaves the pods of other images alone.
+	FailImages []string
 	// TerminationDelay bounds how long a pod on these nodes takes to shut
 	// down after a graceful deletion; the pod's own grace period applies
 	// when shorter. Default 1 s.
@@ -118,6 +125,11 @@ func New(pods cache.Informer[*corev1.Pod], client PodClient, opts Options) (*Con
 	opts.defaults()
 	if opts.FailFraction < 0 || opts.FailFraction > 1 {
 		return nil, fmt.Errorf("podlifecycle: FailFraction %v not in [0, 1]", opts.FailFraction)
+	}
+	for _, p := range opts.FailImages {
+		if _, err := path.Match(p, ""); err != nil {
+			return nil, fmt.Errorf("podlifecycle: FailImages pattern %q: %w", p, err)
+		}
 	}
 	c := &Controller{
 		informer: pods,
@@ -262,7 +274,7 @@ func (c *Controller) start(ctx context.Context, key string, pod *corev1.Pod) (co
 	}
 	next := pod.DeepCopy()
 	switch {
-	case !c.fails(pod.UID):
+	case !c.fails(pod):
 		setRunning(next, now)
 	case pod.Spec.RestartPolicy == corev1.RestartPolicyNever:
 		setFailed(next, now)
@@ -284,13 +296,21 @@ func (c *Controller) start(ctx context.Context, key string, pod *corev1.Pod) (co
 	return controller.Result{}, nil
 }
 
-// fails decides, stably for a pod, whether it is one of the FailFraction.
-func (c *Controller) fails(uid types.UID) bool {
+// fails decides, stably for a pod, whether it runs an image of FailImages
+// or is one of the FailFraction.
+func (c *Controller) fails(pod *corev1.Pod) bool {
+	for _, ctr := range pod.Spec.Containers {
+		for _, p := range c.opts.FailImages {
+			if ok, _ := path.Match(p, ctr.Image); ok { // patterns checked in New
+				return true
+			}
+		}
+	}
 	if c.opts.FailFraction == 0 {
 		return false
 	}
 	h := fnv.New64a()
-	h.Write([]byte(uid))
+	h.Write([]byte(pod.UID))
 	return float64(h.Sum64()%1_000_000)/1_000_000 < c.opts.FailFraction
 }
 

@@ -128,7 +128,7 @@ func start(t *testing.T, opts Options, pods ...*corev1.Pod) *harness {
 		}
 	}
 	api := &podAPI{src: src}
-	inf := cache.NewSharedIndexInformer[*corev1.Pod](src, cache.SharedInformerOptions[*corev1.Pod]{
+	inf := cache.NewSharedIndexInformer[*corev1.Pod](src, cache.SharedInformerOptions{
 		Reflector: cache.ReflectorOptions{Logger: quiet},
 	})
 	opts.Controller.Logger = quiet
@@ -237,7 +237,7 @@ func TestPodLifecycle(t *testing.T) {
 			}
 			for _, p := range h.api.src.Items() {
 				c := &Controller{opts: Options{FailFraction: 0.5}}
-				if want := c.fails(p.UID); (p.Status.Phase == corev1.PodFailed) != want {
+				if want := c.fails(p); (p.Status.Phase == corev1.PodFailed) != want {
 					t.Fatalf("pod %s: phase %s but fails() = %v: the choice is not stable", p.Name, p.Status.Phase, want)
 				}
 			}
@@ -255,10 +255,10 @@ func TestPodLifecycle(t *testing.T) {
 			crashing := 0
 			for _, p := range h.api.src.Items() {
 				ready := len(p.Status.Conditions) > 0 && p.Status.Conditions[len(p.Status.Conditions)-1].Status == corev1.ConditionTrue
-				if p.Status.Phase != corev1.PodRunning || ready == c.fails(p.UID) {
-					t.Fatalf("pod %s: phase %s, ready %v, fails() = %v", p.Name, p.Status.Phase, ready, c.fails(p.UID))
+				if p.Status.Phase != corev1.PodRunning || ready == c.fails(p) {
+					t.Fatalf("pod %s: phase %s, ready %v, fails() = %v", p.Name, p.Status.Phase, ready, c.fails(p))
 				}
-				if c.fails(p.UID) {
+				if c.fails(p) {
 					crashing++
 					if w := p.Status.ContainerStatuses[0].State.Waiting; w == nil || w.Reason != "CrashLoopBackOff" {
 						t.Fatalf("pod %s: container state %+v, want waiting in CrashLoopBackOff", p.Name, p.Status.ContainerStatuses[0].State)
@@ -267,6 +267,26 @@ func TestPodLifecycle(t *testing.T) {
 			}
 			if crashing < 25 || crashing > 75 {
 				t.Fatalf("%d of 100 pods crash-loop, want about half", crashing)
+			}
+		}},
+		{"FailImages crash-loops the pods of a matching image only", func(t *testing.T) {
+			broken, ok2 := newPod("broken", "", ""), newPod("ok", "", "")
+			broken.Spec.Containers = append(broken.Spec.Containers, corev1.Container{Name: "side", Image: "registry.example/broken:2"})
+			never := newPod("never", "", "")
+			never.Spec.RestartPolicy = corev1.RestartPolicyNever
+			never.Spec.Containers[0].Image = "registry.example/broken:1"
+			h := start(t, Options{FailImages: []string{"registry.example/broken:*"}}, broken, ok2, never)
+			defer h.stop()
+			time.Sleep(time.Minute)
+			synctest.Wait()
+			if p := h.pod(t, "broken"); p.Status.Phase != corev1.PodRunning || isReady(p) || p.Status.ContainerStatuses[0].State.Waiting == nil {
+				t.Errorf("pod with a broken image: %+v, want Running, crash-looping, not Ready", p.Status)
+			}
+			if p := h.pod(t, "never"); p.Status.Phase != corev1.PodFailed {
+				t.Errorf("pod with a broken image and restartPolicy Never: phase %s, want Failed", p.Status.Phase)
+			}
+			if p := h.pod(t, "ok"); p.Status.Phase != corev1.PodRunning || !isReady(p) {
+				t.Errorf("pod of another image: %+v, want Running and Ready", p.Status)
 			}
 		}},
 		{"graceful deletion on a simulated node is confirmed after the termination delay", func(t *testing.T) {
@@ -309,11 +329,11 @@ func TestPodLifecycle(t *testing.T) {
 	}
 }
 
-func TestNewValidatesFailFraction(t *testing.T) {
-	for _, f := range []float64{-0.1, 1.5} {
-		inf := cache.NewSharedIndexInformer[*corev1.Pod](cachetest.New[*corev1.Pod](), cache.SharedInformerOptions[*corev1.Pod]{})
-		if _, err := New(inf, &podAPI{}, Options{FailFraction: f}); err == nil {
-			t.Errorf("FailFraction %v accepted", f)
+func TestNewValidatesOptions(t *testing.T) {
+	for _, opts := range []Options{{FailFraction: -0.1}, {FailFraction: 1.5}, {FailImages: []string{"registry.example/[broken"}}} {
+		inf := cache.NewSharedIndexInformer[*corev1.Pod](cachetest.New[*corev1.Pod](), cache.SharedInformerOptions{})
+		if _, err := New(inf, &podAPI{}, opts); err == nil {
+			t.Errorf("%+v accepted", opts)
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/listwatch/listwatch/controller"
+	"github.com/listwatch/listwatch/informers"
 )
 
 // waitFor polls cond; benchmarks run outside a synctest bubble, where
@@ -27,7 +28,7 @@ func BenchmarkScaleUp(b *testing.B) {
 	for b.Loop() {
 		b.StopTimer()
 		e := kinds[0].newEnv(b, Options{Controller: controller.Options{Workers: 5}})
-		waitFor(b, func() bool { return e.factory.Pods().HasSynced() && e.objsSynced() })
+		waitFor(b, func() bool { return informers.For[*corev1.Pod](e.factory).HasSynced() && e.objsSynced() })
 		e.start()
 		// Run registers the handlers: the clock starts with the workers.
 		waitFor(b, e.m.HasSynced)

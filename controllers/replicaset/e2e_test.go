@@ -5,11 +5,7 @@ package replicaset_test
 // garbage collector, against listwatch's own API server.
 
 import (
-	"context"
 	"fmt"
-	"io"
-	"log/slog"
-	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -18,16 +14,14 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/rest"
 
-	"github.com/listwatch/listwatch/apiserver"
 	"github.com/listwatch/listwatch/cache"
 	"github.com/listwatch/listwatch/client"
 	"github.com/listwatch/listwatch/controller"
 	"github.com/listwatch/listwatch/controllermanager"
 	"github.com/listwatch/listwatch/controllers/podlifecycle"
 	"github.com/listwatch/listwatch/controllers/replicaset"
-	"github.com/listwatch/listwatch/storage/memory"
+	"github.com/listwatch/listwatch/envtest"
 )
 
 // waitFor polls cond until it holds, failing at the deadline with what
@@ -73,45 +67,11 @@ func TestE2E(t *testing.T) {
 // called name, whose events come from component; terminating is what its
 // status says of terminatingReplicas once no pod is terminating.
 func testE2E[T cache.Object](t *testing.T, kind replicaset.Kind[T], name, component string, terminating *int32, obj T) {
-	st := memory.New()
-	defer st.Close()
-	// No service account controller runs here: as kube's integration
-	// tests, ServiceAccount admission is off.
-	srv, err := apiserver.New(t.Context(), apiserver.Config{Storage: st, DisableAdmissionPlugins: []string{"ServiceAccount"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv.Handler())
-	defer func() {
-		hs.CloseClientConnections()
-		hs.Close()
-		srv.Close()
-	}()
-	cc := &client.Config{REST: &rest.Config{Host: hs.URL}, QPS: -1}
-	m, err := controllermanager.New(controllermanager.Config{
-		Client:         cc,
-		Controllers:    []string{name, controllermanager.PodLifecycle, controllermanager.GarbageCollector},
-		LeaderElection: controllermanager.LeaderElection{Disabled: true},
-		PodLifecycle:   podlifecycle.Options{StartDelay: time.Millisecond, TerminationDelay: 50 * time.Millisecond},
-		Logger:         slog.New(slog.NewTextHandler(io.Discard, nil)),
+	env := envtest.Start(t, envtest.Options{
+		Controllers:  []string{name, controllermanager.PodLifecycle, controllermanager.GarbageCollector},
+		PodLifecycle: podlifecycle.Options{StartDelay: time.Millisecond, TerminationDelay: 50 * time.Millisecond},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- m.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
-
-	c, err := client.New(cc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := env.Client
 	const ns = "e2e"
 	if _, err := client.For[*corev1.Namespace](c, "").Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

@@ -449,7 +449,7 @@ func newKindCase[T cache.Object](k Kind[T], other schema.GroupVersionKind,
 		opts.Controller.CacheSyncPollInterval = time.Millisecond
 		objInformer := informers.For[T](f)
 		pc := &controller.RealPodControl{Client: api, Logger: quiet}
-		m, err := New(k, f.Pods(), objInformer, status, pc, opts)
+		m, err := New(k, informers.For[*corev1.Pod](f), objInformer, status, pc, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -535,7 +535,7 @@ func (e *env) run() {
 // for tests that call its sync steps without running it.
 func (e *env) observe() {
 	e.tb.Helper()
-	_, err1 := e.factory.Pods().AddEventHandler(cache.ResourceEventHandlerFuncs[*corev1.Pod]{
+	_, err1 := informers.For[*corev1.Pod](e.factory).AddEventHandler(cache.ResourceEventHandlerFuncs[*corev1.Pod]{
 		AddFunc: e.m.addPod, UpdateFunc: e.m.updatePod, DeleteFunc: e.m.deletePod,
 	})
 	err2 := e.observeObjs()

@@ -153,8 +153,8 @@ func TestController(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			nsInf := cache.NewSharedIndexInformer[*corev1.Namespace](nss, cache.SharedInformerOptions[*corev1.Namespace]{Reflector: cache.ReflectorOptions{Logger: quiet}})
-			cmInf := cache.NewSharedIndexInformer[*corev1.ConfigMap](api.configMaps, cache.SharedInformerOptions[*corev1.ConfigMap]{Reflector: cache.ReflectorOptions{Logger: quiet}})
+			nsInf := cache.NewSharedIndexInformer[*corev1.Namespace](nss, cache.SharedInformerOptions{Reflector: cache.ReflectorOptions{Logger: quiet}})
+			cmInf := cache.NewSharedIndexInformer[*corev1.ConfigMap](api.configMaps, cache.SharedInformerOptions{Reflector: cache.ReflectorOptions{Logger: quiet}})
 			c, err := New(nsInf, cmInf, api, []byte(ca), Options{Controller: controller.Options{
 				Logger: quiet, RetryBaseDelay: time.Millisecond, RetryMaxDelay: 10 * time.Millisecond,
 			}})
@@ -203,8 +203,8 @@ func same(got, want *corev1.ConfigMap) bool {
 }
 
 func TestNewRequiresARootCA(t *testing.T) {
-	nsInf := cache.NewSharedIndexInformer[*corev1.Namespace](cachetest.New[*corev1.Namespace](), cache.SharedInformerOptions[*corev1.Namespace]{})
-	cmInf := cache.NewSharedIndexInformer[*corev1.ConfigMap](cachetest.New[*corev1.ConfigMap](), cache.SharedInformerOptions[*corev1.ConfigMap]{})
+	nsInf := cache.NewSharedIndexInformer[*corev1.Namespace](cachetest.New[*corev1.Namespace](), cache.SharedInformerOptions{})
+	cmInf := cache.NewSharedIndexInformer[*corev1.ConfigMap](cachetest.New[*corev1.ConfigMap](), cache.SharedInformerOptions{})
 	if _, err := New(nsInf, cmInf, &fakeAPI{}, nil, Options{}); err == nil {
 		t.Error("New accepted no root CA")
 	}

@@ -148,9 +148,9 @@ func TestController(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			opts := cache.SharedInformerOptions[*corev1.Namespace]{Reflector: cache.ReflectorOptions{Logger: quiet}}
+			opts := cache.SharedInformerOptions{Reflector: cache.ReflectorOptions{Logger: quiet}}
 			nsInf := cache.NewSharedIndexInformer[*corev1.Namespace](nss, opts)
-			saInf := cache.NewSharedIndexInformer[*corev1.ServiceAccount](api.accounts, cache.SharedInformerOptions[*corev1.ServiceAccount]{Reflector: cache.ReflectorOptions{Logger: quiet}})
+			saInf := cache.NewSharedIndexInformer[*corev1.ServiceAccount](api.accounts, cache.SharedInformerOptions{Reflector: cache.ReflectorOptions{Logger: quiet}})
 			c, err := New(nsInf, saInf, api, Options{Names: tt.names, Controller: controller.Options{
 				Logger: quiet, RetryBaseDelay: time.Millisecond, RetryMaxDelay: 10 * time.Millisecond,
 			}})
@@ -197,7 +197,7 @@ func TestController(t *testing.T) {
 }
 
 func TestNewRequiresItsParts(t *testing.T) {
-	nsInf := cache.NewSharedIndexInformer[*corev1.Namespace](cachetest.New[*corev1.Namespace](), cache.SharedInformerOptions[*corev1.Namespace]{})
+	nsInf := cache.NewSharedIndexInformer[*corev1.Namespace](cachetest.New[*corev1.Namespace](), cache.SharedInformerOptions{})
 	if _, err := New(nsInf, nil, &fakeAPI{}, Options{}); err == nil {
 		t.Error("New accepted no service account informer")
 	}

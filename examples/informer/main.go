@@ -28,7 +28,7 @@ func main() {
 			fmt.Println("delete", p.Name, "final state unknown:", finalStateUnknown)
 			close(deleted)
 		},
-	}, cache.InformerOptions[*corev1.Pod]{})
+	}, cache.InformerOptions{})
 	go informer.Run(ctx)
 
 	if !cache.WaitForCacheSync(ctx, informer.HasSynced) {

@@ -70,6 +70,11 @@ func (c *Controller) syncHandler(ctx context.Context, key string) (controller.Re
 	if err != nil {
 		return controller.Result{}, err
 	}
+	if foo.DeletionTimestamp != nil {
+		// Going, and its Deployment with it: one made now (its old one
+		// gone first in a foreground deletion) would outlive it.
+		return controller.Result{}, nil
+	}
 	if foo.Spec.DeploymentName == "" {
 		return controller.Result{}, controller.Terminal(fmt.Errorf("foo %s: spec.deploymentName is empty", key))
 	}

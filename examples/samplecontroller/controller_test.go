@@ -92,7 +92,8 @@ func (f *fakeEvents) took() []string {
 // TestSampleController runs the controller on fake informers, with no API
 // server: a Foo gets its Deployment, a change of replicas reaches it, the
 // Deployment's available replicas reach the Foo's status, and a
-// Deployment someone else controls is left alone and not retried.
+// Deployment someone else controls is left alone, and a Foo being deleted
+// gets no new Deployment.
 func TestSampleController(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		api := &fakeClient{foos: cachetest.NewInformer(newFoo("web", "web", 2)), deployments: cachetest.NewInformer[*appsv1.Deployment]()}
@@ -149,6 +150,19 @@ func TestSampleController(t *testing.T) {
 			t.Fatal(err)
 		}
 		step("someone else's Deployment is left alone", []string{ErrResourceExists})
+
+		if err := api.foos.Delete(newFoo("other", "taken", 1), false); err != nil {
+			t.Fatal(err)
+		}
+		// In a foreground deletion the Foo outlives its Deployment for a
+		// moment: it must not get a new one.
+		going := newFoo("going", "going", 1)
+		going.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+		going.Finalizers = []string{metav1.FinalizerDeleteDependents}
+		if err := api.foos.Add(going); err != nil {
+			t.Fatal(err)
+		}
+		step("a Foo being deleted gets no Deployment", nil)
 
 		cancel()
 		if err := <-done; err != nil {

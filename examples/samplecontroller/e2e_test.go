@@ -43,7 +43,7 @@ func eventually(t *testing.T, what string, cond func() (bool, error)) {
 // deleting the Foo in the foreground removes the Deployment, its
 // ReplicaSets and pods before the Foo goes.
 func TestSeedScenario(t *testing.T) {
-	env := envtest.Start(t, envtest.Options{CRDPaths: []string{"crd.yaml"}, Controllers: controllermanager.AllControllers()})
+	env := envtest.Start(t, envtest.Options{CRDPaths: []string{"crd.yaml", "example-foo.yaml"}, Controllers: controllermanager.AllControllers()})
 	ctx, cancel := context.WithCancel(t.Context())
 	var wg sync.WaitGroup
 	t.Cleanup(func() { cancel(); wg.Wait() })

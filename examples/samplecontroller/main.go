@@ -6,14 +6,16 @@
 //
 // The pattern is client-go's: informer handlers (controller.For,
 // controller.Owns) put Foo keys on a rate-limited workqueue, and workers
-// hand them to syncHandler. Against a server that serves Foos (crd.yaml):
+// hand them to syncHandler. Against a server that serves Foos (crd.yaml),
+// with the kubeconfig of -kubeconfig, or else $KUBECONFIG or
+// ~/.kube/config, as kubectl reads them:
 //
-//	export KUBECONFIG=$PWD/.listwatch/kubeconfig
-//	go run ./examples/samplecontroller
+//	go run ./examples/samplecontroller -kubeconfig .listwatch/kubeconfig
 package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"log/slog"
 	"os"
@@ -39,7 +41,9 @@ func main() {
 func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	cfg, err := client.LoadConfig(client.LoadOptions{})
+	kubeconfig := flag.String("kubeconfig", "", "path of a kubeconfig (default: $KUBECONFIG, then ~/.kube/config)")
+	flag.Parse()
+	cfg, err := client.LoadConfig(client.LoadOptions{Kubeconfig: *kubeconfig})
 	if err != nil {
 		return err
 	}

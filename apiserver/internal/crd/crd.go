@@ -91,6 +91,8 @@ type Rules struct {
 	preserveUnknown bool
 	version         apiextensionsv1.CustomResourceDefinitionVersion
 	subresources    *apiextensionsv1.CustomResourceSubresources
+	// storage is the apiVersion of the definition's storage version.
+	storage string
 	// selectable are the selectable fields' paths without the leading dot.
 	selectable []string
 
@@ -158,7 +160,12 @@ func New(crd *apiextensionsv1.CustomResourceDefinition, version string, structur
 		return nil, fmt.Errorf("crd %s: %w", crd.Name, err)
 	}
 	names := crd.Status.AcceptedNames
+	storage, err := apihelpers.GetCRDStorageVersion(crd)
+	if err != nil {
+		return nil, fmt.Errorf("crd %s: %w", crd.Name, err)
+	}
 	r := &Rules{
+		storage:         schema.GroupVersion{Group: crd.Spec.Group, Version: storage}.String(),
 		gvr:             schema.GroupVersionResource{Group: crd.Spec.Group, Version: version, Resource: names.Plural},
 		gvk:             schema.GroupVersionKind{Group: crd.Spec.Group, Version: version, Kind: names.Kind},
 		namespaced:      crd.Spec.Scope == apiextensionsv1.NamespaceScoped,
@@ -309,6 +316,12 @@ func (r *Rules) Default(u *unstructured.Unstructured) {
 		structuraldefaulting.Default(u.Object, s)
 	}
 }
+
+// StorageAPIVersion is the apiVersion custom resources of the definition
+// are stored at, whatever version a request writes them through: its
+// storage version, which with the None conversion strategy is only the
+// apiVersion field.
+func (r *Rules) StorageAPIVersion() string { return r.storage }
 
 // Decode is what kube-apiserver's storage decoding does to a stored custom
 // resource read at this version: the apiVersion of the version (the None

@@ -145,6 +145,11 @@ type (
 		stub
 		namedCreater
 	}
+	// create alone, no list kind (the reviews)
+	createOnly struct {
+		stub
+		creater
+	}
 )
 
 var (
@@ -167,6 +172,10 @@ func addStubs(storage map[string]rest.Storage, r OpenAPIResource) error {
 	newObj, err := newer(r.GVK)
 	if err != nil {
 		return err
+	}
+	if slices.Equal(r.Verbs, []string{"create"}) && len(r.Subresources) == 0 {
+		storage[r.Plural] = &createOnly{stub: stub{newObj: newObj, singular: r.Singular, namespaced: r.Namespaced}}
+		return nil
 	}
 	newList, err := newer(r.GVK.GroupVersion().WithKind(r.GVK.Kind + "List"))
 	if err != nil {

@@ -1,4 +1,4 @@
-package main
+package serve
 
 import (
 	"context"
@@ -7,13 +7,12 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/listwatch/listwatch/apiserver"
 )
 
 // healthCheck is one named check of the health endpoints.
-type healthCheck struct {
-	name  string
-	check func(ctx context.Context) error
-}
+type healthCheck = apiserver.ReadyCheck
 
 // healthTimeout bounds one run of the checks, so that a hung storage
 // answers a probe with a failure instead of hanging it.
@@ -30,7 +29,7 @@ type health struct {
 }
 
 func pingCheck() healthCheck {
-	return healthCheck{name: "ping", check: func(context.Context) error { return nil }}
+	return healthCheck{Name: "ping", Check: func(context.Context) error { return nil }}
 }
 
 // isHealthPath reports whether health serves path.
@@ -52,7 +51,7 @@ func (h *health) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if only != "" {
 		var one []healthCheck
 		for _, c := range checks {
-			if c.name == only {
+			if c.Name == only {
 				one = append(one, c)
 			}
 		}
@@ -71,19 +70,19 @@ func (h *health) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var report strings.Builder
 	failed := false
 	for _, c := range checks {
-		if excluded[c.name] {
-			fmt.Fprintf(&report, "[+]%s excluded: ok\n", c.name)
+		if excluded[c.Name] {
+			fmt.Fprintf(&report, "[+]%s excluded: ok\n", c.Name)
 			continue
 		}
-		if err := c.check(ctx); err != nil {
+		if err := c.Check(ctx); err != nil {
 			failed = true
 			// The reason goes to the server's log only: probes are
 			// anonymous.
-			h.log.Info("health check failed", "endpoint", endpoint, "check", c.name, "err", err)
-			fmt.Fprintf(&report, "[-]%s failed: reason withheld\n", c.name)
+			h.log.Info("health check failed", "endpoint", endpoint, "check", c.Name, "err", err)
+			fmt.Fprintf(&report, "[-]%s failed: reason withheld\n", c.Name)
 			continue
 		}
-		fmt.Fprintf(&report, "[+]%s ok\n", c.name)
+		fmt.Fprintf(&report, "[+]%s ok\n", c.Name)
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
@@ -103,8 +102,8 @@ func (h *health) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // failure, for callers that wait for the server without a client.
 func (h *health) readyErr(ctx context.Context) error {
 	for _, c := range h.ready {
-		if err := c.check(ctx); err != nil {
-			return fmt.Errorf("%s: %w", c.name, err)
+		if err := c.Check(ctx); err != nil {
+			return fmt.Errorf("%s: %w", c.Name, err)
 		}
 	}
 	return nil

@@ -1,0 +1,80 @@
+package apiserver
+
+import (
+	"context"
+	"sync/atomic"
+
+	"k8s.io/apiserver/pkg/authentication/authenticator"
+	"k8s.io/apiserver/pkg/authentication/group"
+	"k8s.io/apiserver/pkg/authentication/request/bearertoken"
+	tokenunion "k8s.io/apiserver/pkg/authentication/token/union"
+	"k8s.io/apiserver/pkg/authentication/user"
+
+	"github.com/listwatch/listwatch/apiserver/filters"
+)
+
+// TokenReviews (authentication.k8s.io/v1 tokenreviews) are answered by
+// kube-apiserver's own REST storage (pkg/registry/authentication/
+// tokenreview) over an authenticator assembled as kube-apiserver's: the
+// service account tokens' JWT authenticator, which checks the audiences
+// the review asks for, then the server's other bearer tokens (the token
+// file, the admin token), which know no audience and are wrapped as kube
+// wraps its token file (authenticator.WrapAudienceAgnosticToken: valid
+// for the API's audiences only), every user put in system:authenticated.
+// Client certificates play no part: a TokenReview carries a token alone.
+
+// reviewTokens is the authenticator of the TokenReviews.
+type reviewTokens struct {
+	s *Server
+	// others are the bearer tokens besides the service accounts' (the
+	// filters' authenticator); nil until SetTokenAuthenticator.
+	others atomic.Pointer[filters.TokenAuthenticator]
+}
+
+// SetTokenAuthenticator gives the TokenReviews the bearer tokens the
+// filters in front of the server accept besides its service account
+// tokens (filters.Options.Authenticator): a TokenReview of a token the
+// server would accept says who it is. Without it only service account
+// tokens are reviewed as authenticated.
+func (s *Server) SetTokenAuthenticator(a filters.TokenAuthenticator) {
+	if a == nil {
+		s.reviewTokens.others.Store(nil)
+		return
+	}
+	s.reviewTokens.others.Store(&a)
+}
+
+// request is the authenticator.Request kube's TokenReview storage calls.
+func (r *reviewTokens) request() authenticator.Request {
+	sa := authenticator.TokenFunc(func(ctx context.Context, tok string) (*authenticator.Response, bool, error) {
+		if r.s.saTokens == nil {
+			return nil, false, nil
+		}
+		return r.s.saTokens.authn.AuthenticateToken(ctx, tok)
+	})
+	others := authenticator.TokenFunc(func(_ context.Context, tok string) (*authenticator.Response, bool, error) {
+		p := r.others.Load()
+		if p == nil {
+			return nil, false, nil
+		}
+		u, ok := (*p).AuthenticateToken(tok)
+		if !ok {
+			return nil, false, nil
+		}
+		return &authenticator.Response{User: &user.DefaultInfo{Name: u.Name, UID: u.UID, Groups: u.Groups, Extra: u.Extra}}, true, nil
+	})
+	// One bearer token reader over the union of the token
+	// authenticators, as kube-apiserver's: an unknown token is "invalid
+	// bearer token", once.
+	return group.NewAuthenticatedGroupAdder(bearertoken.New(tokenunion.New(
+		sa, authenticator.WrapAudienceAgnosticToken(r.apiAudiences(), others),
+	)))
+}
+
+// apiAudiences are the audiences of the API: the service account issuer.
+func (r *reviewTokens) apiAudiences() authenticator.Audiences {
+	if r.s.saTokens == nil {
+		return nil
+	}
+	return r.s.saTokens.audiences
+}

@@ -1,0 +1,101 @@
+package apiserver
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestWatchWriteDeadline: a watch client that stops reading is dropped
+// once a write has been blocked for Config.WatchWriteTimeout (a minute by
+// default, as kube-apiserver's), its connection closed; with the default
+// the same client is still being served after the events it missed. The
+// watcher's buffer is made large enough that the cache never cuts it off,
+// so that only the write deadline can end the stream.
+func TestWatchWriteDeadline(t *testing.T) {
+	const events, size = 40, 320 << 10 // 13 MB: more than the socket buffers hold
+	for _, tc := range []struct {
+		name     string
+		timeout  time.Duration
+		wantDrop bool
+	}{
+		{"short deadline drops the client", 300 * time.Millisecond, true},
+		{"default deadline keeps it", 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, err := New(t.Context(), Config{
+				Storage:                 backends[0].New(t),
+				WatchCache:              WatchCacheConfig{WatcherBuffer: 10 * events},
+				DisableAdmissionPlugins: []string{"ServiceAccount"},
+				WatchWriteTimeout:       tc.timeout,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			hs := httptest.NewServer(srv.Handler())
+			defer func() { hs.CloseClientConnections(); hs.Close(); srv.Close() }()
+			c := &client{t: t, base: hs.URL}
+			if r := c.do("POST", "/api/v1/namespaces", "", `{"metadata":{"name":"default"}}`); r.code != http.StatusCreated && r.code != http.StatusConflict {
+				t.Fatalf("create namespace default: %d %s", r.code, r.body)
+			}
+
+			resp, err := http.Get(hs.URL + "/api/v1/namespaces/default/configmaps?watch=true")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			// The watch is established once its first event arrives.
+			c.mustDo("POST", "/api/v1/namespaces/default/configmaps", "", `{"metadata":{"name":"first"}}`, http.StatusCreated)
+			rd := bufio.NewReaderSize(resp.Body, 1<<20)
+			if line, err := rd.ReadBytes('\n'); err != nil || !strings.Contains(string(line), `"first"`) {
+				t.Fatalf("first event: %q %v", line, err)
+			}
+			// The client stops reading while the events pile up.
+			data := strings.Repeat("x", size)
+			for i := range events {
+				c.mustDo("POST", "/api/v1/namespaces/default/configmaps", "",
+					fmt.Sprintf(`{"metadata":{"name":"cm-%d"},"data":{"d":%q}}`, i, data), http.StatusCreated)
+			}
+			time.Sleep(tc.timeout + 700*time.Millisecond)
+
+			// Read what was sent: a dropped client finds the stream
+			// ended before the last event; a kept one gets every event
+			// and then waits for more.
+			got := 0
+			readErr := make(chan error, 1)
+			go func() {
+				for {
+					if _, err := rd.ReadBytes('\n'); err != nil {
+						readErr <- err
+						return
+					}
+					got++
+				}
+			}()
+			select {
+			case err := <-readErr:
+				if !tc.wantDrop {
+					t.Fatalf("stream ended (%v) after %d of %d events with the default deadline", err, got, events)
+				}
+				if got >= events || !(errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)) {
+					t.Fatalf("after a stall longer than the deadline: %d of %d events, then %v; want fewer, then EOF", got, events, err)
+				}
+			case <-time.After(3 * time.Second):
+				if tc.wantDrop {
+					t.Fatalf("client that stalled past the deadline still served: %d events read", got)
+				}
+				resp.Body.Close()
+				<-readErr
+				if got != events {
+					t.Fatalf("kept client read %d of %d events", got, events)
+				}
+			}
+		})
+	}
+}
