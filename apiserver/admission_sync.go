@@ -34,12 +34,15 @@ import (
 const freshnessWait = 2 * time.Second
 
 // writeTracker is the server's storage, counting the writes of the
-// resources the admission informers hold.
+// resources the admission informers hold, and of namespaces (see
+// namespaceExists).
 type writeTracker struct {
 	storage.Interface
 	// tracked is set once, when the informers have synced, and read-only
 	// after.
 	tracked atomic.Pointer[trackedSet]
+	// namespaces is the revision of the server's last namespace write.
+	namespaces atomic.Int64
 }
 
 // trackedSet is the resources counted: by storage prefix, and all.
@@ -71,12 +74,17 @@ func trackWrites(st *storage.Interface) *writeTracker {
 
 // wrote records a write of key at rev.
 func (w *writeTracker) wrote(key string, rev int64) {
-	set := w.tracked.Load()
-	if set == nil || rev == 0 {
+	if rev == 0 {
 		return
 	}
-	if t := set.byPrefix[resourcePrefix(key)]; t != nil {
-		atomicMax(&t.written, rev)
+	prefix := resourcePrefix(key)
+	if prefix == namespacesPrefix {
+		atomicMax(&w.namespaces, rev)
+	}
+	if set := w.tracked.Load(); set != nil {
+		if t := set.byPrefix[prefix]; t != nil {
+			atomicMax(&t.written, rev)
+		}
 	}
 }
 

@@ -135,7 +135,8 @@ func (s *Server) applyCreate(r *http.Request, req request, fm fieldApplier, appl
 			return nil, err
 		}
 	}
-	return s.create(r.Context(), req, o)
+	created, _, err := s.create(r.Context(), req, o)
+	return created, err
 }
 
 // fieldApplier is what an apply needs of a field manager.

@@ -82,6 +82,12 @@ func writeRead(w http.ResponseWriter, req *http.Request, r *resource, u *unstruc
 
 // writeObject writes one object (or list) with the negotiated encoding.
 func writeObject(w http.ResponseWriter, req *http.Request, r *resource, code int, obj object) error {
+	return writeEncoded(w, req, r, code, obj, nil)
+}
+
+// writeEncoded is writeObject for an object whose JSON encoding js the
+// caller has already made (nil if not).
+func writeEncoded(w http.ResponseWriter, req *http.Request, r *resource, code int, obj object, js []byte) error {
 	enc, err := negotiate(req, r, false)
 	if err != nil {
 		return err
@@ -102,9 +108,11 @@ func writeObject(w http.ResponseWriter, req *http.Request, r *resource, code int
 		}
 		// Fall back to JSON for anything the typed scheme cannot encode.
 	}
-	body, err := marshalJSON(obj)
-	if err != nil {
-		return apierrors.NewInternalError(err)
+	body := js
+	if body == nil {
+		if body, err = marshalJSON(obj); err != nil {
+			return apierrors.NewInternalError(err)
+		}
 	}
 	w.Header().Set("Content-Type", mediaJSON)
 	w.WriteHeader(code)

@@ -70,19 +70,20 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, req reques
 	if err := checkNamespace(req, obj); err != nil {
 		return err
 	}
-	out, err := s.create(r.Context(), req, obj)
+	out, answer, err := s.create(r.Context(), req, obj)
 	if err != nil {
 		return err
 	}
-	return writeObject(w, r, req.res, http.StatusCreated, out)
+	return writeEncoded(w, r, req.res, http.StatusCreated, out, answer)
 }
 
 // create stores obj, a new object, setting what the server owns: name
 // from generateName, uid, creationTimestamp, generation, reset status, and
-// returns it as stored. obj is a built-in resource's Go type, or
+// returns it as stored, with its JSON encoding when it has one at hand
+// (for writeEncoded). obj is a built-in resource's Go type, or
 // *unstructured.Unstructured for a custom resource (see newObject); its
 // namespace is the request's (checkNamespace).
-func (s *Server) create(ctx context.Context, req request, obj object) (object, error) {
+func (s *Server) create(ctx context.Context, req request, obj object) (object, []byte, error) {
 	res := req.res
 	ctx, svc := s.serviceWrite(ctx, req)
 	defer svc.done(false)
@@ -101,63 +102,63 @@ func (s *Server) create(ctx context.Context, req request, obj object) (object, e
 		// the resource's strategy, which validates.
 		if res.namespaced {
 			if err := s.namespaceExists(ctx, res, obj.GetNamespace(), obj.GetName()); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 		}
 		obj.SetUID(types.UID(newUID()))
 		obj.SetCreationTimestamp(now())
 		if err := s.allocateServiceCreate(ctx, req, obj); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		stored, err := res.kube.Create(ctx, s.kubeRequest(ctx, req, "create", obj.GetName()), obj)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if obj, err = asObject(stored); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		s.decorateService(req, obj)
 	} else if u, ok := obj.(*unstructured.Unstructured); !ok {
-		return nil, apierrors.NewInternalError(fmt.Errorf("custom resource %v as %T", res.gvk, obj))
+		return nil, nil, apierrors.NewInternalError(fmt.Errorf("custom resource %v as %T", res.gvk, obj))
 	} else if res.cr == nil {
-		return nil, apierrors.NewInternalError(fmt.Errorf("apiserver: resource %v has no write rules", res.gvr()))
+		return nil, nil, apierrors.NewInternalError(fmt.Errorf("apiserver: resource %v has no write rules", res.gvr()))
 	} else if err := s.createCustom(ctx, req, u); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	value, err := encodeFor(res, obj)
+	enc, err := encodeOnceFor(res, obj)
 	if err != nil {
-		return nil, err
+		return nil, nil, apierrors.NewInternalError(fmt.Errorf("encode: %w", err))
 	}
 	req.name = obj.GetName()
 	if req.dryRun {
 		// What would be stored, without a resourceVersion: none was
 		// assigned. A name clash is still reported.
 		if _, err := s.cfg.Storage.Get(ctx, keyFor(res, obj.GetNamespace(), obj.GetName())); err == nil {
-			return nil, apierrors.NewAlreadyExists(res.gr(), obj.GetName())
+			return nil, nil, apierrors.NewAlreadyExists(res.gr(), obj.GetName())
 		} else if !errors.Is(err, storage.ErrNotFound) {
-			return nil, s.storageErr(req, err)
+			return nil, nil, s.storageErr(req, err)
 		}
-		return obj, nil
+		return obj, nil, nil
 	}
-	rev, err := s.cfg.Storage.Create(ctx, keyFor(res, obj.GetNamespace(), obj.GetName()), value)
+	rev, err := s.cfg.Storage.Create(ctx, keyFor(res, obj.GetNamespace(), obj.GetName()), enc.stored())
 	// Five random characters clash now and then when thousands of objects
 	// share a generateName (an RC's pods); as kube-apiserver does, a
 	// generated name that is taken is drawn again rather than failing the
 	// client's create with a 409 it did nothing to cause.
 	for attempt := 1; generated && errors.Is(err, storage.ErrKeyExists) && attempt < generateNameAttempts; attempt++ {
 		obj.SetName(generatedBase(obj.GetGenerateName()) + nameSuffix(5))
-		if value, err = encodeFor(res, obj); err != nil {
-			return nil, err
+		if enc, err = encodeOnceFor(res, obj); err != nil {
+			return nil, nil, apierrors.NewInternalError(fmt.Errorf("encode: %w", err))
 		}
 		req.name = obj.GetName()
-		rev, err = s.cfg.Storage.Create(ctx, keyFor(res, obj.GetNamespace(), obj.GetName()), value)
+		rev, err = s.cfg.Storage.Create(ctx, keyFor(res, obj.GetNamespace(), obj.GetName()), enc.stored())
 	}
 	if err != nil {
-		return nil, s.storageErr(req, err)
+		return nil, nil, s.storageErr(req, err)
 	}
 	svc.done(true)
 	obj.SetResourceVersion(strconv.FormatInt(rev, 10))
-	return obj, nil
+	return obj, enc.answer(rev), nil
 }
 
 // kubeRequest describes a write to the Kubernetes strategies.
@@ -191,20 +192,36 @@ var namespacesResource = func() *resource {
 	panic("no namespaces resource")
 }()
 
+// namespacesPrefix is the storage prefix of namespaces.
+var namespacesPrefix = prefixFor(namespacesResource, "")
+
 // namespaceExists is kube-apiserver's namespace lifecycle admission of a
 // create: 404 NotFound for a missing namespace, 403 Forbidden (with the
 // NamespaceTerminating cause) for one being deleted.
+//
+// As kube's plugin reads its namespace informer and looks the namespace up
+// in storage only when the informer does not have it, this reads the
+// namespaces' watch cache, and storage when the cache does not have the
+// namespace or has not yet seen this server's last namespace write (so
+// that a namespace this server made or marked Terminating counts at once).
+// The storage read it saves is a round trip and a decode per create.
 func (s *Server) namespaceExists(ctx context.Context, res *resource, ns, name string) error {
-	kv, err := s.cfg.Storage.Get(ctx, keyFor(namespacesResource, "", ns))
-	if errors.Is(err, storage.ErrNotFound) {
-		return apierrors.NewNotFound(namespacesResource.gr(), ns)
+	key := keyFor(namespacesResource, "", ns)
+	var nsObj *unstructured.Unstructured
+	if c := s.cacheFor(namespacesResource); c != nil && c.ResourceVersion() >= s.writes.namespaces.Load() {
+		nsObj, _ = c.Get(key)
 	}
-	if err != nil {
-		return err
-	}
-	nsObj, err := decodeKV(kv)
-	if err != nil {
-		return err
+	if nsObj == nil {
+		kv, err := s.cfg.Storage.Get(ctx, key)
+		if errors.Is(err, storage.ErrNotFound) {
+			return apierrors.NewNotFound(namespacesResource.gr(), ns)
+		}
+		if err != nil {
+			return err
+		}
+		if nsObj, err = decodeKV(kv); err != nil {
+			return err
+		}
 	}
 	if nestedString(nsObj.Object, "status", "phase") != string(corev1.NamespaceTerminating) {
 		return nil
@@ -212,7 +229,7 @@ func (s *Server) namespaceExists(ctx context.Context, res *resource, ns, name st
 	if name == "" {
 		name = "Unknown"
 	}
-	err = apierrors.NewForbidden(res.gr(), name, fmt.Errorf("unable to create new content in namespace %s because it is being terminated", ns))
+	err := apierrors.NewForbidden(res.gr(), name, fmt.Errorf("unable to create new content in namespace %s because it is being terminated", ns))
 	var st *apierrors.StatusError
 	if errors.As(err, &st) {
 		st.ErrStatus.Details.Causes = append(st.ErrStatus.Details.Causes, metav1.StatusCause{
@@ -434,13 +451,14 @@ func (s *Server) handleUpdate(w http.ResponseWriter, r *http.Request, req reques
 			if err == nil {
 				err = checkNamespace(req, obj)
 			}
+			var answer []byte
 			if err == nil {
-				obj, err = s.create(r.Context(), req, obj)
+				obj, answer, err = s.create(r.Context(), req, obj)
 			}
 			if err != nil {
 				return err
 			}
-			return writeObject(w, r, req.res, http.StatusCreated, obj)
+			return writeEncoded(w, r, req.res, http.StatusCreated, obj, answer)
 		}
 	}
 	if err != nil {

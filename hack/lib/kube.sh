@@ -1,0 +1,218 @@
+# shellcheck shell=bash
+# hack/lib/kube.sh: what the scripts that run a real kube-apiserver share —
+# building kube-apiserver and etcd from the Go module proxy, free ports,
+# certificates and a token, starting and stopping the processes. Sourced by
+# record-goldens.sh and create-throughput.sh; the caller sets `set -euo
+# pipefail`, SCRIPT (its name, for log lines) and may set:
+#
+#   KUBE_VERSION      the kube-apiserver release (default v1.37.2; the staging
+#                     modules are required at v0.${minor}.${patch})
+#   KUBE_BUILD_DIR    where the built binaries are cached between runs
+#                     (default ${XDG_CACHE_HOME:-~/.cache}/listwatch/kube-$KUBE_VERSION)
+#   KUBE_REBUILD=1    rebuild the binaries even when cached
+
+KUBE_VERSION=${KUBE_VERSION:-v1.37.2}
+STAGING_VERSION=v0.${KUBE_VERSION#v1.}
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+KUBE_BUILD_DIR=${KUBE_BUILD_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/listwatch/kube-$KUBE_VERSION}
+BIN=$KUBE_BUILD_DIR/bin
+# PIDS are the processes started, stopped last first by stop_all.
+PIDS=()
+
+log() { printf '%s %s: %s\n' "$(date +%H:%M:%S)" "${SCRIPT:-kube}" "$*" >&2; }
+
+# build_binaries makes $BIN/kube-apiserver and $BIN/etcd in a module of
+# their own: k8s.io/kubernetes, plus every staging module its go.mod lists
+# at v0.0.0 required at its real version (kubernetes' own replace directives
+# point into its source tree and do not apply to a dependency).
+build_binaries() {
+	if [[ -z ${KUBE_REBUILD:-} && -x $BIN/kube-apiserver && -x $BIN/etcd && $(cat "$BIN/version" 2>/dev/null) == "$KUBE_VERSION" ]]; then
+		log "using cached $BIN/kube-apiserver and $BIN/etcd"
+		return
+	fi
+	local mod=$KUBE_BUILD_DIR/module
+	rm -rf "$mod"
+	mkdir -p "$mod/etcd" "$BIN"
+	local kubemod
+	kubemod=$(cd "$mod" && go mod download -json "k8s.io/kubernetes@$KUBE_VERSION" |
+		sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",\{0,1\}$/\1/p')
+	if [[ ! -f $kubemod ]]; then
+		echo "$SCRIPT: cannot download k8s.io/kubernetes@$KUBE_VERSION" >&2
+		exit 1
+	fi
+	local staging
+	staging=$(awk '$1 ~ /^k8s\.io\// && $2 == "v0.0.0" { print $1 }' "$kubemod" | sort -u)
+	local goversion etcdversion
+	goversion=$(awk '$1 == "go" { print $2; exit }' "$kubemod")
+	# The etcd kubernetes itself pins, so that the build list is the one
+	# kube-apiserver was released with.
+	etcdversion=$(awk '$1 == "go.etcd.io/etcd/server/v3" { print $2; exit }' "$kubemod")
+	{
+		echo "module listwatch.invalid/kubebuild"
+		echo
+		echo "go $goversion"
+		echo
+		echo "require ("
+		echo "	k8s.io/kubernetes $KUBE_VERSION"
+		for m in $staging; do
+			echo "	$m $STAGING_VERSION"
+		done
+		echo ")"
+	} >"$mod/go.mod"
+	# etcd's own main is in a module that does not build as a dependency;
+	# etcdmain is the whole server behind it.
+	cat >"$mod/etcd/main.go" <<'EOF'
+// Command etcd runs an etcd server, for the scripts of listwatch's hack/.
+package main
+
+import (
+	"os"
+
+	"go.etcd.io/etcd/server/v3/etcdmain"
+)
+
+func main() { etcdmain.Main(os.Args) }
+EOF
+	log "resolving modules for k8s.io/kubernetes $KUBE_VERSION ($(wc -w <<<"$staging") staging modules at $STAGING_VERSION)"
+	# Exact versions: a bare `go get` would upgrade etcd, and with it half
+	# of the build list, past what kubernetes was released with.
+	(cd "$mod" && go get "k8s.io/kubernetes/cmd/kube-apiserver@$KUBE_VERSION" "go.etcd.io/etcd/server/v3/etcdmain@$etcdversion")
+	# The version stamp kubernetes' own build links in (hack/lib/version.sh),
+	# so that /version and the server's idea of its version are the
+	# release's rather than v0.0.0-master.
+	local major=${KUBE_VERSION#v}
+	major=${major%%.*}
+	local minor=${KUBE_VERSION#v*.}
+	minor=${minor%%.*}
+	local ldflags="" pkg
+	for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+		ldflags+=" -X $pkg.gitVersion=$KUBE_VERSION -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
+	done
+	log "building kube-apiserver (several minutes the first time)"
+	(cd "$mod" && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$BIN/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver)
+	log "building etcd"
+	(cd "$mod" && CGO_ENABLED=0 go build -trimpath -o "$BIN/etcd" ./etcd)
+	echo "$KUBE_VERSION" >"$BIN/version"
+}
+
+# free_port prints a port on 127.0.0.1 nobody listens on and no earlier
+# call printed.
+USED_PORTS=" "
+free_port() {
+	local p
+	for _ in $(seq 200); do
+		p=$((20000 + RANDOM % 20000))
+		if [[ $USED_PORTS == *" $p "* ]]; then
+			continue
+		fi
+		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+			USED_PORTS+="$p "
+			echo "$p"
+			return
+		fi
+	done
+	echo "$SCRIPT: no free port found" >&2
+	exit 1
+}
+
+# make_pki writes a CA, a serving certificate for 127.0.0.1 signed by it,
+# the service-account signing key pair and a static token file into $1.
+make_pki() {
+	local d=$1
+	openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$d/ca.key" 2>/dev/null
+	openssl req -x509 -new -key "$d/ca.key" -subj "/CN=listwatch-golden-ca" -days 2 -out "$d/ca.crt" \
+		-addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign"
+	openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$d/server.key" 2>/dev/null
+	openssl req -new -key "$d/server.key" -subj "/CN=kube-apiserver" -out "$d/server.csr"
+	printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\nkeyUsage=critical,digitalSignature\n' >"$d/server.ext"
+	openssl x509 -req -in "$d/server.csr" -CA "$d/ca.crt" -CAkey "$d/ca.key" -CAcreateserial -days 2 \
+		-extfile "$d/server.ext" -out "$d/server.crt" 2>/dev/null
+	openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out "$d/sa.key" 2>/dev/null
+	openssl pkey -in "$d/sa.key" -pubout -out "$d/sa.pub"
+	TOKEN=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
+	# The recorder is in system:masters, as kubectl's admin is.
+	printf '%s,golden,golden-uid,"system:masters"\n' "$TOKEN" >"$d/tokens.csv"
+}
+
+# stop ends a process this script started: SIGTERM, and SIGKILL if it is
+# still there after 15s.
+stop() {
+	local pid=$1
+	kill "$pid" 2>/dev/null || return 0
+	for _ in $(seq 150); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	kill -9 "$pid" 2>/dev/null || true
+	wait "$pid" 2>/dev/null || true
+}
+
+# stop_all stops every process in PIDS, the last started first (an API
+# server before the etcd it would otherwise wait for).
+stop_all() {
+	local i
+	for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do
+		stop "${PIDS[i]}"
+	done
+	PIDS=()
+}
+
+# start_etcd starts etcd with its data in $1 (no fsync: a benchmark or a
+# recording, not a cluster) and sets ETCD_URL.
+start_etcd() {
+	local dir=$1 client peer
+	client=$(free_port)
+	peer=$(free_port)
+	mkdir -p "$dir"
+	ETCD_URL=http://127.0.0.1:$client
+	log "starting etcd on 127.0.0.1:$client"
+	"$BIN/etcd" --name kube --data-dir "$dir/data" \
+		--listen-client-urls "$ETCD_URL" --advertise-client-urls "$ETCD_URL" \
+		--listen-peer-urls "http://127.0.0.1:$peer" --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
+		--initial-cluster "kube=http://127.0.0.1:$peer" --unsafe-no-fsync --log-level warn \
+		>"$dir/etcd.log" 2>&1 &
+	ETCD_PID=$!
+	PIDS+=("$ETCD_PID")
+}
+
+# start_kube_apiserver starts kube-apiserver on etcd $ETCD_URL with the
+# certificates make_pki wrote in $1/pki, logging to $1/kube-apiserver.log,
+# and sets API_PORT and API_PID. Its default admission plugins run, as a
+# kubeadm cluster runs it where that matters to the API's answers: RBAC,
+# privileged containers allowed, the default service CIDR stated. The
+# endpoint reconciler is off because its endpoints for the loopback
+# advertise address would be invalid.
+start_kube_apiserver() {
+	local work=$1
+	API_PORT=$(free_port)
+	log "starting kube-apiserver $KUBE_VERSION on 127.0.0.1:$API_PORT"
+	"$BIN/kube-apiserver" \
+		--etcd-servers "$ETCD_URL" \
+		--bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$API_PORT" \
+		--cert-dir "$work/pki" --tls-cert-file "$work/pki/server.crt" --tls-private-key-file "$work/pki/server.key" \
+		--token-auth-file "$work/pki/tokens.csv" \
+		--authorization-mode Node,RBAC \
+		--service-account-issuer https://kubernetes.default.svc.cluster.local \
+		--service-account-key-file "$work/pki/sa.pub" --service-account-signing-key-file "$work/pki/sa.key" \
+		--service-cluster-ip-range 10.0.0.0/24 \
+		--allow-privileged=true \
+		--endpoint-reconciler-type none \
+		--profiling=false \
+		>"$work/kube-apiserver.log" 2>&1 &
+	API_PID=$!
+	PIDS+=("$API_PID")
+}
+
+# wait_ready waits up to a minute for https://127.0.0.1:$1/readyz to answer
+# ok, with the CA in $2 and the token $TOKEN.
+wait_ready() {
+	local port=$1 ca=$2
+	for _ in $(seq 600); do
+		if curl -sf --cacert "$ca" -H "Authorization: Bearer $TOKEN" "https://127.0.0.1:$port/readyz" >/dev/null 2>&1; then
+			return 0
+		fi
+		sleep 0.1
+	done
+	log "no ready server on 127.0.0.1:$port"
+	return 1
+}
