@@ -367,33 +367,6 @@ func (s *Server) newCustomCache(r *resource) (*watchcache.Cache[*unstructured.Un
 	})
 }
 
-// encodeFor is obj as stored for resource r: a custom resource at its
-// definition's storage version, as kube-apiserver's storage encodes it
-// whatever version the request wrote (with the None conversion strategy
-// only the apiVersion differs); any other object as it is.
-func encodeFor(r *resource, obj object) ([]byte, error) {
-	u, ok := obj.(*unstructured.Unstructured)
-	if !ok || r.cr == nil {
-		return encodeStored(obj)
-	}
-	served := u.GetAPIVersion()
-	u.SetAPIVersion(r.cr.StorageAPIVersion())
-	defer u.SetAPIVersion(served)
-	return encodeStored(u)
-}
-
-// decodeFor is the stored kv as resource r serves it: a custom resource
-// converted from whatever version it was stored at (the storage version
-// then, which may have changed since) to r's version, which with the None
-// conversion strategy rewrites its apiVersion; any other object as stored.
-func decodeFor(r *resource, kv storage.KeyValue) (*unstructured.Unstructured, error) {
-	u, err := decodeKV(kv)
-	if err == nil && r.cr != nil {
-		u.SetAPIVersion(r.apiVersion())
-	}
-	return u, err
-}
-
 // crdRequest describes a write of a custom resource to its rules.
 func (s *Server) crdRequest(ctx context.Context, req request, verb, name string) crd.Request {
 	cr := crd.Request{Verb: verb, Namespace: req.namespace, Name: name, Subresource: req.sub, Warn: req.warn}

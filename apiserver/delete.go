@@ -179,7 +179,7 @@ func (s *Server) current(ctx context.Context, req request, key string) (storage.
 	if err != nil {
 		return storage.KeyValue{}, nil, s.storageErr(req, err)
 	}
-	cur, err := decodeFor(req.res, kv)
+	cur, err := req.res.decodeKV(kv)
 	return kv, cur, err
 }
 
@@ -370,7 +370,7 @@ func (s *Server) deleteBuiltin(ctx context.Context, req request, opts metav1.Del
 // run. It returns the revision of what is stored and sets desired's
 // resourceVersion to it.
 func (s *Server) writeDeleting(ctx context.Context, req request, key string, kv storage.KeyValue, cur, desired *unstructured.Unstructured) (int64, error) {
-	value, err := encodeFor(req.res, desired)
+	value, err := req.res.encodeStored(desired)
 	if err != nil {
 		return 0, err
 	}

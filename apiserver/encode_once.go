@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"crypto/rand"
 	"strconv"
-
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // A create stores an object without its resourceVersion and answers it
@@ -78,15 +76,4 @@ func (e onceEncoded) answer(rev int64) []byte {
 	out = append(out, e.js[:valueFrom]...)
 	out = strconv.AppendInt(out, rev, 10)
 	return append(out, e.js[valueTo:]...)
-}
-
-// encodeOnceFor is encodeOnce for an object of r: a custom resource
-// stored at another version than the one served is encoded for storage
-// alone, its answer not being the same JSON.
-func encodeOnceFor(r *resource, obj object) (onceEncoded, error) {
-	if u, ok := obj.(*unstructured.Unstructured); ok && r.cr != nil && u.GetAPIVersion() != r.cr.StorageAPIVersion() {
-		js, err := encodeFor(r, obj)
-		return onceEncoded{js: js, at: -1}, err
-	}
-	return encodeOnce(obj)
 }

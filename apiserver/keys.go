@@ -26,13 +26,14 @@ func keyFor(r *resource, namespace, name string) string {
 	if !r.namespaced {
 		namespace = ""
 	}
+	r = r.storage()
 	return StorageKey(r.gvk.Group, r.plural, namespace, name)
 }
 
 // prefixFor is the storage prefix of a collection: a namespace's objects,
 // or all of them when namespace is "".
 func prefixFor(r *resource, namespace string) string {
-	p := "/registry/" + groupDir(r.gvk.Group) + "/" + r.plural + "/"
+	p := "/registry/" + groupDir(r.storage().gvk.Group) + "/" + r.storage().plural + "/"
 	if r.namespaced && namespace != "" {
 		p += namespace + "/"
 	}

@@ -236,12 +236,14 @@ func customTypeConverter(crd *apiextensionsv1.CustomResourceDefinition) (managed
 }
 
 // versionConvertor converts objects between the versions the field
-// manager meets. The server holds every object at its served version, so
-// that is the conversion of nearly every call: none. A custom resource's
-// other versions differ only in apiVersion (conversion None); a built-in
-// resource is served at one version, so managedFields entries of another
-// version (written directly) cannot be converted and are dropped by the
-// field manager, as it drops those of versions no longer served.
+// manager meets: the version of the request, and those of the managers
+// recorded in managedFields. A custom resource's other versions differ
+// only in apiVersion (conversion None); a built-in object is converted
+// through the internal version by Kubernetes' own conversions, as
+// kube-apiserver's field manager converts it (a manager of autoscaling/v2
+// seen from an autoscaling/v1 write). Entries of a version no kind of
+// this server has cannot be converted and are dropped by the field
+// manager, as it drops those of versions no longer served.
 type versionConvertor struct{ custom bool }
 
 func (c versionConvertor) Convert(in, out, _ any) error {
@@ -258,12 +260,38 @@ func (c versionConvertor) ConvertToVersion(in k8sruntime.Object, target k8srunti
 		return in, nil
 	}
 	u, isU := in.(*unstructured.Unstructured)
-	if !c.custom || !isU || to.GroupKind() != from.GroupKind() {
+	if !c.custom {
+		return convertBuiltin(in, from, to)
+	}
+	if !isU || to.GroupKind() != from.GroupKind() {
 		return nil, k8sruntime.NewNotRegisteredErrForTarget("listwatch", reflect.TypeOf(in), target)
 	}
 	out := u.DeepCopy()
 	out.SetAPIVersion(to.GroupVersion().String())
 	return out, nil
+}
+
+// convertBuiltin converts in, a built-in object of kind from (its Go type
+// or unstructured), to kind to; in is not changed.
+func convertBuiltin(in k8sruntime.Object, from, to schema.GroupVersionKind) (k8sruntime.Object, error) {
+	if _, err := scheme.New(to); err != nil {
+		return nil, k8sruntime.NewNotRegisteredErrForTarget("listwatch", reflect.TypeOf(in), schema.GroupVersions{to.GroupVersion()})
+	}
+	var typed k8sruntime.Object
+	if u, ok := in.(*unstructured.Unstructured); ok {
+		t, err := scheme.New(from)
+		if err != nil {
+			return nil, err
+		}
+		if err := k8sruntime.DefaultUnstructuredConverter.FromUnstructured(u.Object, t); err != nil {
+			return nil, err
+		}
+		typed = t
+	} else {
+		typed = in.DeepCopyObject()
+	}
+	typed.GetObjectKind().SetGroupVersionKind(from)
+	return kube.Convert(typed, to)
 }
 
 func (c versionConvertor) ConvertFieldLabel(_ schema.GroupVersionKind, label, value string) (string, string, error) {

@@ -14,6 +14,7 @@ import (
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	sigsjson "sigs.k8s.io/json"
 
+	"github.com/listwatch/listwatch/apiserver/internal/kube"
 	"github.com/listwatch/listwatch/internal/jsontree"
 	"github.com/listwatch/listwatch/storage"
 )
@@ -258,4 +259,101 @@ func parseRV(s string) (int64, error) {
 // deepCopy returns an independent copy of u.
 func deepCopy(u *unstructured.Unstructured) *unstructured.Unstructured {
 	return u.DeepCopy()
+}
+
+// storage is the resource whose storage holds r's objects: r itself, or
+// the version they are stored as.
+func (r *resource) storage() *resource {
+	if r.storedAs != nil {
+		return r.storedAs
+	}
+	return r
+}
+
+// decodeKV reads an object of r from storage, converted from the version
+// it is stored as when that is another: a built-in resource's other
+// version through Kubernetes' conversions (as kube-apiserver reads
+// events.k8s.io/v1 events from core/v1's storage), a custom resource from
+// whatever version it was stored at (the storage version then, which may
+// have changed since) to r's, which with the None conversion strategy
+// rewrites its apiVersion.
+func (r *resource) decodeKV(kv storage.KeyValue) (*unstructured.Unstructured, error) {
+	u, err := decodeKV(kv)
+	if err == nil && r.cr != nil {
+		u.SetAPIVersion(r.apiVersion())
+	}
+	if err != nil || r.storedAs == nil {
+		return u, err
+	}
+	typed := r.storedAs.newTyped()
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, typed); err != nil {
+		return nil, apierrors.NewInternalError(fmt.Errorf("decode stored %v: %w", r.storedAs.gvk, err))
+	}
+	converted, err := kube.Convert(typed, r.gvk)
+	if err != nil {
+		return nil, err
+	}
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(converted)
+	if err != nil {
+		return nil, apierrors.NewInternalError(fmt.Errorf("encode %v: %w", r.gvk, err))
+	}
+	out := &unstructured.Unstructured{Object: obj}
+	out.SetAPIVersion(r.apiVersion())
+	out.SetKind(r.gvk.Kind)
+	return out, nil
+}
+
+// encodeStored is obj's storage form, at the version r's objects are
+// stored as: a built-in resource's storage version, or a custom
+// resource's definition's, as kube-apiserver's storage encodes it
+// whatever version the request wrote (with the None conversion strategy
+// only apiVersion differs).
+func (r *resource) encodeStored(obj object) ([]byte, error) {
+	if u, ok := obj.(*unstructured.Unstructured); ok && r.cr != nil {
+		served := u.GetAPIVersion()
+		u.SetAPIVersion(r.cr.StorageAPIVersion())
+		defer u.SetAPIVersion(served)
+		return encodeStored(u)
+	}
+	if r.storedAs == nil {
+		return encodeStored(obj)
+	}
+	stored, err := r.toStorage(obj)
+	if err != nil {
+		return nil, err
+	}
+	return encodeStored(stored)
+}
+
+// encodeOnce is encodeOnce for an object of r: one stored at another
+// version than it is served (a built-in resource's other version, a custom
+// resource whose storage version is another) is encoded for storage alone,
+// its answer not being the same JSON.
+func (r *resource) encodeOnce(obj object) (onceEncoded, error) {
+	u, isU := obj.(*unstructured.Unstructured)
+	if r.storedAs == nil && (r.cr == nil || !isU || u.GetAPIVersion() == r.cr.StorageAPIVersion()) {
+		return encodeOnce(obj)
+	}
+	js, err := r.encodeStored(obj)
+	return onceEncoded{js: js, at: -1}, err
+}
+
+// toStorage converts obj, of r's version, to the version r is stored as;
+// obj is not changed.
+func (r *resource) toStorage(obj object) (object, error) {
+	typed := r.newTyped()
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, typed); err != nil {
+			return nil, apierrors.NewInternalError(fmt.Errorf("convert %v: %w", r.gvk, err))
+		}
+	} else {
+		// Conversion may share memory with its input: the caller keeps obj.
+		typed = obj.DeepCopyObject()
+	}
+	typed.GetObjectKind().SetGroupVersionKind(r.gvk)
+	converted, err := kube.Convert(typed, r.storedAs.gvk)
+	if err != nil {
+		return nil, err
+	}
+	return asObject(converted)
 }

@@ -21,7 +21,7 @@ func (s *Server) getObject(ctx context.Context, req request) (*unstructured.Unst
 	if err != nil {
 		return nil, kv, s.storageErr(req, err)
 	}
-	u, err := decodeKV(kv)
+	u, err := req.res.decodeKV(kv)
 	if err == nil && req.res.cr != nil {
 		req.res.cr.Decode(u) // defaults on read, as kube-apiserver's storage decoding
 	}

@@ -63,6 +63,10 @@ type resource struct {
 	// def is the registry's entry of a built-in resource; nil for custom
 	// resources.
 	def *resources.Resource
+	// storedAs is the resource whose storage holds this one's objects,
+	// another version of them (resources.Resource.StoredAs); nil when the
+	// resource is stored as itself.
+	storedAs *resource
 	// kube holds Kubernetes' own rules of a built-in resource (defaulting,
 	// strategies); nil for custom resources, whose rules are above.
 	kube *kube.Rules
@@ -247,6 +251,19 @@ func builtins() []*resource {
 			}
 		}
 		out = append(out, r)
+	}
+	for _, r := range out {
+		if r.def.StoredAs.Empty() {
+			continue
+		}
+		for _, other := range out {
+			if other.gvk == r.def.StoredAs {
+				r.storedAs = other
+			}
+		}
+		if r.storedAs == nil {
+			panic(fmt.Sprintf("apiserver: %v is stored as %v, which is not served", r.gvk, r.def.StoredAs))
+		}
 	}
 	return out
 }

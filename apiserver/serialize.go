@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"strconv"
 
@@ -49,6 +50,22 @@ func objectJSON(u *unstructured.Unstructured, m *watchcache.Encodings) ([]byte, 
 		}
 		return b, nil
 	})
+}
+
+// convertedItemJSON is an item of a list of a resource stored as another
+// version: kube-apiserver converts each such item to a new object of the
+// version asked for, which has no apiVersion and kind (an item of a
+// resource served at its storage version keeps the ones storage decoding
+// set).
+func convertedItemJSON(u *unstructured.Unstructured, _ *watchcache.Encodings) ([]byte, error) {
+	obj := maps.Clone(u.Object)
+	delete(obj, "apiVersion")
+	delete(obj, "kind")
+	b, err := json.Marshal(obj)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s %s as JSON: %w", u.GetKind(), u.GetName(), err)
+	}
+	return b, nil
 }
 
 // objectProto returns the built-in object u as its typed protobuf message
@@ -167,7 +184,11 @@ func writeList(w http.ResponseWriter, r *resource, enc encoding, res listResult)
 		// As for single objects, anything the typed scheme cannot encode
 		// is answered in JSON.
 	}
-	items, total, err := encodeItems(res, objectJSON)
+	itemJSON := objectJSON
+	if r.storedAs != nil {
+		itemJSON = convertedItemJSON
+	}
+	items, total, err := encodeItems(res, itemJSON)
 	if err != nil {
 		return apierrors.NewInternalError(err)
 	}

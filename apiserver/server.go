@@ -144,7 +144,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	s.writes = trackWrites(&s.cfg.Storage)
 	for _, byPlural := range reg.byGV {
 		for _, r := range byPlural {
-			c, err := s.newCache(r, decodeKV)
+			c, err := s.newCache(r, r.decodeKV)
 			if err != nil {
 				s.Close()
 				return nil, fmt.Errorf("apiserver: watch cache for %s: %w", r.gvr(), err)

@@ -125,7 +125,7 @@ func (s *Server) create(ctx context.Context, req request, obj object) (object, [
 	} else if err := s.createCustom(ctx, req, u); err != nil {
 		return nil, nil, err
 	}
-	enc, err := encodeOnceFor(res, obj)
+	enc, err := res.encodeOnce(obj)
 	if err != nil {
 		return nil, nil, apierrors.NewInternalError(fmt.Errorf("encode: %w", err))
 	}
@@ -147,7 +147,7 @@ func (s *Server) create(ctx context.Context, req request, obj object) (object, [
 	// client's create with a 409 it did nothing to cause.
 	for attempt := 1; generated && errors.Is(err, storage.ErrKeyExists) && attempt < generateNameAttempts; attempt++ {
 		obj.SetName(generatedBase(obj.GetGenerateName()) + nameSuffix(5))
-		if enc, err = encodeOnceFor(res, obj); err != nil {
+		if enc, err = res.encodeOnce(obj); err != nil {
 			return nil, nil, apierrors.NewInternalError(fmt.Errorf("encode: %w", err))
 		}
 		req.name = obj.GetName()
@@ -288,7 +288,7 @@ func (s *Server) update(ctx context.Context, req request, mutate mutateFunc) (*u
 	for {
 		var out *unstructured.Unstructured
 		rev, err := storage.GuaranteedUpdate(ctx, s.cfg.Storage, key, func(kv storage.KeyValue) ([]byte, error) {
-			cur, err := decodeFor(req.res, kv)
+			cur, err := req.res.decodeKV(kv)
 			if err != nil {
 				return nil, err
 			}
@@ -300,7 +300,7 @@ func (s *Server) update(ctx context.Context, req request, mutate mutateFunc) (*u
 			if err := s.prepareUpdate(ctx, req, cur, desired); err != nil {
 				return nil, err
 			}
-			value, err := encodeFor(req.res, desired)
+			value, err := req.res.encodeStored(desired)
 			if err != nil {
 				return nil, err
 			}

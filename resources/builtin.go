@@ -12,6 +12,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	nodev1 "k8s.io/api/node/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -30,7 +31,7 @@ var schemeBuilders = []func(*runtime.Scheme) error{
 	networkingv1.AddToScheme, rbacv1.AddToScheme, discoveryv1.AddToScheme,
 	coordinationv1.AddToScheme, storagev1.AddToScheme, schedulingv1.AddToScheme,
 	nodev1.AddToScheme, certificatesv1.AddToScheme, admissionregistrationv1.AddToScheme,
-	apiextensionsv1.AddToScheme,
+	apiextensionsv1.AddToScheme, eventsv1.AddToScheme,
 }
 
 // of fills in the GVK and Go type of a resource of type T; the Go type's
@@ -106,10 +107,23 @@ var builtins = []*Resource{
 	of[*batchv1.Job](batch, "Job", Resource{Plural: "jobs", Singular: "job", Categories: all, Namespaced: true,
 		Subresources: []string{Status}, Fields: []string{"status.successful"}}),
 
-	// autoscaling/v2 (kube also serves v1 of the same objects; see README)
+	// autoscaling/v2, and v1 of the same objects (stored as v2, as
+	// kube-apiserver v1.37 stores them)
 	of[*autoscalingv2.HorizontalPodAutoscaler](autoscalingv2.SchemeGroupVersion, "HorizontalPodAutoscaler", Resource{
 		Plural: "horizontalpodautoscalers", Singular: "horizontalpodautoscaler", ShortNames: []string{"hpa"}, Categories: all,
 		Namespaced: true, Subresources: []string{Status}}),
+	of[*autoscalingv1.HorizontalPodAutoscaler](autoscalingv1.SchemeGroupVersion, "HorizontalPodAutoscaler", Resource{
+		Plural: "horizontalpodautoscalers", Singular: "horizontalpodautoscaler", ShortNames: []string{"hpa"}, Categories: all,
+		Namespaced: true, Subresources: []string{Status}, StoredAs: autoscalingv2.SchemeGroupVersion.WithKind("HorizontalPodAutoscaler")}),
+
+	// events.k8s.io/v1: core/v1's events, with the field selectors kube
+	// maps onto them (pkg/apis/events/v1's field label conversions)
+	of[*eventsv1.Event](eventsv1.SchemeGroupVersion, "Event", Resource{Plural: "events", Singular: "event", ShortNames: []string{"ev"}, Namespaced: true,
+		Fields: []string{
+			"reason", "regarding.kind", "regarding.namespace", "regarding.name", "regarding.uid",
+			"regarding.apiVersion", "regarding.resourceVersion", "regarding.fieldPath", "reportingController", "type",
+		},
+		StoredAs: core.WithKind("Event")}),
 
 	// policy/v1
 	of[*policyv1.PodDisruptionBudget](policyv1.SchemeGroupVersion, "PodDisruptionBudget", Resource{

@@ -55,6 +55,12 @@ type Resource struct {
 	Verbs []string
 	// Custom resources are served as unstructured objects.
 	Custom bool
+	// StoredAs is the kind whose storage holds the objects, for a resource
+	// that is another version of a resource stored once (events.k8s.io/v1
+	// events are core/v1 events, autoscaling/v1 horizontal pod autoscalers
+	// are autoscaling/v2's): the server converts them on the way in and
+	// out. Zero for a resource stored as itself.
+	StoredAs schema.GroupVersionKind
 	// goType is the Go type of an object (a pointer to a struct); nil for
 	// custom resources.
 	goType reflect.Type

@@ -57,6 +57,9 @@ var strategies = map[schema.GroupResource]entry{
 	{Resource: "configmaps"}:             {main: configmap.Strategy},
 	{Resource: "endpoints"}:              {main: endpoint.Strategy},
 	{Resource: "events"}:                 {main: event.Strategy},
+	// events.k8s.io serves core's events (kube-apiserver's storage of
+	// both groups is one, with one strategy).
+	{Group: "events.k8s.io", Resource: "events"}: {main: event.Strategy},
 	{Resource: "limitranges"}:            {main: limitrange.Strategy},
 	{Resource: "namespaces"}:             {main: namespace.Strategy, status: namespace.StatusStrategy, finalize: namespace.FinalizeStrategy, returnDeleted: true},
 	{Resource: "nodes"}:                  {main: node.Strategy, status: node.StatusStrategy},
