@@ -69,7 +69,10 @@ func TestResourceVersionsStoredOnce(t *testing.T) {
 				// A core/v1 event, read through events.k8s.io/v1.
 				if _, err := cs.CoreV1().Events("default").Create(ctx, &corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: "legacy"},
 					InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: "default", Name: "web-0"},
-					Reason: "Pulled", Message: "image pulled", Type: corev1.EventTypeNormal, Source: corev1.EventSource{Component: "kubelet"},
+					Reason:         "Pulled",
+					Message:        "image pulled",
+					Type:           corev1.EventTypeNormal,
+					Source:         corev1.EventSource{Component: "kubelet"},
 				}, metav1.CreateOptions{}); err != nil {
 					t.Fatal(err)
 				}

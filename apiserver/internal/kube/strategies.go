@@ -57,9 +57,6 @@ var strategies = map[schema.GroupResource]entry{
 	{Resource: "configmaps"}:             {main: configmap.Strategy},
 	{Resource: "endpoints"}:              {main: endpoint.Strategy},
 	{Resource: "events"}:                 {main: event.Strategy},
-	// events.k8s.io serves core's events (kube-apiserver's storage of
-	// both groups is one, with one strategy).
-	{Group: "events.k8s.io", Resource: "events"}: {main: event.Strategy},
 	{Resource: "limitranges"}:            {main: limitrange.Strategy},
 	{Resource: "namespaces"}:             {main: namespace.Strategy, status: namespace.StatusStrategy, finalize: namespace.FinalizeStrategy, returnDeleted: true},
 	{Resource: "nodes"}:                  {main: node.Strategy, status: node.StatusStrategy},
@@ -78,6 +75,10 @@ var strategies = map[schema.GroupResource]entry{
 	{Group: "apps", Resource: "deployments"}:         {main: deployment.Strategy, status: deployment.StatusStrategy},
 	{Group: "apps", Resource: "replicasets"}:         {main: replicaset.Strategy, status: replicaset.StatusStrategy},
 	{Group: "apps", Resource: "statefulsets"}:        {main: statefulset.Strategy, status: statefulset.StatusStrategy},
+
+	// events.k8s.io serves core's events (kube-apiserver's storage of
+	// both groups is one, with one strategy).
+	{Group: "events.k8s.io", Resource: "events"}: {main: event.Strategy},
 
 	{Group: "batch", Resource: "cronjobs"}: {main: cronjob.Strategy, status: cronjob.StatusStrategy},
 	{Group: "batch", Resource: "jobs"}:     {main: job.Strategy, status: job.StatusStrategy},
