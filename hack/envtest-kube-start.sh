@@ -16,8 +16,9 @@
 # --build-only first), openssl and curl, and only 127.0.0.1.
 set -euo pipefail
 
-KUBE_VERSION=${KUBE_VERSION:-v1.37.2}
-BIN=${KUBE_BUILD_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/listwatch/kube-$KUBE_VERSION}/bin
+SCRIPT=envtest-kube-start
+# shellcheck source=hack/lib/kube.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/kube.sh"
 RUNS=${RUNS:-5}
 CRDS=${CRDS:-100}
 if [[ ! -x $BIN/kube-apiserver || ! -x $BIN/etcd ]]; then
@@ -26,32 +27,13 @@ if [[ ! -x $BIN/kube-apiserver || ! -x $BIN/etcd ]]; then
 fi
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/envtest-kube-start.XXXXXX")
-PIDS=()
-stop_all() {
-	local i
-	for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do
-		kill "${PIDS[i]}" 2>/dev/null || true
-		wait "${PIDS[i]}" 2>/dev/null || true
-	done
-	PIDS=()
-}
 trap 'stop_all; rm -rf "$WORK"' EXIT
 
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 
-# port prints a free port on 127.0.0.1, as envtest picks one: bind, close.
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+mkdir -p "$WORK/pki"
+make_pki "$WORK/pki"
 
-# One certificate and key pair, made once (envtest makes its own once per
-# environment; its cost is not what this measures).
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj /CN=envtest \
-	-addext subjectAltName=IP:127.0.0.1,DNS:localhost -keyout "$WORK/tls.key" -out "$WORK/tls.crt" 2>/dev/null
-openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$WORK/sa.key" 2>/dev/null
-openssl pkey -in "$WORK/sa.key" -pubout -out "$WORK/sa.pub"
-TOKEN=envtest-$RANDOM$RANDOM
-printf '%s,admin,admin,"system:masters"\n' "$TOKEN" >"$WORK/tokens.csv"
-
-# crd prints CRD number $1 as JSON.
 crd() {
 	printf '{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition","metadata":{"name":"kind%ds.bench.listwatch.dev"},' "$1"
 	printf '"spec":{"group":"bench.listwatch.dev","scope":"Namespaced","names":{"plural":"kind%ds","singular":"kind%d","kind":"Kind%d","listKind":"Kind%dList"},' "$1" "$1" "$1" "$1"
@@ -61,7 +43,7 @@ crd() {
 }
 
 # get prints the HTTP code of GET $1 on the server.
-get() { curl -s -o /dev/null -w '%{http_code}' --cacert "$WORK/tls.crt" -H "Authorization: Bearer $TOKEN" "$URL$1" || true; }
+get() { curl -s -o /dev/null -w '%{http_code}' --cacert "$WORK/pki/ca.crt" -H "Authorization: Bearer $TOKEN" "$URL$1" || true; }
 
 # run starts etcd and kube-apiserver, waits for the first successful
 # list, creates $1 CRDs and waits until each is served, then prints the
@@ -69,22 +51,17 @@ get() { curl -s -o /dev/null -w '%{http_code}' --cacert "$WORK/tls.crt" -H "Auth
 run() {
 	local crds=$1 dir
 	dir=$(mktemp -d "$WORK/run.XXXXXX")
-	local ec ep ap
-	ec=$(port)
-	ep=$(port)
-	ap=$(port)
-	URL=https://127.0.0.1:$ap
 	local start
 	start=$(now_ms)
-	"$BIN/etcd" --data-dir "$dir/etcd" --listen-client-urls "http://127.0.0.1:$ec" --advertise-client-urls "http://127.0.0.1:$ec" \
-		--listen-peer-urls "http://127.0.0.1:$ep" --initial-advertise-peer-urls "http://127.0.0.1:$ep" \
-		--initial-cluster "default=http://127.0.0.1:$ep" --unsafe-no-fsync=true --log-level error >"$dir/etcd.log" 2>&1 &
-	PIDS+=($!)
-	"$BIN/kube-apiserver" --etcd-servers "http://127.0.0.1:$ec" \
+	start_etcd "$dir/etcd"
+	local ap
+	ap=$(free_port)
+	URL=https://127.0.0.1:$ap
+	"$BIN/kube-apiserver" --etcd-servers "$ETCD_URL" \
 		--bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$ap" --cert-dir "$dir/pki" \
-		--tls-cert-file "$WORK/tls.crt" --tls-private-key-file "$WORK/tls.key" --token-auth-file "$WORK/tokens.csv" \
+		--tls-cert-file "$WORK/pki/server.crt" --tls-private-key-file "$WORK/pki/server.key" --token-auth-file "$WORK/pki/tokens.csv" \
 		--authorization-mode RBAC --service-account-issuer https://127.0.0.1:"$ap" \
-		--service-account-key-file "$WORK/sa.pub" --service-account-signing-key-file "$WORK/sa.key" \
+		--service-account-key-file "$WORK/pki/sa.pub" --service-account-signing-key-file "$WORK/pki/sa.key" \
 		--service-cluster-ip-range 10.0.0.0/24 --allow-privileged=true --disable-admission-plugins ServiceAccount \
 		--endpoint-reconciler-type none >"$dir/kube-apiserver.log" 2>&1 &
 	local api=$!
@@ -100,7 +77,7 @@ run() {
 	if ((crds > 0)); then
 		local i
 		for ((i = 0; i < crds; i++)); do
-			crd "$i" | curl -s -o /dev/null --cacert "$WORK/tls.crt" -H "Authorization: Bearer $TOKEN" \
+			crd "$i" | curl -s -o /dev/null --cacert "$WORK/pki/ca.crt" -H "Authorization: Bearer $TOKEN" \
 				-H 'Content-Type: application/json' --data-binary @- "$URL/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 		done
 		for ((i = 0; i < crds; i++)); do
