@@ -88,13 +88,19 @@ func kubeApply500(body []byte) bool {
 	return bytes.Contains(body, []byte(`"message":"failed to create typed patch object (`))
 }
 
-// kubeSMP500 reports whether body is the 500 kube-apiserver answers to a
-// strategic merge patch naming a field its Go type lacks (a directive such
-// as "$setElementOrder/" with no field): strategicpatch's lookup error,
-// which kube's interpretStrategicMergePatchError passes through as an
-// internal error, and so does this server (patch.go).
+// kubeSMP500 reports whether body is a 500 kube-apiserver answers to a
+// strategic merge patch it cannot apply: strategicpatch's errors that its
+// interpretStrategicMergePatchError passes through (a directive naming a
+// field the Go type lacks, a list item without its merge key, an unknown
+// $patch), answered with the error's text and no reason; golden case
+// core-pods-patch-errors records each.
 func kubeSMP500(body []byte) bool {
-	return bytes.Contains(body, []byte(`"message":"Internal error occurred: unable to find api field in struct `))
+	for _, m := range []string{`"message":"unable to find api field in struct `, `does not contain declared merge key: `, `"message":"unknown patch type: `} {
+		if bytes.Contains(body, []byte(m)) && !bytes.Contains(body, []byte(`"reason":`)) {
+			return true
+		}
+	}
+	return false
 }
 
 // FuzzUpdate fuzzes PUT of a whole object.

@@ -317,7 +317,11 @@ func interpretStrategicMergePatchError(err error) error {
 	case errors.Is(err, mergepatch.ErrNoListOfLists), errors.Is(err, mergepatch.ErrPatchContentNotMatchRetainKeys):
 		return apierrors.NewGenericServerResponse(http.StatusUnprocessableEntity, "", schema.GroupResource{}, "", err.Error(), 0, false)
 	}
-	return err
+	// Anything else reaches kube-apiserver's error writer as a plain error,
+	// which it answers 500 with the error's text and no reason (golden
+	// case core-pods-patch-errors: a list item without its merge key, a
+	// directive naming no field, an unknown $patch).
+	return &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: http.StatusInternalServerError, Message: err.Error()}}
 }
 
 func (s *Server) handlePatch(w http.ResponseWriter, r *http.Request, req request) error {
