@@ -25,6 +25,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -72,8 +73,10 @@ func startRealAPI(t *testing.T, st storage.Interface, wc apiserver.WatchCacheCon
 		p.tr.CloseIdleConnections()
 	})
 	a := &realAPI{st: st, direct: hs.URL, proxy: p, url: ps.URL}
+	// The server makes "default" at start, as kube-apiserver does; the
+	// test may come first.
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "default"}}
-	if _, err := NewResource[*corev1.Namespace](a.client(t, false, false), nsGVR, "").Create(t.Context(), ns, metav1.CreateOptions{}); err != nil {
+	if _, err := NewResource[*corev1.Namespace](a.client(t, false, false), nsGVR, "").Create(t.Context(), ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
 	return a
