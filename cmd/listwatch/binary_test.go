@@ -12,6 +12,19 @@ import (
 	"time"
 )
 
+// buildListwatch builds the listwatch binary as users build it (without
+// the race detector the tests may run under, which would multiply its
+// memory) and returns its path.
+func buildListwatch(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "listwatch")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
 // TestBinaryUp builds the listwatch binary, runs `listwatch up` as a user
 // would, queries the cluster through the kubeconfig it prints and stops it
 // with SIGINT, expecting a clean exit.
@@ -19,11 +32,7 @@ func TestBinaryUp(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
-	bin := filepath.Join(t.TempDir(), "listwatch")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildListwatch(t)
 	for _, backend := range testBackends {
 		t.Run(backend, func(t *testing.T) {
 			work := t.TempDir()

@@ -36,9 +36,16 @@ type probeServer struct {
 	tls    *tls.Config
 }
 
-// startProbeServer starts `listwatch apiserver` with extra flags and
-// stops it at the end of the test.
+// startProbeServer starts `listwatch apiserver` (the test binary run as
+// listwatch) with extra flags and stops it at the end of the test.
 func startProbeServer(t *testing.T, extra ...string) *probeServer {
+	t.Helper()
+	return startProbeBinary(t, os.Args[0], []string{execMainEnv + "=1"}, extra...)
+}
+
+// startProbeBinary is startProbeServer running bin, with env added to
+// the test's environment.
+func startProbeBinary(t *testing.T, bin string, env []string, extra ...string) *probeServer {
 	t.Helper()
 	dir := t.TempDir()
 	const token = "probe-token"
@@ -49,8 +56,8 @@ func startProbeServer(t *testing.T, extra ...string) *probeServer {
 	certDir := filepath.Join(dir, "pki")
 	args := append([]string{"apiserver", "--secure-port=0", "--token-auth-file=" + tokens, "--cert-dir=" + certDir,
 		"--data-dir=" + filepath.Join(dir, "etcd"), "--disable-admission-plugins=ServiceAccount"}, extra...)
-	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = append(os.Environ(), execMainEnv+"=1")
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -179,7 +186,9 @@ func TestProbeDeepPatches(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a server process")
 	}
-	p := startProbeServer(t)
+	// The binary users run: under -race the test binary's memory is
+	// several times a real server's, and the bound is about the latter.
+	p := startProbeBinary(t, buildListwatch(t), nil)
 	pod := `{"metadata":{"name":"deep"},"spec":{"containers":[{"name":"c","image":"i"}]}}`
 	if code, body := p.do(t, "POST", "/api/v1/namespaces/default/pods", "application/json", pod); code != http.StatusCreated {
 		t.Fatalf("create pod: %d %s", code, body)
