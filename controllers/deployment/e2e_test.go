@@ -25,21 +25,6 @@ import (
 	"github.com/listwatch/listwatch/envtest"
 )
 
-// waitFor polls cond until it holds, failing at the deadline with what
-// cond last said. The deadline is what a hung controller fails on, never
-// what the test measures.
-func waitFor(t *testing.T, what string, cond func() (bool, string)) {
-	t.Helper()
-	var last string
-	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		var ok bool
-		if ok, last = cond(); ok {
-			return
-		}
-	}
-	t.Fatalf("timed out waiting for %s; last: %s", what, last)
-}
-
 func podTemplate(image string) corev1.PodTemplateSpec {
 	return corev1.PodTemplateSpec{
 		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}},
@@ -122,7 +107,7 @@ func TestE2ERollout(t *testing.T) {
 				s.AvailableReplicas == replicas && s.UnavailableReplicas == 0,
 			fmt.Sprintf("generation %d, status %+v", d.Generation, s)
 	}
-	waitFor(t, "the deployment to become available", rolledOut)
+	envtest.Eventually(t, "the deployment to become available", rolledOut)
 	// The name is the hash of the template as the server defaulted it.
 	d := get()
 	oldRS := "web-" + deployment.PodTemplateHash(&d.Spec.Template, nil)
@@ -186,9 +171,9 @@ func TestE2ERollout(t *testing.T) {
 		}
 	}
 	setImage("web:2")
-	waitFor(t, "the rollout to web:2", rolledOut)
+	envtest.Eventually(t, "the rollout to web:2", rolledOut)
 	newRS := "web-" + deployment.PodTemplateHash(&get().Spec.Template, nil)
-	waitFor(t, "the old replica set at zero", func() (bool, string) {
+	envtest.Eventually(t, "the old replica set at zero", func() (bool, string) {
 		a, errA := replicaSets.Get(t.Context(), oldRS, metav1.GetOptions{})
 		b, errB := replicaSets.Get(t.Context(), newRS, metav1.GetOptions{})
 		if errA != nil || errB != nil {
@@ -207,8 +192,8 @@ func TestE2ERollout(t *testing.T) {
 
 	// kubectl rollout undo: the old template back.
 	setImage("web:1")
-	waitFor(t, "the rollback", rolledOut)
-	waitFor(t, "the old replica set current again", func() (bool, string) {
+	envtest.Eventually(t, "the rollback", rolledOut)
+	envtest.Eventually(t, "the old replica set current again", func() (bool, string) {
 		a, err := replicaSets.Get(t.Context(), oldRS, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -258,7 +243,7 @@ func TestE2EProgressDeadline(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	waitFor(t, "ProgressDeadlineExceeded", func() (bool, string) {
+	envtest.Eventually(t, "ProgressDeadlineExceeded", func() (bool, string) {
 		d, err := deployments.Get(t.Context(), "broken", metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()

@@ -24,21 +24,6 @@ import (
 	"github.com/listwatch/listwatch/envtest"
 )
 
-// waitFor polls cond until it holds, failing at the deadline with what
-// cond last said. The deadline is what a hung controller fails on, never
-// what the test measures.
-func waitFor(t *testing.T, what string, cond func() (bool, string)) {
-	t.Helper()
-	var last string
-	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		var ok bool
-		if ok, last = cond(); ok {
-			return
-		}
-	}
-	t.Fatalf("timed out waiting for %s; last: %s", what, last)
-}
-
 // TestE2E runs, for a ReplicaSet and for an RC, what a user of
 // listwatch up sees: an owner of 3 gets 3 pods that the pod lifecycle
 // controller makes Ready, its status says 3 available, a scale down to 1
@@ -114,7 +99,7 @@ func testE2E[T cache.Object](t *testing.T, kind replicaset.Kind[T], name, compon
 		}
 	}
 
-	waitFor(t, "3 available replicas", status(appsv1.ReplicaSetStatus{Replicas: 3, FullyLabeledReplicas: 3, ReadyReplicas: 3,
+	envtest.Eventually(t, "3 available replicas", status(appsv1.ReplicaSetStatus{Replicas: 3, FullyLabeledReplicas: 3, ReadyReplicas: 3,
 		AvailableReplicas: 3, ObservedGeneration: 1}))
 	active, _, err := owned()
 	if err != nil || len(active) != 3 {
@@ -129,7 +114,7 @@ func testE2E[T cache.Object](t *testing.T, kind replicaset.Kind[T], name, compon
 	// controller, counting repeats.
 	events := func(reason string, n int32) {
 		t.Helper()
-		waitFor(t, reason+" events", func() (bool, string) {
+		envtest.Eventually(t, reason+" events", func() (bool, string) {
 			list, err := eventsAPI.List(t.Context(), metav1.ListOptions{FieldSelector: "involvedObject.name=web,reason=" + reason})
 			if err != nil {
 				return false, err.Error()
@@ -149,9 +134,9 @@ func testE2E[T cache.Object](t *testing.T, kind replicaset.Kind[T], name, compon
 	if _, err := objs.Patch(t.Context(), "web", types.MergePatchType, []byte(`{"spec":{"replicas":1}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "1 replica", status(appsv1.ReplicaSetStatus{Replicas: 1, FullyLabeledReplicas: 1, ReadyReplicas: 1,
+	envtest.Eventually(t, "1 replica", status(appsv1.ReplicaSetStatus{Replicas: 1, FullyLabeledReplicas: 1, ReadyReplicas: 1,
 		AvailableReplicas: 1, ObservedGeneration: 2}))
-	waitFor(t, "the scaled-down pods gone", func() (bool, string) {
+	envtest.Eventually(t, "the scaled-down pods gone", func() (bool, string) {
 		active, all, err := owned()
 		if err != nil {
 			return false, err.Error()
@@ -165,7 +150,7 @@ func testE2E[T cache.Object](t *testing.T, kind replicaset.Kind[T], name, compon
 	if err := objs.Delete(t.Context(), "web", metav1.DeleteOptions{PropagationPolicy: new(metav1.DeletePropagationBackground)}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the pods deleted", func() (bool, string) {
+	envtest.Eventually(t, "the pods deleted", func() (bool, string) {
 		_, all, err := owned()
 		if err != nil {
 			return false, err.Error()
