@@ -208,8 +208,13 @@ var namespacesPrefix = prefixFor(namespacesResource, "")
 func (s *Server) namespaceExists(ctx context.Context, res *resource, ns, name string) error {
 	key := keyFor(namespacesResource, "", ns)
 	var nsObj *unstructured.Unstructured
-	if c := s.cacheFor(namespacesResource); c != nil && c.ResourceVersion() >= s.writes.namespaces.Load() {
-		nsObj, _ = c.Get(key)
+	// The cache is the one of the server's own namespaces resource:
+	// namespacesResource is a copy of it that no cache is kept for.
+	nsRes := s.reg.lookup(namespacesResource.gvk.GroupVersion(), namespacesResource.plural)
+	if nsRes != nil {
+		if c := s.cacheFor(nsRes); c != nil && c.ResourceVersion() >= s.writes.namespaces.Load() {
+			nsObj, _ = c.Get(key)
+		}
 	}
 	if nsObj == nil {
 		kv, err := s.cfg.Storage.Get(ctx, key)
