@@ -124,7 +124,7 @@ func (s *Server) initStartup() {
 			return ensurePriorityClasses(ctx, c)
 		}},
 		{name: "poststarthook/rbac/bootstrap-roles", run: func(ctx context.Context) error {
-			return ensureRBACPolicy(ctx, c)
+			return s.ensureRBACPolicy(ctx, c)
 		}},
 	}
 	for _, t := range s.startup {
@@ -163,7 +163,7 @@ func (s *Server) bootstrapController(ctx context.Context) error {
 	}
 	// The controller reads the Service from its lister: before the
 	// lister has the stored one, it would try to create it again.
-	if !cache.WaitForCacheSync(ctx.Done(), s.kubeServiceSynced) {
+	if !cache.WaitFor(ctx, "", s.self.informers.Core().V1().Services().Informer().HasSyncedChecker()) {
 		return fmt.Errorf("services informer not synced: %w", ctx.Err())
 	}
 	err := s.kubeService.UpdateKubernetesService(false)

@@ -1,10 +1,9 @@
-package controllermanager
+package controllermanager_test
 
 import (
 	"context"
 	"io"
 	"log/slog"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -14,12 +13,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/rest"
 
-	"github.com/listwatch/listwatch/apiserver"
-	"github.com/listwatch/listwatch/apiserver/filters"
 	"github.com/listwatch/listwatch/client"
-	"github.com/listwatch/listwatch/storage/memory"
+	"github.com/listwatch/listwatch/controllermanager"
+	"github.com/listwatch/listwatch/envtest"
 )
 
 // TestServiceAccountCredentials runs the ReplicaSet controller as its own
@@ -30,47 +27,26 @@ import (
 // gives that user. The manager's own credentials (system:masters) could
 // do both: the refusal shows the controller does not act with them.
 func TestServiceAccountCredentials(t *testing.T) {
-	st := memory.New()
-	defer st.Close()
-	srv, err := apiserver.New(t.Context(), apiserver.Config{Storage: st, DisableAdmissionPlugins: []string{"ServiceAccount"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	const adminToken = "admin-token"
-	var tokens filters.TokenFile
-	if err := tokens.Add(adminToken, filters.User{Name: "admin", UID: "admin", Groups: []string{"system:masters"}}); err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(filters.Chain(srv.Handler(), filters.Options{Authenticator: &tokens, Authorizer: srv.Authorizer()}))
-	defer func() {
-		hs.CloseClientConnections()
-		hs.Close()
-		srv.Close()
-	}()
-	for _, c := range srv.ReadyChecks() {
-		for deadline := time.Now().Add(30 * time.Second); c.Check(t.Context()) != nil; time.Sleep(10 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("server start-up %s not done", c.Name)
-			}
-		}
-	}
-
-	cc := &client.Config{REST: &rest.Config{Host: hs.URL, BearerToken: adminToken}, QPS: -1}
-	m, err := New(Config{
+	// The server alone: the manager is made here, as a member of
+	// system:masters (envtest's user), which may impersonate the
+	// controllers' accounts.
+	env := envtest.Start(t, envtest.Options{})
+	cc := &client.Config{REST: env.Config, QPS: -1}
+	m, err := controllermanager.New(controllermanager.Config{
 		Client:                    cc,
-		Controllers:               []string{ReplicaSet},
-		LeaderElection:            LeaderElection{Disabled: true},
+		Controllers:               []string{controllermanager.ReplicaSet},
+		LeaderElection:            controllermanager.LeaderElection{Disabled: true},
 		Logger:                    slog.New(slog.NewTextHandler(io.Discard, nil)),
 		ServiceAccountCredentials: true,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if user, ok := ControllerUser(ReplicaSet); !ok || user != "system:serviceaccount:kube-system:replicaset-controller" {
-		t.Fatalf("ControllerUser(%s) = %q, %v", ReplicaSet, user, ok)
+	if user, ok := controllermanager.ControllerUser(controllermanager.ReplicaSet); !ok || user != "system:serviceaccount:kube-system:replicaset-controller" {
+		t.Fatalf("ControllerUser(%s) = %q, %v", controllermanager.ReplicaSet, user, ok)
 	}
-	if _, ok := ControllerUser(PodLifecycle); ok {
-		t.Errorf("%s, the stand-in for kubelets, has a controller account", PodLifecycle)
+	if _, ok := controllermanager.ControllerUser(controllermanager.PodLifecycle); ok {
+		t.Errorf("%s, the stand-in for kubelets, has a controller account", controllermanager.PodLifecycle)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -111,14 +87,14 @@ func TestServiceAccountCredentials(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the ReplicaSet controller made %d of 2 pods as its own user", len(l.Items))
+			t.Fatalf("the controllermanager.ReplicaSet controller made %d of 2 pods as its own user", len(l.Items))
 		}
 	}
 
-	err = client.For[*corev1.Namespace](m.clients[ReplicaSet], "").Delete(t.Context(), "kube-system", metav1.DeleteOptions{})
+	err = client.For[*corev1.Namespace](controllermanager.ControllerClient(m, controllermanager.ReplicaSet), "").Delete(t.Context(), "kube-system", metav1.DeleteOptions{})
 	want := `namespaces "kube-system" is forbidden: User "system:serviceaccount:kube-system:replicaset-controller" cannot delete resource "namespaces" in API group "" in the namespace "kube-system"`
 	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), want) {
-		t.Errorf("delete namespace kube-system as the ReplicaSet controller: %v, want 403 %s", err, want)
+		t.Errorf("delete namespace kube-system as the controllermanager.ReplicaSet controller: %v, want 403 %s", err, want)
 	}
 	if _, err := client.For[*corev1.Namespace](admin, "").Get(t.Context(), "kube-system", metav1.GetOptions{}); err != nil {
 		t.Errorf("kube-system after the refused delete: %v", err)

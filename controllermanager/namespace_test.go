@@ -1,11 +1,7 @@
-package controllermanager
+package controllermanager_test
 
 import (
-	"context"
 	"fmt"
-	"io"
-	"log/slog"
-	"net/http/httptest"
 	"slices"
 	"testing"
 	"time"
@@ -13,13 +9,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 
-	"github.com/listwatch/listwatch/apiserver"
 	"github.com/listwatch/listwatch/client"
+	"github.com/listwatch/listwatch/controllermanager"
 	"github.com/listwatch/listwatch/controllers/namespace"
 	"github.com/listwatch/listwatch/controllers/podlifecycle"
-	"github.com/listwatch/listwatch/storage/memory"
+	"github.com/listwatch/listwatch/envtest"
 )
 
 // TestNamespaceDeletion runs the manager's namespace controller, with the
@@ -27,48 +22,15 @@ import (
 // deleted namespace whose pod runs on a node waits for the pod's graceful
 // termination, then its other content goes, then the namespace.
 func TestNamespaceDeletion(t *testing.T) {
-	if !slices.Contains(AllControllers(), Namespace) {
-		t.Fatalf("AllControllers() = %v lacks %s", AllControllers(), Namespace)
+	if !slices.Contains(controllermanager.AllControllers(), controllermanager.Namespace) {
+		t.Fatalf("AllControllers() = %v lacks %s", controllermanager.AllControllers(), controllermanager.Namespace)
 	}
-	st := memory.New()
-	defer st.Close()
-	srv, err := apiserver.New(t.Context(), apiserver.Config{Storage: st})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv.Handler())
-	defer func() {
-		hs.CloseClientConnections()
-		hs.Close()
-		srv.Close()
-	}()
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	cc := &client.Config{REST: &rest.Config{Host: hs.URL}, QPS: -1}
-	m, err := New(Config{
-		Client:         cc,
-		Controllers:    []string{PodLifecycle, Namespace, ServiceAccount},
-		LeaderElection: LeaderElection{Disabled: true},
-		PodLifecycle:   podlifecycle.Options{StartDelay: time.Millisecond, TerminationDelay: 100 * time.Millisecond},
-		Namespace:      namespace.Options{DeletionGracePeriod: 50 * time.Millisecond},
-		Logger:         quiet,
+	env := envtest.Start(t, envtest.Options{
+		Controllers:  []string{controllermanager.PodLifecycle, controllermanager.Namespace, controllermanager.ServiceAccount},
+		PodLifecycle: podlifecycle.Options{StartDelay: time.Millisecond, TerminationDelay: 100 * time.Millisecond},
+		Namespace:    namespace.Options{DeletionGracePeriod: 50 * time.Millisecond},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- m.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
-
-	c, err := client.New(cc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := env.Client
 	nss := client.For[*corev1.Namespace](c, "")
 	pods := client.For[*corev1.Pod](c, "scratch")
 	cms := client.For[*corev1.ConfigMap](c, "scratch")
