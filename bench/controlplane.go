@@ -497,6 +497,12 @@ func startControlPlane(ctx context.Context) (_ *controlPlane, err error) {
 			MaxRequestBodyBytes:         filters.DefaultMaxRequestBodyBytes,
 			MaxRequestsInFlight:         filters.DefaultMaxRequestsInFlight,
 			MaxMutatingRequestsInFlight: filters.DefaultMaxMutatingRequestsInFlight,
+			// Requests over the caps wait for a seat, as kube-apiserver's
+			// API Priority and Fairness (on by default) queues them,
+			// rather than cost their client a Retry-After second: the
+			// kube-controller-manager figures these rows are held to were
+			// measured so.
+			InFlightQueue: filters.InFlightQueue{Length: filters.DefaultInFlightQueueLength, Wait: filters.DefaultInFlightQueueWait},
 		},
 		Logger: quietLogger(),
 	}); err != nil {

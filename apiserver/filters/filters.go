@@ -52,6 +52,10 @@ type Options struct {
 	// means no cap. Watches are not counted.
 	MaxRequestsInFlight         int
 	MaxMutatingRequestsInFlight int
+	// InFlightQueue, when its Length is set, makes requests over those
+	// caps wait for a seat, as kube-apiserver's API Priority and Fairness
+	// queues them, rather than be refused at once.
+	InFlightQueue InFlightQueue
 	// Metrics records request metrics; nil records none.
 	Metrics *Metrics
 	// Logger receives a debug record per request and an error per panic;
@@ -83,7 +87,7 @@ func Chain(h http.Handler, o Options) http.Handler {
 	if o.Shutdown != nil {
 		h = WithLongRunningShutdown(h, o.Shutdown)
 	}
-	h = WithMaxInFlight(h, o.MaxRequestsInFlight, o.MaxMutatingRequestsInFlight, o.Metrics)
+	h = WithMaxInFlightQueue(h, o.MaxRequestsInFlight, o.MaxMutatingRequestsInFlight, o.InFlightQueue, o.Metrics)
 	h = WithMaxRequestBody(h, o.MaxRequestBodyBytes)
 	if timeout > 0 {
 		h = WithRequestTimeout(h, timeout)

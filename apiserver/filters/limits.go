@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -81,31 +82,58 @@ func tooLarge(w http.ResponseWriter, limit int64) {
 // is why kube-apiserver exempts them too. m, when not nil, gets the
 // in-flight gauge.
 func WithMaxInFlight(h http.Handler, readOnly, mutating int, m *Metrics) http.Handler {
-	var roSem, mutSem chan struct{}
-	if readOnly > 0 {
-		roSem = make(chan struct{}, readOnly)
-	}
-	if mutating > 0 {
-		mutSem = make(chan struct{}, mutating)
-	}
+	return WithMaxInFlightQueue(h, readOnly, mutating, InFlightQueue{}, m)
+}
+
+// InFlightQueue tells what becomes of a request over an in-flight cap.
+// The zero value refuses it at once (429), as kube-apiserver's
+// --max-requests-inflight filter does with API Priority and Fairness
+// turned off. With Length set, it waits for a seat instead, as APF (on
+// by default in kube-apiserver) queues it: seats go to the waiting
+// requests in the order they came, and a request is refused only when
+// Length requests of its kind are waiting already, or when it has waited
+// Wait, or its context ends (the request timeout, or a client that gave
+// up), first. A client's burst of writes past the cap then costs the
+// time the seats take to free, not the Retry-After second a refusal
+// makes a client-go client wait.
+type InFlightQueue struct {
+	// Length caps the requests of one kind (read-only, mutating) waiting
+	// at once; 0 or less: none wait.
+	Length int
+	// Wait bounds how long one request waits; DefaultInFlightQueueWait
+	// when not positive.
+	Wait time.Duration
+}
+
+// Defaults of InFlightQueue after kube-apiserver's APF: one client's
+// flow is spread over handSize (6) queues of queueLengthLimit (50)
+// requests, and a request waits at most a quarter of the request timeout
+// (60 s) for its seat.
+const (
+	DefaultInFlightQueueLength = 6 * 50
+	DefaultInFlightQueueWait   = DefaultRequestTimeout / 4
+)
+
+// WithMaxInFlightQueue is WithMaxInFlight with requests over a cap
+// handled as q says.
+func WithMaxInFlightQueue(h http.Handler, readOnly, mutating int, q InFlightQueue, m *Metrics) http.Handler {
+	roSeats, mutSeats := newSeats(readOnly, q), newSeats(mutating, q)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ri := requestInfoOf(r)
 		if ri.IsLongRunning() {
 			h.ServeHTTP(w, r)
 			return
 		}
-		sem, kind := mutSem, kindMutating
+		seats, kind := mutSeats, kindMutating
 		if ri.IsReadOnly() {
-			sem, kind = roSem, kindReadOnly
+			seats, kind = roSeats, kindReadOnly
 		}
-		if sem != nil {
-			select {
-			case sem <- struct{}{}:
-				defer func() { <-sem }()
-			default:
+		if seats != nil {
+			if !seats.acquire(r.Context()) {
 				writeStatus(w, apierrors.NewTooManyRequests("Too many requests, please try again later.", 1))
 				return
 			}
+			defer seats.release()
 		}
 		if m != nil {
 			g := m.inflight.WithLabelValues(kind)
@@ -115,6 +143,56 @@ func WithMaxInFlight(h http.Handler, readOnly, mutating int, m *Metrics) http.Ha
 		h.ServeHTTP(w, r)
 	})
 }
+
+// seats are the in-flight slots of one kind of request, with the queue of
+// those waiting for one.
+type seats struct {
+	slots      chan struct{}
+	maxWaiting int64
+	wait       time.Duration
+	waiting    atomic.Int64
+}
+
+// newSeats returns n seats queued as q says, or nil for no cap (n <= 0).
+func newSeats(n int, q InFlightQueue) *seats {
+	if n <= 0 {
+		return nil
+	}
+	s := &seats{slots: make(chan struct{}, n), maxWaiting: int64(max(q.Length, 0)), wait: q.Wait}
+	if s.wait <= 0 {
+		s.wait = DefaultInFlightQueueWait
+	}
+	return s
+}
+
+// acquire takes a seat, waiting for one if the queue has room; it reports
+// false when the request is to be refused. Blocked senders on a channel
+// are woken in the order they blocked, so seats go first come, first
+// served.
+func (s *seats) acquire(ctx context.Context) bool {
+	select {
+	case s.slots <- struct{}{}:
+		return true
+	default:
+	}
+	if s.waiting.Add(1) > s.maxWaiting {
+		s.waiting.Add(-1)
+		return false
+	}
+	defer s.waiting.Add(-1)
+	t := time.NewTimer(s.wait)
+	defer t.Stop()
+	select {
+	case s.slots <- struct{}{}:
+		return true
+	case <-t.C:
+		return false
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (s *seats) release() { <-s.slots }
 
 // Values of the request_kind label of the in-flight gauge, as in
 // kube-apiserver.

@@ -76,8 +76,11 @@ type serverConfig struct {
 
 	MaxRequestsInFlight         int
 	MaxMutatingRequestsInFlight int
-	MaxRequestBodyBytes         int64
-	RequestTimeout              time.Duration
+	// PriorityAndFairness queues the requests over the in-flight caps
+	// rather than refuse them at once (filters.InFlightQueue).
+	PriorityAndFairness bool
+	MaxRequestBodyBytes int64
+	RequestTimeout      time.Duration
 	// DisableAdmissionPlugins names admission plugins not to run.
 	DisableAdmissionPlugins []string
 
@@ -101,6 +104,7 @@ func (c *serverConfig) addFlags(fs *flag.FlagSet) {
 	serviceRangeFlags(fs, &c.ServiceClusterIPRange, &c.ServiceNodePortRange)
 	fs.IntVar(&c.MaxRequestsInFlight, "max-requests-inflight", filters.DefaultMaxRequestsInFlight, "cap on concurrent read-only requests, watches excluded (0: none)")
 	fs.IntVar(&c.MaxMutatingRequestsInFlight, "max-mutating-requests-inflight", filters.DefaultMaxMutatingRequestsInFlight, "cap on concurrent writes (0: none)")
+	fs.BoolVar(&c.PriorityAndFairness, "enable-priority-and-fairness", true, "queue the requests over the in-flight caps for a seat, first come first served, as kube-apiserver's API Priority and Fairness (on by default there) queues them, answering 429 only when the queue is full or the wait too long; false answers 429 at once")
 	fs.Int64Var(&c.MaxRequestBodyBytes, "max-request-body-bytes", filters.DefaultMaxRequestBodyBytes, "cap on request body size in bytes")
 	fs.DurationVar(&c.RequestTimeout, "request-timeout", filters.DefaultRequestTimeout, "bound on every request but watches, the reading of its body included")
 	fs.Func("disable-admission-plugins", "comma-separated admission plugins not to run, as kube-apiserver's (ServiceAccount, where no controller-manager makes the default service accounts)", func(v string) error {
@@ -280,6 +284,7 @@ func startServer(ctx context.Context, cfg serverConfig, log *slog.Logger) (_ *ru
 			RequestTimeout:              cfg.RequestTimeout,
 			MaxRequestsInFlight:         cfg.MaxRequestsInFlight,
 			MaxMutatingRequestsInFlight: cfg.MaxMutatingRequestsInFlight,
+			InFlightQueue:               inFlightQueue(cfg.PriorityAndFairness),
 		},
 		Metrics:         reg,
 		ReadyChecks:     []apiserver.ReadyCheck{storageCheck},
@@ -327,4 +332,13 @@ func (s *runningServer) shutdown() error {
 		s.shutdownErr = errors.Join(s.runErr, s.store.close())
 	})
 	return s.shutdownErr
+}
+
+// inFlightQueue is the queue of the requests over the in-flight caps:
+// kube-apiserver's defaults when on, none when off.
+func inFlightQueue(on bool) filters.InFlightQueue {
+	if !on {
+		return filters.InFlightQueue{}
+	}
+	return filters.InFlightQueue{Length: filters.DefaultInFlightQueueLength, Wait: filters.DefaultInFlightQueueWait}
 }

@@ -38,6 +38,7 @@ func TestAPIServerFlags(t *testing.T) {
 		CertDir:                     "./.listwatch/pki",
 		MaxRequestsInFlight:         400,
 		MaxMutatingRequestsInFlight: 200,
+		PriorityAndFairness:         true,
 		MaxRequestBodyBytes:         3 << 20,
 		RequestTimeout:              time.Minute,
 	}
@@ -56,7 +57,7 @@ func TestAPIServerFlags(t *testing.T) {
 		{name: "everything else", args: []string{"--bind-address=0.0.0.0", "--secure-port=0", "--data-dir=/d", "--storage-backend=memory",
 			"--compaction-interval=1m", "--token-auth-file=/t", "--tls-cert-file=/c", "--tls-private-key-file=/k", "--cert-dir=/p",
 			"--custom-resources=/cr.yaml", "--max-requests-inflight=1", "--max-mutating-requests-inflight=2", "--max-request-body-bytes=3",
-			"--request-timeout=30s"},
+			"--request-timeout=30s", "--enable-priority-and-fairness=false"},
 			change: func(c *serverConfig) {
 				c.BindAddress, c.SecurePort = "0.0.0.0", 0
 				c.Storage.DataDir, c.Storage.Backend, c.Storage.CompactionInterval = "/d", backendMemory, time.Minute
@@ -64,6 +65,7 @@ func TestAPIServerFlags(t *testing.T) {
 				c.CustomResourcesFile = "/cr.yaml"
 				c.MaxRequestsInFlight, c.MaxMutatingRequestsInFlight, c.MaxRequestBodyBytes = 1, 2, 3
 				c.RequestTimeout = 30 * time.Second
+				c.PriorityAndFairness = false
 			}},
 		{name: "bad duration", args: []string{"--compaction-interval=soon"}, wantErr: true},
 	}

@@ -46,7 +46,10 @@ func TestMaxInFlightServer(t *testing.T) {
 				"--data-dir="+filepath.Join(dir, "etcd"), "--cert-dir="+filepath.Join(dir, "pki"),
 				"--token-auth-file="+tokenFile,
 				"--max-requests-inflight="+strconv.Itoa(readOnlyCap),
-				"--max-mutating-requests-inflight="+strconv.Itoa(mutatingCap))
+				"--max-mutating-requests-inflight="+strconv.Itoa(mutatingCap),
+				// The refusal over the caps is what is tested; with the
+				// queue (the default) the requests would wait instead.
+				"--enable-priority-and-fairness=false")
 			if err != nil {
 				t.Fatal(err)
 			}

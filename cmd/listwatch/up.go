@@ -166,6 +166,7 @@ func up(ctx context.Context, cfg upConfig, out io.Writer, log *slog.Logger) erro
 		ServiceNodePortRange:        cfg.ServiceNodePortRange,
 		MaxRequestsInFlight:         filters.DefaultMaxRequestsInFlight,
 		MaxMutatingRequestsInFlight: filters.DefaultMaxMutatingRequestsInFlight,
+		PriorityAndFairness:         true,
 		MaxRequestBodyBytes:         filters.DefaultMaxRequestBodyBytes,
 	}, log)
 	if err != nil {

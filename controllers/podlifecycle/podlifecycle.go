@@ -89,13 +89,18 @@ func (o *Options) defaults() {
 	}
 }
 
-// Controller simulates the scheduler and kubelets.
+// Controller simulates the scheduler and kubelets. The embedded
+// controller binds and starts pods; pods being deleted go to a queue and
+// workers of their own (as many), as kubelets shut pods down while the
+// scheduler goes on binding new ones: a rollout's graceful deletions
+// then do not hold up the new pods it waits for.
 type Controller struct {
 	*controller.Controller[string]
-	informer cache.Informer[*corev1.Pod]
-	client   PodClient
-	opts     Options
-	nodes    map[string]bool
+	terminations *controller.Controller[string]
+	informer     cache.Informer[*corev1.Pod]
+	client       PodClient
+	opts         Options
+	nodes        map[string]bool
 
 	mu sync.Mutex
 	// boundAt records when each pod was first seen bound to one of the
@@ -162,7 +167,21 @@ func New(pods cache.Informer[*corev1.Pod], client PodClient, opts Options) (*Con
 	if err != nil {
 		return nil, fmt.Errorf("podlifecycle: %w", err)
 	}
+	c.terminations, err = controller.New("podlifecycle-termination", c.syncTermination, opts.Controller,
+		controller.WaitFor[string](pods.HasSynced))
+	if err != nil {
+		return nil, fmt.Errorf("podlifecycle: %w", err)
+	}
 	return c, nil
+}
+
+// Run runs the workers that bind and start pods and those that confirm
+// their deletions until ctx ends, and returns once both have stopped.
+func (c *Controller) Run(ctx context.Context) error {
+	errs := make(chan error, 1)
+	go func() { errs <- c.terminations.Run(ctx) }()
+	err := c.Controller.Run(ctx)
+	return errors.Join(err, <-errs)
 }
 
 // observe counts a pod the informer shows bound on its node in place of
@@ -186,13 +205,25 @@ func (c *Controller) enqueue(p *corev1.Pod) {
 		c.Logger().Warn("cannot key pod", "err", err)
 		return
 	}
+	if p.DeletionTimestamp != nil {
+		c.terminations.Queue().Add(key)
+		return
+	}
 	c.Queue().Add(key)
+}
+
+// syncTermination confirms the graceful deletion of the pod at key.
+func (c *Controller) syncTermination(ctx context.Context, key string) (controller.Result, error) {
+	pod, ok, err := c.informer.GetIndexer().GetByKey(key)
+	if err != nil || !ok || pod.DeletionTimestamp == nil {
+		return controller.Result{}, err
+	}
+	return c.terminate(ctx, pod)
 }
 
 // sync moves the pod at key one step through its lifecycle.
 func (c *Controller) sync(ctx context.Context, key string) (controller.Result, error) {
-	ns, name, err := cache.SplitMetaNamespaceKey(key)
-	if err != nil {
+	if _, _, err := cache.SplitMetaNamespaceKey(key); err != nil {
 		return controller.Result{}, controller.Terminal(err)
 	}
 	pod, ok, err := c.informer.GetIndexer().GetByKey(key)
@@ -201,9 +232,10 @@ func (c *Controller) sync(ctx context.Context, key string) (controller.Result, e
 	}
 	switch {
 	case pod.DeletionTimestamp != nil:
-		return c.terminate(ctx, pod)
+		// The termination workers' business.
+		return controller.Result{}, nil
 	case pod.Spec.NodeName == "":
-		return controller.Result{}, c.schedule(ctx, ns, name, pod)
+		return c.schedule(ctx, key, pod)
 	case c.nodes[pod.Spec.NodeName] && (pod.Status.Phase == corev1.PodPending || pod.Status.Phase == ""):
 		return c.start(ctx, key, pod)
 	}
@@ -211,12 +243,12 @@ func (c *Controller) sync(ctx context.Context, key string) (controller.Result, e
 }
 
 // schedule binds a pending pod to the node with the fewest pods.
-func (c *Controller) schedule(ctx context.Context, ns, name string, pod *corev1.Pod) error {
+func (c *Controller) schedule(ctx context.Context, key string, pod *corev1.Pod) (controller.Result, error) {
 	if s := pod.Spec.SchedulerName; s != "" && s != DefaultSchedulerName {
-		return nil
+		return controller.Result{}, nil
 	}
 	node := c.assume(pod.UID)
-	err := c.client.Bind(ctx, ns, name, pod.UID, node)
+	err := c.client.Bind(ctx, pod.Namespace, pod.Name, pod.UID, node)
 	if err != nil {
 		c.mu.Lock()
 		delete(c.assumed, pod.UID)
@@ -225,12 +257,12 @@ func (c *Controller) schedule(ctx context.Context, ns, name string, pod *corev1.
 	switch {
 	case apierrors.IsNotFound(err), apierrors.IsConflict(err):
 		// Gone, or bound by someone else meanwhile: the informer will tell.
-		return nil
+		return controller.Result{}, nil
 	case err != nil:
-		return fmt.Errorf("binding pod %s/%s to %s: %w", ns, name, node, err)
+		return controller.Result{}, fmt.Errorf("binding pod %s to %s: %w", key, node, err)
 	}
-	c.Logger().Debug("bound pod", "pod", ns+"/"+name, "node", node)
-	return nil
+	c.Logger().Debug("bound pod", "pod", key, "node", node)
+	return controller.Result{}, nil
 }
 
 // assume picks the node with the fewest pods, counting those bound but not

@@ -43,6 +43,8 @@ func (a *podAPI) get(ns, name string, uid types.UID) (*corev1.Pod, error) {
 }
 
 func (a *podAPI) Bind(_ context.Context, ns, name string, uid types.UID, node string) error {
+	// A binding takes the time of a round trip.
+	time.Sleep(time.Millisecond)
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	p, err := a.get(ns, name, uid)
@@ -310,6 +312,35 @@ func TestPodLifecycle(t *testing.T) {
 			synctest.Wait()
 			if _, ok := h.api.src.Get("ns", "foreign"); !ok {
 				t.Fatal("pod on a node this controller does not simulate was removed")
+			}
+		}},
+		{"a deletion is confirmed without waiting behind the pods queued for binding", func(t *testing.T) {
+			pods := []*corev1.Pod{newPod("mine", "", "node-1")}
+			for i := range 100 {
+				pods = append(pods, newPod(fmt.Sprint("p", i), "", ""))
+			}
+			// Pods start a minute after they are bound: the workers bind
+			// and nothing else.
+			opts := Options{StartDelay: time.Minute, TerminationDelay: time.Nanosecond}
+			opts.Controller.Workers = 1
+			h := start(t, opts, pods...)
+			defer h.stop()
+			h.api.gracefulDelete(t, "ns", "mine", 30)
+			// The workers start once the caches have synced (polled every
+			// 100ms); each binding then takes a millisecond, the 100 of
+			// them 100ms.
+			time.Sleep(110 * time.Millisecond)
+			if _, ok := h.api.src.Get("ns", "mine"); ok {
+				t.Fatal("deletion not confirmed while the scheduler was still binding")
+			}
+			unbound := 0
+			for _, p := range h.api.src.Items() {
+				if p.Spec.NodeName == "" {
+					unbound++
+				}
+			}
+			if unbound == 0 {
+				t.Fatal("every pod bound already: the test shows nothing")
 			}
 		}},
 		{"a short grace period wins over the termination delay", func(t *testing.T) {
