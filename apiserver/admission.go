@@ -22,7 +22,7 @@ import (
 // clientset and an informer factory over it, and kube-apiserver's default
 // admission plugins initialised with both (apiserver/internal/kube). The
 // informers the plugins registered start with the server (bootstrap.go)
-// and stop at Close.
+// and stop when Run ends.
 
 // self is the server's loopback client and what is built on it.
 type self struct {
@@ -43,13 +43,13 @@ func (l loopbackUser) AuthenticateToken(token string) (filters.User, bool) {
 	return filters.User{Name: loopback.User, Groups: []string{loopback.Group}}, true
 }
 
-// initSelf builds the loopback client, the informer factory and the
-// admission plugins; New calls it once the routes exist. Nothing runs
-// until startSelf.
+// initSelf builds the loopback client and the informer factory; New
+// calls it once the routes exist. The admission plugins are built by Run
+// (initAdmission), since some start goroutines as they are made.
 func (s *Server) initSelf() error {
 	// Only the routes and the filters a request needs to reach them:
 	// its info, authentication, panic recovery, and the end of watches
-	// at Close. The loopback client is not counted against the in-flight
+	// when Run ends. The loopback client is not counted against the in-flight
 	// caps (kube-apiserver exempts system:masters from its limits).
 	var handler http.Handler
 	t, err := loopback.New(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -69,10 +69,21 @@ func (s *Server) initSelf() error {
 		t.Close()
 		return fmt.Errorf("apiserver: loopback client: %w", err)
 	}
-	factory := newAdmissionInformers(s.ctx, client)
+	if err := kube.CheckAdmissionPlugins(s.cfg.DisableAdmissionPlugins); err != nil {
+		t.Close()
+		return fmt.Errorf("apiserver: %w", err)
+	}
+	s.self = &self{transport: t, config: cfg, client: client, informers: newAdmissionInformers(s.ctx, client)}
+	return nil
+}
+
+// initAdmission builds the admission plugins, which register the informers
+// they read; Run calls it before it starts the informers and before any
+// request is served (requests wait for the watch caches Run starts next).
+func (s *Server) initAdmission() error {
 	adm, err := kube.NewAdmission(kube.AdmissionConfig{
-		Client:    client,
-		Informers: factory,
+		Client:    s.self.client,
+		Informers: s.self.informers,
 		Served: func(gvr schema.GroupVersionResource) bool {
 			return s.reg.lookup(gvr.GroupVersion(), gvr.Resource) != nil
 		},
@@ -81,15 +92,14 @@ func (s *Server) initSelf() error {
 		Fresh:    s.fresh,
 	})
 	if err != nil {
-		t.Close()
 		return fmt.Errorf("apiserver: %w", err)
 	}
-	s.self = &self{transport: t, config: cfg, client: client, informers: factory, admission: adm}
+	s.self.admission = adm
 	return nil
 }
 
 // closeSelf stops the informers and ends the loopback client's requests;
-// Close calls it once the server's context has ended.
+// Run calls it once the server's context has ended.
 func (s *Server) closeSelf() {
 	if s.self == nil {
 		return

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/listwatch/listwatch/internal/runtest"
 	"github.com/listwatch/listwatch/storage/memory"
 )
 
@@ -31,12 +32,13 @@ func BenchmarkCreatePodAdmitted(b *testing.B) {
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			st := memory.New()
-			srv, err := New(b.Context(), Config{Storage: st, DisableAdmissionPlugins: bc.disabled})
+			srv, err := New(Config{Storage: st, DisableAdmissionPlugins: bc.disabled})
 			if err != nil {
 				b.Fatal(err)
 			}
+			stop := runtest.Start(b, srv)
 			defer func() {
-				srv.Close()
+				stop()
 				_ = st.Close()
 			}()
 			// Start-up writes are not what is measured.
@@ -62,14 +64,15 @@ func BenchmarkStartup(b *testing.B) {
 		b.Run(be.Name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				srv, err := New(b.Context(), Config{Storage: be.New(b)})
+				srv, err := New(Config{Storage: be.New(b)})
 				if err != nil {
 					b.Fatal(err)
 				}
+				stop := runtest.Start(b, srv)
 				if err := srv.WaitReady(b.Context()); err != nil {
 					b.Fatal(err)
 				}
-				srv.Close()
+				stop()
 			}
 		})
 	}

@@ -269,9 +269,7 @@ func TestDisableAdmissionPlugins(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			st := backends[0].New(t)
 			if tt.wantErr {
-				srv, err := New(t.Context(), Config{Storage: st, DisableAdmissionPlugins: tt.disabled})
-				if err == nil {
-					srv.Close()
+				if _, err := New(Config{Storage: st, DisableAdmissionPlugins: tt.disabled}); err == nil {
 					t.Fatal("New accepted it")
 				}
 				return

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	lwclient "github.com/listwatch/listwatch/client"
+	"github.com/listwatch/listwatch/internal/runtest"
 	"github.com/listwatch/listwatch/storage"
 	"github.com/listwatch/listwatch/storage/memory"
 )
@@ -31,10 +32,11 @@ import (
 func benchServer(b testing.TB) (*Server, storage.Interface, string) {
 	b.Helper()
 	st := memory.New()
-	srv, err := New(context.Background(), Config{Storage: st})
+	srv, err := New(Config{Storage: st})
 	if err != nil {
 		b.Fatal(err)
 	}
+	stop := runtest.Start(b, srv)
 	// The start-up objects (bootstrap RBAC) are written in the
 	// background; measuring begins after them.
 	if err := srv.WaitReady(context.Background()); err != nil {
@@ -44,7 +46,7 @@ func benchServer(b testing.TB) (*Server, storage.Interface, string) {
 	b.Cleanup(func() {
 		hs.CloseClientConnections()
 		hs.Close()
-		srv.Close()
+		stop()
 		_ = st.Close()
 	})
 	// The server's start-up makes default (201 before it did, 409 now).

@@ -132,7 +132,7 @@ func (s *Server) initStartup() {
 	}
 }
 
-// start runs the start-up tasks in the background; New calls it last.
+// start runs the start-up tasks in the background; Run calls it.
 func (s *Server) start() {
 	s.self.informers.Start(s.ctx.Done())
 	for _, t := range s.startup {
@@ -283,7 +283,8 @@ func (s *Server) ReadyChecks() []ReadyCheck {
 	return checks
 }
 
-// WaitReady blocks until the start-up tasks are done (nil) or ctx ends.
+// WaitReady blocks until the start-up tasks are done (nil), ctx ends, or
+// Run has ended before them.
 func (s *Server) WaitReady(ctx context.Context) error {
 	for _, t := range s.startup {
 		select {
@@ -291,7 +292,7 @@ func (s *Server) WaitReady(ctx context.Context) error {
 		case <-ctx.Done():
 			return fmt.Errorf("apiserver: %s: %w", t.name, ctx.Err())
 		case <-s.ctx.Done():
-			return fmt.Errorf("apiserver: closed before %s", t.name)
+			return fmt.Errorf("apiserver: stopped before %s", t.name)
 		}
 	}
 	return nil

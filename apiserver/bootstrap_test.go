@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -16,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	rbacvalidation "k8s.io/component-helpers/auth/rbac/validation"
 
+	"github.com/listwatch/listwatch/internal/runtest"
 	"github.com/listwatch/listwatch/storage"
 
 	schedulingapiv1 "k8s.io/kubernetes/pkg/apis/scheduling/v1"
@@ -27,11 +30,11 @@ import (
 func startServer(t *testing.T, st storage.Interface, cfg Config) (*Server, kubernetes.Interface) {
 	t.Helper()
 	cfg.Storage = st
-	srv, err := New(t.Context(), cfg)
+	srv, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(srv.Close)
+	runtest.Start(t, srv)
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	if err := srv.WaitReady(ctx); err != nil {
@@ -191,8 +194,20 @@ func TestKubernetesServiceLoopback(t *testing.T) {
 // the policy is kept.
 func TestStartupReconciles(t *testing.T) {
 	st := backends[0].New(t)
-	first, c := startServer(t, st, Config{})
 	ctx := t.Context()
+	first, err := New(Config{Storage: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopFirst := runtest.Start(t, first)
+	if err := first.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var c kubernetes.Interface
+	c, err = kubernetes.NewForConfig(first.LoopbackConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
 	trim := func(name string, protect bool) {
 		r, err := c.RbacV1().ClusterRoles().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
@@ -215,7 +230,7 @@ func TestStartupReconciles(t *testing.T) {
 	if err := c.SchedulingV1().PriorityClasses().Delete(ctx, "system-cluster-critical", metav1.DeleteOptions{}); err != nil && !apierrors.IsForbidden(err) {
 		t.Fatal(err)
 	}
-	first.Close()
+	stopFirst()
 
 	_, c = startServer(t, st, Config{})
 	for _, tt := range []struct {
@@ -257,11 +272,11 @@ func policyRole(t *testing.T, name string) rbacv1.ClusterRole {
 
 func TestReadyChecks(t *testing.T) {
 	st := backends[0].New(t)
-	srv, err := New(t.Context(), Config{Storage: st})
+	srv, err := New(Config{Storage: st})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer srv.Close()
+	runtest.Start(t, srv)
 	var names []string
 	for _, c := range srv.ReadyChecks() {
 		names = append(names, c.Name)
@@ -288,24 +303,40 @@ func TestReadyChecks(t *testing.T) {
 	}
 }
 
-// TestCloseDuringStartup closes a server before its start-up is done:
-// Close returns at once, WaitReady reports the close, and no goroutine is
-// left (TestMain checks).
-func TestCloseDuringStartup(t *testing.T) {
+// TestLifecycle: New starts nothing, and a server stopped during its
+// start-up stops at once: Run returns, WaitReady reports it, and no
+// goroutine is left (TestMain checks); Run runs once.
+func TestLifecycle(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.Name, func(t *testing.T) {
-			srv, err := New(t.Context(), Config{Storage: b.New(t)})
+			st := b.New(t)
+			before := goleak.IgnoreCurrent()
+			srv, err := New(Config{Storage: st})
 			if err != nil {
 				t.Fatal(err)
 			}
-			start := time.Now()
-			srv.Close()
-			if d := time.Since(start); d > 5*time.Second {
-				t.Errorf("Close took %v", d)
+			// etcd's client and member start goroutines of their own as
+			// they please; on the memory backend any new one is New's.
+			if err := goleak.Find(before); err != nil && b.Name == "memory" {
+				t.Fatalf("New started goroutines: %v", err)
 			}
-			err = srv.WaitReady(t.Context())
-			if err == nil || !strings.Contains(err.Error(), "closed") {
-				t.Errorf("WaitReady after Close: %v", err)
+			short, cancel := context.WithTimeout(t.Context(), 10*time.Millisecond)
+			defer cancel()
+			if err := srv.WaitReady(short); !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("WaitReady before Run = %v, want the context's deadline", err)
+			}
+			ctx, stop := context.WithCancel(t.Context())
+			done := make(chan error, 1)
+			go func() { done <- srv.Run(ctx) }()
+			stop()
+			if err := <-done; err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			if err := srv.WaitReady(t.Context()); err == nil || !strings.Contains(err.Error(), "stopped") {
+				t.Errorf("WaitReady after Run = %v", err)
+			}
+			if err := srv.Run(t.Context()); err == nil {
+				t.Error("second Run: nil error")
 			}
 		})
 	}

@@ -114,7 +114,7 @@ func (g *registry) hasGroupVersion(gv string) bool {
 }
 
 // cacheFor returns the watch cache of r.
-func (s *Server) cacheFor(r *resource) *watchcache.Cache[*unstructured.Unstructured] {
+func (s *Server) cacheFor(r *resource) *servedCache {
 	if r.cache != nil {
 		return r.cache
 	}
@@ -144,7 +144,7 @@ type crdInstallation struct {
 	rs  []*resource
 	// made are the watch caches made for it, old those of the
 	// installation it replaces that it does not keep.
-	made, old []*watchcache.Cache[*unstructured.Unstructured]
+	made, old []*servedCache
 }
 
 // abort closes what prepareCRD made; in may be nil.
@@ -353,11 +353,12 @@ func jsonPath(p string) []string {
 	return strings.Split(p, ".")
 }
 
-// newCustomCache is the watch cache of a custom resource r: what it holds
-// is decoded as kube-apiserver's storage decodes custom resources for r's
-// version (conversion None, pruning, defaults).
-func (s *Server) newCustomCache(r *resource) (*watchcache.Cache[*unstructured.Unstructured], error) {
-	return s.newCache(r, func(kv storage.KeyValue) (*unstructured.Unstructured, error) {
+// newCustomCache runs the watch cache of a custom resource r, whose
+// objects are decoded as kube-apiserver's storage decodes custom resources
+// for r's version (conversion None, pruning, defaults), and returns it
+// once it holds its first list (or the server stops).
+func (s *Server) newCustomCache(r *resource) (*servedCache, error) {
+	c, err := s.newCache(r, func(kv storage.KeyValue) (*unstructured.Unstructured, error) {
 		u, err := decodeKV(kv)
 		if err != nil {
 			return nil, err
@@ -365,6 +366,12 @@ func (s *Server) newCustomCache(r *resource) (*watchcache.Cache[*unstructured.Un
 		r.cr.Decode(u)
 		return u, nil
 	})
+	if err != nil {
+		return nil, err
+	}
+	s.runCache(c)
+	<-c.Ready()
+	return c, nil
 }
 
 // crdRequest describes a write of a custom resource to its rules.

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+
+	"github.com/listwatch/listwatch/internal/runtest"
 )
 
 // The fuzz targets below drive one write verb each through the whole
@@ -17,7 +19,7 @@ import (
 // with a Pod "p" and a Foo "f" in namespace default to write to.
 func fuzzServer(f *testing.F) string {
 	f.Helper()
-	srv, err := New(f.Context(), Config{
+	srv, err := New(Config{
 		Storage:                 backends[0].New(f),
 		DisableAdmissionPlugins: []string{"ServiceAccount"},
 	})
@@ -28,15 +30,15 @@ func fuzzServer(f *testing.F) string {
 	if err != nil {
 		f.Fatal(err)
 	}
+	stop := runtest.Start(f, srv)
 	if err := srv.Apply(f.Context(), objs); err != nil {
-		srv.Close()
 		f.Fatal(err)
 	}
 	hs := httptest.NewServer(srv.Handler())
 	f.Cleanup(func() {
 		hs.CloseClientConnections()
 		hs.Close()
-		srv.Close()
+		stop()
 	})
 	return hs.URL
 }

@@ -14,6 +14,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/listwatch/listwatch/internal/runtest"
 	"github.com/listwatch/listwatch/internal/testbackends"
 	"github.com/listwatch/listwatch/storage"
 )
@@ -72,7 +73,7 @@ func newClient(t *testing.T, st storage.Interface) *client {
 
 func newClientWith(t *testing.T, st storage.Interface, wc WatchCacheConfig) *client {
 	t.Helper()
-	srv, err := New(t.Context(), Config{
+	srv, err := New(Config{
 		Storage:    st,
 		WatchCache: wc,
 		// No controller-manager makes the namespaces' default service
@@ -88,15 +89,15 @@ func newClientWith(t *testing.T, st storage.Interface, wc WatchCacheConfig) *cli
 	if err != nil {
 		t.Fatal(err)
 	}
+	stop := runtest.Start(t, srv)
 	if err := srv.Apply(t.Context(), objs); err != nil {
-		srv.Close()
 		t.Fatal(err)
 	}
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(func() {
 		hs.CloseClientConnections()
 		hs.Close()
-		srv.Close()
+		stop()
 	})
 	c := &client{t: t, base: hs.URL, srv: srv, st: st}
 	if r := c.do("POST", "/api/v1/namespaces", "", `{"metadata":{"name":"default"}}`); r.code != http.StatusCreated && r.code != http.StatusConflict {

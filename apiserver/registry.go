@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -15,7 +14,6 @@ import (
 	"github.com/listwatch/listwatch/apiserver/internal/crd"
 	"github.com/listwatch/listwatch/apiserver/internal/kube"
 	"github.com/listwatch/listwatch/resources"
-	"github.com/listwatch/listwatch/watchcache"
 )
 
 // scheme holds the built-in types this server serves; it is ours, not
@@ -75,7 +73,7 @@ type resource struct {
 	cr *crd.Rules
 	// cache is the watch cache of a custom resource (those of built-ins
 	// are in Server.caches).
-	cache *watchcache.Cache[*unstructured.Unstructured]
+	cache *servedCache
 	// crdName is the CustomResourceDefinition a custom resource is
 	// served from; terminating is set while it is being deleted (creates
 	// are refused).

@@ -76,6 +76,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		WriteStatus(w, errNoHandler)
 		return
 	}
+	if !s.awaitCachesFor(r.Context()) {
+		// kube-apiserver's answer while a watch cache initializes.
+		WriteStatus(w, apierrors.NewTooManyRequests("storage is (re)initializing", 1))
+		return
+	}
 	if s.serveReview(w, r, gv, rest) || s.serveTokenRequest(w, r, gv, rest) {
 		return
 	}

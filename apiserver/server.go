@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -80,16 +81,19 @@ type Server struct {
 	log     *slog.Logger
 	reg     *registry
 	handler http.Handler
-	// caches serve every list and watch, one per resource.
-	caches map[*resource]*watchcache.Cache[*unstructured.Unstructured]
+	// caches serve every list and watch, one per built-in resource;
+	// cachesReady is closed once all of them hold their first list.
+	caches      map[*resource]*servedCache
+	cachesReady chan struct{}
 	// openAPI holds the OpenAPI documents, built on first request (openapi.go).
 	openAPI openAPIState
 
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-
-	closeOnce sync.Once
+	// ctx is the server's lifetime: made by New, ended when Run's
+	// context ends, so that what New builds may hold it before Run.
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	running atomic.Bool
 
 	// services allocates the cluster IPs and node ports of services
 	// (services.go).
@@ -124,9 +128,10 @@ type Server struct {
 	reviewTokens reviewTokens
 }
 
-// New builds a server for cfg; ctx bounds the lifetime of its background
-// work (watch caches), which Close also stops.
-func New(ctx context.Context, cfg Config) (*Server, error) {
+// New builds a server for cfg. It starts nothing and does no I/O: Run
+// does the server's background work. Requests handled before Run has
+// filled the watch caches wait for them.
+func New(cfg Config) (*Server, error) {
 	if cfg.Storage == nil {
 		return nil, errors.New("apiserver: Config.Storage is nil")
 	}
@@ -138,43 +143,122 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: log, reg: reg, caches: map[*resource]*watchcache.Cache[*unstructured.Unstructured]{}}
+	s := &Server{cfg: cfg, log: log, reg: reg, caches: map[*resource]*servedCache{}, cachesReady: make(chan struct{})}
 	s.reviewTokens.s = s
-	s.ctx, s.cancel = context.WithCancel(ctx)
+	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.writes = trackWrites(&s.cfg.Storage)
 	for _, byPlural := range reg.byGV {
 		for _, r := range byPlural {
 			c, err := s.newCache(r, r.decodeKV)
 			if err != nil {
-				s.Close()
 				return nil, fmt.Errorf("apiserver: watch cache for %s: %w", r.gvr(), err)
 			}
 			s.caches[r] = c
 		}
 	}
 	if err := s.initServices(); err != nil {
-		s.Close()
 		return nil, err
 	}
 	s.handler = s.routes()
 	if err := s.initSelf(); err != nil {
-		s.Close()
 		return nil, err
 	}
 	s.initAuthz()
 	if err := s.initServiceAccountTokens(); err != nil {
-		s.Close()
+		s.closeSelf()
 		return nil, err
 	}
 	s.initStartup()
-	s.start()
-	s.startCRDController()
 	return s, nil
 }
 
+// Run does the server's background work until ctx ends: the watch
+// caches, kube-apiserver's start-up (ReadyChecks), the controllers of the
+// "kubernetes" Service and of CustomResourceDefinitions. Then it ends the
+// watches and the loopback client's requests, and returns nil once every
+// goroutine it started has ended. It may be called once.
+func (s *Server) Run(ctx context.Context) error {
+	if !s.running.CompareAndSwap(false, true) {
+		return errors.New("apiserver: Run called twice")
+	}
+	defer context.AfterFunc(ctx, s.cancel)()
+	if err := s.initAdmission(); err != nil {
+		s.cancel()
+		s.closeSelf()
+		return err
+	}
+	for _, c := range s.caches {
+		s.runCache(c)
+	}
+	s.wg.Go(s.awaitCaches)
+	s.wg.Go(s.fillServices)
+	s.start()
+	s.startCRDController()
+	<-s.ctx.Done()
+	s.closeSelf()
+	s.wg.Wait()
+	return nil
+}
+
+// servedCache is a resource's watch cache as the server runs it.
+type servedCache struct {
+	*watchcache.Cache[*unstructured.Unstructured]
+	stop context.CancelFunc // ends its Run; nil until runCache
+	done chan struct{}      // closed when its Run has returned
+}
+
+// runCache runs c until the server stops or c is closed.
+func (s *Server) runCache(c *servedCache) {
+	ctx, cancel := context.WithCancel(s.ctx)
+	c.stop, c.done = cancel, make(chan struct{})
+	s.wg.Go(func() {
+		defer close(c.done)
+		if err := c.Run(ctx); err != nil {
+			s.log.Error("watch cache", "err", err)
+		}
+	})
+}
+
+// Close stops c and waits for its Run to return; a cache never run has
+// nothing to stop.
+func (c *servedCache) Close() {
+	if c.stop != nil {
+		c.stop()
+		<-c.done
+	}
+}
+
+// awaitCaches closes cachesReady once every built-in watch cache is ready.
+func (s *Server) awaitCaches() {
+	for _, c := range s.caches {
+		select {
+		case <-c.Ready():
+		case <-s.ctx.Done():
+			return
+		}
+	}
+	close(s.cachesReady)
+}
+
+// awaitCachesFor waits until the built-in watch caches are ready, as
+// requests do before they read them; false when the request ended first.
+func (s *Server) awaitCachesFor(ctx context.Context) bool {
+	select {
+	case <-s.cachesReady:
+		return true
+	default:
+	}
+	select {
+	case <-s.cachesReady:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
 // newCache is the watch cache of r, whose stored objects decode reads.
-func (s *Server) newCache(r *resource, decode func(storage.KeyValue) (*unstructured.Unstructured, error)) (*watchcache.Cache[*unstructured.Unstructured], error) {
-	return watchcache.New(s.ctx, watchcache.Config[*unstructured.Unstructured]{
+func (s *Server) newCache(r *resource, decode func(storage.KeyValue) (*unstructured.Unstructured, error)) (*servedCache, error) {
+	c, err := watchcache.New(watchcache.Config[*unstructured.Unstructured]{
 		Storage: s.cfg.Storage,
 		Prefix:  prefixFor(r, ""),
 		Decode:  decode,
@@ -192,20 +276,11 @@ func (s *Server) newCache(r *resource, decode func(storage.KeyValue) (*unstructu
 		BookmarkInterval: s.cfg.WatchCache.BookmarkInterval,
 		Logger:           s.log,
 	})
+	if err != nil {
+		return nil, err
+	}
+	return &servedCache{Cache: c}, nil
 }
 
 // Handler returns the API routes: discovery, /version and resources.
 func (s *Server) Handler() http.Handler { return s.handler }
-
-// Close stops the watch caches and waits for the server's goroutines; it
-// does not close the storage backend, which the caller owns.
-func (s *Server) Close() {
-	s.closeOnce.Do(func() {
-		s.cancel()
-		s.closeSelf()
-		for _, c := range s.caches {
-			c.Close()
-		}
-		s.wg.Wait()
-	})
-}

@@ -63,8 +63,8 @@ type serviceAllocations struct {
 	rev int64
 }
 
-// initServices sets up the allocation of services for New, and starts
-// filling it from storage.
+// initServices sets up the allocation of services for New; Run fills it
+// from storage (fillServices).
 func (s *Server) initServices() error {
 	alloc, err := kube.NewServiceAllocator(s.cfg.ServiceClusterIPRange, s.cfg.ServiceNodePortRange)
 	if err != nil {
@@ -75,12 +75,15 @@ func (s *Server) initServices() error {
 		return errors.New("apiserver: no services resource")
 	}
 	s.services = &serviceAllocations{alloc: alloc, res: res, fill: make(chan struct{}, 1)}
-	s.wg.Go(func() {
-		if err := s.servicesReady(s.ctx); err != nil && s.ctx.Err() == nil {
-			s.log.Warn("filling the service IP and port allocators; will retry on the first write", "err", err)
-		}
-	})
 	return nil
+}
+
+// fillServices fills the allocators from storage as Run starts, so that
+// the first write of a service need not.
+func (s *Server) fillServices() {
+	if err := s.servicesReady(s.ctx); err != nil && s.ctx.Err() == nil {
+		s.log.Warn("filling the service IP and port allocators; will retry on the first write", "err", err)
+	}
 }
 
 // KubernetesServiceIP is the first IP of the primary service cluster IP

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/listwatch/listwatch/internal/runtest"
 	"github.com/listwatch/listwatch/storage"
 )
 
@@ -22,19 +23,17 @@ func serviceServer(t *testing.T, st storage.Interface, cfg Config) (c *client, s
 	t.Helper()
 	cfg.Storage = st
 	cfg.WatchCache = WatchCacheConfig{BookmarkInterval: 100 * time.Millisecond}
-	srv, err := New(t.Context(), cfg)
+	srv, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	stopRun := runtest.Start(t, srv)
 	hs := httptest.NewServer(srv.Handler())
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			hs.CloseClientConnections()
-			hs.Close()
-			srv.Close()
-		})
-	}
+	stop = sync.OnceFunc(func() {
+		hs.CloseClientConnections()
+		hs.Close()
+		stopRun()
+	})
 	t.Cleanup(stop)
 	c = &client{t: t, base: hs.URL, srv: srv, st: st}
 	if r := c.do("POST", "/api/v1/namespaces", "", `{"metadata":{"name":"default"}}`); r.code != http.StatusCreated && r.code != http.StatusConflict {
@@ -490,8 +489,7 @@ func TestServiceRangeConfig(t *testing.T) {
 		{ServiceNodePortRange: "32000-31000"},
 	} {
 		cfg.Storage = st
-		if srv, err := New(t.Context(), cfg); err == nil {
-			srv.Close()
+		if _, err := New(cfg); err == nil {
 			t.Errorf("New accepted %q %q", cfg.ServiceClusterIPRange, cfg.ServiceNodePortRange)
 		}
 	}

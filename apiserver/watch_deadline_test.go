@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/listwatch/listwatch/internal/runtest"
 )
 
 // TestWatchWriteDeadline: a watch client that stops reading is dropped
@@ -29,7 +31,7 @@ func TestWatchWriteDeadline(t *testing.T) {
 		{"default deadline keeps it", 0, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			srv, err := New(t.Context(), Config{
+			srv, err := New(Config{
 				Storage:                 backends[0].New(t),
 				WatchCache:              WatchCacheConfig{WatcherBuffer: 10 * events},
 				DisableAdmissionPlugins: []string{"ServiceAccount"},
@@ -38,8 +40,9 @@ func TestWatchWriteDeadline(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			stop := runtest.Start(t, srv)
 			hs := httptest.NewServer(srv.Handler())
-			defer func() { hs.CloseClientConnections(); hs.Close(); srv.Close() }()
+			defer func() { hs.CloseClientConnections(); hs.Close(); stop() }()
 			c := &client{t: t, base: hs.URL}
 			if r := c.do("POST", "/api/v1/namespaces", "", `{"metadata":{"name":"default"}}`); r.code != http.StatusCreated && r.code != http.StatusConflict {
 				t.Fatalf("create namespace default: %d %s", r.code, r.body)

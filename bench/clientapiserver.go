@@ -293,6 +293,7 @@ type childServer struct {
 
 	mu       sync.Mutex // serializes the control endpoints
 	api      *apiserver.Server
+	stopAPI  func() // ends api's Run and waits for it
 	handler  atomic.Pointer[http.Handler]
 	gate     watchGate
 	watching atomic.Int64
@@ -359,7 +360,7 @@ func (s *childServer) close() {
 	s.gate.open()
 	_ = s.hs.Close()
 	if s.api != nil {
-		s.api.Close()
+		s.stopAPI()
 	}
 	_ = s.store.Close()
 }
@@ -431,7 +432,7 @@ func atoiOr(s string, def int) int {
 func (s *childServer) fresh(window, buffer int) error {
 	s.gate.open()
 	if s.api != nil {
-		s.api.Close()
+		s.stopAPI()
 		s.api = nil
 	}
 	rev, err := s.store.Revision(s.ctx)
@@ -441,14 +442,22 @@ func (s *childServer) fresh(window, buffer int) error {
 	if err := s.store.Compact(s.ctx, rev); err != nil {
 		return err
 	}
-	api, err := apiserver.New(s.ctx, apiserver.Config{Storage: s.store, WatchCache: apiserver.WatchCacheConfig{WindowSize: window, WatcherBuffer: buffer},
+	api, err := apiserver.New(apiserver.Config{Storage: s.store, WatchCache: apiserver.WatchCacheConfig{WindowSize: window, WatcherBuffer: buffer},
 		// No service account controller runs in the bench: as envtest,
 		// ServiceAccount admission is off.
 		DisableAdmissionPlugins: []string{"ServiceAccount"}})
 	if err != nil {
 		return err
 	}
-	s.api = api
+	ctx, cancel := context.WithCancel(s.ctx)
+	ran := make(chan struct{})
+	go func() {
+		defer close(ran)
+		if err := api.Run(ctx); err != nil {
+			fmt.Fprintf(os.Stderr, "bench: API server: %v\n", err)
+		}
+	}()
+	s.api, s.stopAPI = api, func() { cancel(); <-ran }
 	h := api.Handler()
 	s.handler.Store(&h)
 	s.watching.Store(0)

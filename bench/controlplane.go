@@ -486,7 +486,7 @@ func startControlPlane(ctx context.Context) (_ *controlPlane, err error) {
 	if cp.store, err = etcd.New(ctx, ecfg); err != nil {
 		return nil, err
 	}
-	if cp.srv, err = serve.New(ctx, serve.Config{
+	if cp.srv, err = serve.New(serve.Config{
 		API: apiserver.Config{Storage: cp.store,
 			// No service account controller runs in the bench: as envtest,
 			// ServiceAccount admission is off.

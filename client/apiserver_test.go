@@ -29,6 +29,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/listwatch/listwatch/internal/runtest"
 	"github.com/listwatch/listwatch/apiserver"
 	"github.com/listwatch/listwatch/cache"
 	"github.com/listwatch/listwatch/informers"
@@ -51,7 +52,7 @@ type realAPI struct {
 
 func startRealAPI(t *testing.T, st storage.Interface, wc apiserver.WatchCacheConfig) *realAPI {
 	t.Helper()
-	srv, err := apiserver.New(t.Context(), apiserver.Config{Storage: st, WatchCache: wc,
+	srv, err := apiserver.New(apiserver.Config{Storage: st, WatchCache: wc,
 		// No controller-manager makes the default service accounts: as
 		// kube's integration tests and envtest, ServiceAccount admission
 		// is off on this bare API server.
@@ -59,11 +60,12 @@ func startRealAPI(t *testing.T, st storage.Interface, wc apiserver.WatchCacheCon
 	if err != nil {
 		t.Fatal(err)
 	}
+	stop := runtest.Start(t, srv)
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(func() {
 		hs.CloseClientConnections()
 		hs.Close()
-		srv.Close()
+		stop()
 	})
 	p := newCutProxy(t, hs.URL)
 	ps := httptest.NewServer(p)

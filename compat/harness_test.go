@@ -55,7 +55,7 @@ func startServer(t *testing.T, b backend, o serverOptions) *server {
 	t.Helper()
 	st := b.new(t)
 	log := &requestLog{}
-	srv, err := serve.New(t.Context(), serve.Config{
+	srv, err := serve.New(serve.Config{
 		API: apiserver.Config{Storage: st, WatchCache: o.watchCache,
 			// No controller-manager makes the default service accounts: as
 			// kube's integration tests and envtest, ServiceAccount admission

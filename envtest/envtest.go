@@ -211,7 +211,7 @@ func start(dir string, opts Options) (_ *Environment, stop func(), _ error) {
 		// the plugin requires of every pod: off, as envtest has it.
 		cfg.API.DisableAdmissionPlugins = []string{"ServiceAccount"}
 	}
-	srv, err := serve.New(startCtx, cfg)
+	srv, err := serve.New(cfg)
 	if err != nil {
 		return nil, stop, err
 	}

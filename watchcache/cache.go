@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -83,12 +84,15 @@ var ErrClosed = errors.New("watchcache: closed")
 // Cache is the watch cache of one resource. Its methods are safe for
 // concurrent use.
 type Cache[T Object] struct {
-	cfg    Config[T]
-	log    *slog.Logger
-	ctx    context.Context
-	cancel context.CancelFunc
-	done   chan struct{}  // closed when run returns
-	wg     sync.WaitGroup // watcher goroutines
+	cfg Config[T]
+	log *slog.Logger
+	// ctx is Run's: set before ready is closed, so that the watchers,
+	// which start only once the cache is ready, may read it.
+	ctx     context.Context
+	running atomic.Bool
+	// ready is closed once the first list is in, or when Run ends.
+	ready chan struct{}
+	wg    sync.WaitGroup // watcher goroutines
 
 	mu sync.Mutex
 	// rev is the newest revision the cache has seen: its state is storage's
@@ -145,9 +149,11 @@ type item[T Object] struct {
 	enc Encodings
 }
 
-// New lists Prefix from storage, starts the cache's watch and returns the
-// ready cache. The cache runs until ctx ends or Close is called.
-func New[T Object](ctx context.Context, cfg Config[T]) (*Cache[T], error) {
+// New returns the cache of cfg. It does no I/O and starts nothing: Run
+// lists and follows storage. Lists and watches made before Run has listed
+// wait for it (or for their context); Get and ResourceVersion see an empty
+// cache at revision 0 until then.
+func New[T Object](cfg Config[T]) (*Cache[T], error) {
 	if cfg.Storage == nil || cfg.Decode == nil || cfg.Prefix == "" {
 		return nil, errors.New("watchcache: Config needs Storage, Prefix and Decode")
 	}
@@ -176,35 +182,56 @@ func New[T Object](ctx context.Context, cfg Config[T]) (*Cache[T], error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	ctx, cancel := context.WithCancel(ctx)
 	c := &Cache[T]{
 		cfg:      cfg,
 		log:      cfg.Logger.With("prefix", cfg.Prefix),
-		ctx:      ctx,
-		cancel:   cancel,
-		done:     make(chan struct{}),
+		ready:    make(chan struct{}),
 		advanced: make(chan struct{}),
 		watchers: make(map[*Watcher[T]]struct{}),
 	}
 	c.window.init(cfg.WindowSize)
-	compacted, compactions := cfg.Storage.CompactedRevision()
-	c.noteCompacted(compacted)
-	items, rev, w, err := c.listAndWatch(ctx)
-	if err != nil {
-		cancel()
-		return nil, fmt.Errorf("watchcache %s: %w", cfg.Prefix, err)
-	}
-	c.reset(items, rev)
-	go c.run(w, compactions)
 	return c, nil
 }
 
-// Close stops the cache, ends its watchers with ErrClosed and waits for its
-// goroutines to exit.
-func (c *Cache[T]) Close() {
-	c.cancel()
-	<-c.done
-	c.wg.Wait()
+// Run lists Prefix (retrying with backoff until storage answers), then
+// follows storage's watch until ctx ends, re-watching after errors and
+// relisting after compaction. When ctx ends it ends every watcher with
+// ErrClosed, waits for their goroutines and returns nil; the cache then
+// answers ErrClosed. Run may be called once.
+func (c *Cache[T]) Run(ctx context.Context) error {
+	if !c.running.CompareAndSwap(false, true) {
+		return errors.New("watchcache: Run called twice")
+	}
+	c.ctx = ctx
+	defer c.wg.Wait()
+	defer c.shutdown()
+	compacted, compactions := c.cfg.Storage.CompactedRevision()
+	c.noteCompacted(compacted)
+	w := c.rewatch(true)
+	if w == nil {
+		return nil
+	}
+	close(c.ready)
+	c.run(w, compactions)
+	return nil
+}
+
+// Ready is closed once the cache holds its first list, or Run has ended.
+func (c *Cache[T]) Ready() <-chan struct{} { return c.ready }
+
+// awaitReady waits until the cache is ready or ctx ends.
+func (c *Cache[T]) awaitReady(ctx context.Context) error {
+	select {
+	case <-c.ready:
+		return nil
+	default:
+	}
+	select {
+	case <-c.ready:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // ResourceVersion returns the newest revision the cache has seen.
@@ -302,7 +329,7 @@ func (c *Cache[T]) listAndWatch(ctx context.Context) ([]*item[T], int64, storage
 // reset replaces the state with items at rev, empties the window and ends
 // the watchers that had not reached rev: they cannot be continued across the
 // gap.
-func (c *Cache[T]) reset(items []*item[T], rev int64) {
+func (c *Cache[T]) reset(items []*item[T], rev int64) (relisted bool) {
 	state := make(map[string]*item[T], len(items))
 	for _, it := range items {
 		state[it.key] = it
@@ -325,6 +352,7 @@ func (c *Cache[T]) reset(items []*item[T], rev int64) {
 		}
 	}
 	c.advanceLocked(rev)
+	return !first
 }
 
 // advanceLocked records that the cache has seen rev and wakes the requests
@@ -354,8 +382,6 @@ func (c *Cache[T]) noteCompacted(rev int64) {
 // errors and relisting when storage has compacted past the cache. It
 // follows storage's compactions, announced by compactions.
 func (c *Cache[T]) run(w storage.Watcher, compactions <-chan struct{}) {
-	defer close(c.done)
-	defer c.shutdown()
 	ticker := time.NewTicker(c.cfg.BookmarkInterval)
 	defer ticker.Stop()
 	for {
@@ -400,11 +426,12 @@ func (c *Cache[T]) rewatch(relist bool) storage.Watcher {
 		if relist || rev == 0 {
 			items, rev, w, err := c.listAndWatch(c.ctx)
 			if err == nil {
-				c.log.Warn("watchcache: relisted", "rev", rev, "objects", len(items))
-				c.reset(items, rev)
+				if c.reset(items, rev) {
+					c.log.Warn("watchcache: relisted", "rev", rev, "objects", len(items))
+				}
 				return w
 			}
-			c.log.Error("watchcache: relist failed", "err", err)
+			c.log.Error("watchcache: list failed", "err", err)
 		} else {
 			w, err := c.cfg.Storage.Watch(c.ctx, c.cfg.Prefix, rev)
 			if err == nil {
@@ -424,11 +451,17 @@ func (c *Cache[T]) rewatch(relist bool) storage.Watcher {
 	}
 }
 
-// shutdown ends every watcher with ErrClosed.
+// shutdown ends every watcher with ErrClosed, and marks the cache ready
+// (if its first list never came) so that no request waits for it.
 func (c *Cache[T]) shutdown() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.closed = true
+	select {
+	case <-c.ready:
+	default:
+		close(c.ready)
+	}
 	for w := range c.watchers {
 		c.endLocked(w, ErrClosed)
 	}

@@ -19,6 +19,15 @@
 // 410 Expired, so that every API server on one etcd agrees on what has
 // expired. Watches already running are not affected.
 //
+// # Lifecycle
+//
+// New builds a cache and starts nothing. Run lists the prefix (retrying
+// until storage answers), closes Ready, and follows storage until its
+// context ends; then every watcher ends with ErrClosed, and later calls
+// fail with it. A list or watch made before the first list waits for it,
+// or for its own context, as kube-apiserver's requests wait for a watch
+// cache that is still initializing.
+//
 // # Resource versions
 //
 // A resourceVersion is a storage revision. The cache serves requests as

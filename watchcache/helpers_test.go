@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/listwatch/listwatch/internal/runtest"
 	"github.com/listwatch/listwatch/storage"
 	"github.com/listwatch/listwatch/storage/memory"
 )
@@ -64,12 +65,21 @@ func newPodCache(t testing.TB, st storage.Interface, mod func(*Config[*corev1.Po
 	if mod != nil {
 		mod(&cfg)
 	}
-	c, err := New(context.Background(), cfg)
+	c, err := New(cfg)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	t.Cleanup(c.Close)
+	runCache(t, c)
 	return c
+}
+
+// runCache runs c until the test ends or stop is called, and waits until
+// it is ready; stop returns once Run has.
+func runCache[T Object](t testing.TB, c *Cache[T]) (stop func()) {
+	t.Helper()
+	stop = runtest.Start(t, c)
+	<-c.Ready()
+	return stop
 }
 
 func newStore(t testing.TB) *memory.Store {

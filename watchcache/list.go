@@ -57,6 +57,9 @@ func (c *Cache[T]) List(ctx context.Context, opts ListOptions) (*ListResult[T], 
 	if err := validateList(opts); err != nil {
 		return nil, err
 	}
+	if err := c.awaitReady(ctx); err != nil {
+		return nil, err
+	}
 	p := page[T]{pred: newPredicate[T](opts.Label, opts.Field, opts.Namespace), limit: opts.Limit}
 	if opts.Continue != "" {
 		tok, err := decodeContinue(opts.Continue)

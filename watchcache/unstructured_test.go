@@ -25,11 +25,11 @@ func TestUnstructured(t *testing.T) {
 		u.SetResourceVersion(fmt.Sprint(kv.Revision))
 		return u, nil
 	}
-	c, err := New(ctx, Config[*unstructured.Unstructured]{Storage: st, Prefix: "/foos/", Decode: decode})
+	c, err := New(Config[*unstructured.Unstructured]{Storage: st, Prefix: "/foos/", Decode: decode})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	runCache(t, c)
 	yes := true
 	w, err := c.Watch(ctx, WatchOptions{ResourceVersion: "0", ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan, SendInitialEvents: &yes, AllowBookmarks: true})
 	if err != nil {

@@ -185,6 +185,9 @@ func (c *Cache[T]) Watch(ctx context.Context, opts WatchOptions) (*Watcher[T], e
 	if err := validateWatch(opts); err != nil {
 		return nil, err
 	}
+	if err := c.awaitReady(ctx); err != nil {
+		return nil, err
+	}
 	rv, err := parseResourceVersion(opts.ResourceVersion)
 	if err != nil {
 		return nil, err

@@ -371,8 +371,6 @@ func TestBookmarks(t *testing.T) {
 		}
 		w.Stop()
 		quiet.Stop()
-		c.Close()
-		st.Close()
 	})
 }
 
@@ -490,25 +488,69 @@ func TestStorageWatchFailures(t *testing.T) {
 	}
 }
 
-func TestCloseEndsWatchers(t *testing.T) {
+// TestRunEndsWatchers: when Run's context ends, the watchers end with
+// ErrClosed and later calls fail with it.
+func TestRunEndsWatchers(t *testing.T) {
 	st := newStore(t)
-	c, err := New(context.Background(), Config[*corev1.Pod]{Storage: st, Prefix: prefix, Decode: decodePod})
+	c, err := New(Config[*corev1.Pod]{Storage: st, Prefix: prefix, Decode: decodePod})
 	if err != nil {
 		t.Fatal(err)
 	}
+	stop := runCache(t, c)
 	populate(t, st, 3)
 	w, err := c.Watch(context.Background(), WatchOptions{ResourceVersion: "1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.Close()
+	stop()
 	for range w.Events() {
 	}
 	if !errors.Is(w.Err(), ErrClosed) {
-		t.Fatalf("Err after Close = %v", w.Err())
+		t.Fatalf("Err after Run = %v", w.Err())
 	}
 	if _, err := c.Watch(context.Background(), WatchOptions{}); !errors.Is(err, ErrClosed) {
-		t.Fatalf("Watch after Close = %v", err)
+		t.Fatalf("Watch after Run = %v", err)
+	}
+	if _, err := c.List(context.Background(), ListOptions{ResourceVersion: "0"}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("List after Run = %v", err)
+	}
+	if err := c.Run(context.Background()); err == nil {
+		t.Fatal("second Run succeeded")
+	}
+}
+
+// TestReadsWaitForRun: New does no I/O; a list or watch made before Run
+// waits for its first list, or fails with its context.
+func TestReadsWaitForRun(t *testing.T) {
+	st := newStore(t)
+	populate(t, st, 3)
+	c, err := New(Config[*corev1.Pod]{Storage: st, Prefix: prefix, Decode: decodePod})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rv := c.ResourceVersion(); rv != 0 {
+		t.Fatalf("ResourceVersion before Run = %d, want 0", rv)
+	}
+	short, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := c.List(short, ListOptions{ResourceVersion: "0"}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("List before Run with an ended context = %v", err)
+	}
+	if _, err := c.Watch(short, WatchOptions{}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Watch before Run with an ended context = %v", err)
+	}
+	listed := make(chan *ListResult[*corev1.Pod], 1)
+	go func() {
+		res, err := c.List(context.Background(), ListOptions{ResourceVersion: "0"})
+		if err != nil {
+			t.Errorf("List: %v", err)
+		}
+		listed <- res
+	}()
+	runCache(t, c)
+	want, _ := storageNames(t, st, 0, nil)
+	if res := <-listed; res == nil || !slices.Equal(names(res.Items), want) {
+		t.Fatalf("List made before Run = %v, want %v", res, want)
 	}
 }
 

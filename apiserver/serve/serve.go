@@ -77,9 +77,10 @@ type Config struct {
 	// kube-apiserver names it: "etcd"), beside the API server's own.
 	ReadyChecks []apiserver.ReadyCheck
 
-	// Manifests are applied once the API server's start-up is done,
-	// before New returns (apiserver.Server.Apply):
-	// CustomResourceDefinitions are served by then.
+	// Manifests are applied by Run once the API server's start-up is
+	// done (apiserver.Server.Apply), and the server is not ready before
+	// they are: CustomResourceDefinitions are served by then. A manifest
+	// refused ends Run with its error.
 	Manifests []*unstructured.Unstructured
 
 	// ShutdownTimeout bounds how long Run's shutdown waits for the
@@ -119,19 +120,22 @@ type Server struct {
 	served    chan struct{}
 	runErr    error
 	closeOnce sync.Once
+	// manifests are what Run applies; applied is closed once it has.
+	manifests []*unstructured.Unstructured
+	applied   chan struct{}
 }
 
-// New builds the server: certificate, listener, API server, manifests
-// and filters; ctx bounds what New does, not the server, which runs
-// until Run's context ends (or Close, when Run is never called). The API
-// server's start-up (namespaces, RBAC policy, …) begins at once; WaitReady
-// waits for it.
-func New(ctx context.Context, cfg Config) (_ *Server, err error) {
+// New builds the server: certificate, listener, API server and filters.
+// It starts nothing: Run serves, runs the API server's start-up
+// (namespaces, RBAC policy, …) and applies the manifests; WaitReady waits
+// for them. Close releases a server whose Run is never called.
+func New(cfg Config) (_ *Server, err error) {
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{log: log, served: make(chan struct{}), shutdownTimeout: cfg.ShutdownTimeout, endLongRunning: func() {}}
+	s := &Server{log: log, served: make(chan struct{}), shutdownTimeout: cfg.ShutdownTimeout, endLongRunning: func() {},
+		manifests: cfg.Manifests, applied: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			s.Close()
@@ -176,20 +180,8 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 			apiCfg.AdvertiseAddress = netip.AddrPortFrom(addr, uint16(port))
 		}
 	}
-	// The API server's goroutines run until Close, not for ctx.
-	if s.API, err = apiserver.New(context.WithoutCancel(ctx), apiCfg); err != nil {
+	if s.API, err = apiserver.New(apiCfg); err != nil {
 		return nil, err
-	}
-	if len(cfg.Manifests) > 0 {
-		// After the start-up, as envtest installs its CRDs: the manifests
-		// may hold objects of the default namespace, or RBAC objects that
-		// only escalate what the bootstrap policy grants.
-		if err := s.API.WaitReady(ctx); err != nil {
-			return nil, fmt.Errorf("serve: %w", err)
-		}
-		if err := s.API.Apply(ctx, cfg.Manifests); err != nil {
-			return nil, fmt.Errorf("serve: applying manifests: %w", err)
-		}
 	}
 
 	authn := filters.Tokens{s.API.ServiceAccountTokens()}
@@ -217,6 +209,16 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	s.health.ready = append(s.health.ready, cfg.ReadyChecks...)
 	// kube-apiserver's post-start hooks: not ready before them.
 	s.health.ready = append(s.health.ready, s.API.ReadyChecks()...)
+	if len(s.manifests) > 0 {
+		s.health.ready = append(s.health.ready, healthCheck{Name: "manifests", Check: func(context.Context) error {
+			select {
+			case <-s.applied:
+				return nil
+			default:
+				return errors.New("not applied yet")
+			}
+		}})
+	}
 	s.health.ready = append(s.health.ready, healthCheck{Name: "shutdown", Check: func(context.Context) error {
 		if s.shuttingDown.Load() {
 			return errors.New("server is shutting down")
@@ -290,15 +292,28 @@ func (s *Server) RESTConfig() *rest.Config {
 	return &rest.Config{Host: s.URL, BearerToken: s.token, TLSClientConfig: rest.TLSClientConfig{CAData: s.CAPEM}, QPS: -1}
 }
 
-// Run serves until ctx ends or serving fails, then shuts down: readiness
-// fails, the listener closes, watches end, the requests in flight get
-// ShutdownTimeout to finish, and the API server closes (its storage is
-// the caller's). It returns the serving error, if any, or the
-// shutdown's; it may be called once.
+// Run runs the API server, serves, and applies the manifests once the
+// API server's start-up is done, until ctx ends, serving fails or a
+// manifest is refused; then it shuts down: readiness fails, the listener
+// closes, watches end, the requests in flight get ShutdownTimeout to
+// finish, and the API server stops (its storage is the caller's). It
+// returns the serving or manifest error, if any, or the shutdown's; it may
+// be called once.
 func (s *Server) Run(ctx context.Context) error {
 	if !s.ran.CompareAndSwap(false, true) {
 		return errors.New("serve: Run called twice")
 	}
+	// The API server and the manifests' application end with apiCtx,
+	// after the HTTP server.
+	apiCtx, stopAPI := context.WithCancel(context.Background())
+	var api sync.WaitGroup
+	api.Go(func() {
+		if err := s.API.Run(apiCtx); err != nil {
+			s.log.Error("API server", "err", err)
+		}
+	})
+	applyErr := make(chan error, 1)
+	api.Go(func() { applyErr <- s.applyManifests(apiCtx) })
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- s.http.ServeTLS(s.ln, "", "") }()
 	var errs []error
@@ -307,6 +322,17 @@ func (s *Server) Run(ctx context.Context) error {
 	case err := <-serveErr:
 		serveErr <- err
 		errs = append(errs, fmt.Errorf("serve: %w", err))
+	case err := <-applyErr:
+		if err != nil {
+			errs = append(errs, err)
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case err := <-serveErr:
+			serveErr <- err
+			errs = append(errs, fmt.Errorf("serve: %w", err))
+		}
 	}
 	s.log.Info("shutting down")
 	s.shuttingDown.Store(true)
@@ -317,7 +343,8 @@ func (s *Server) Run(ctx context.Context) error {
 	if err := <-serveErr; len(errs) == 0 && !errors.Is(err, http.ErrServerClosed) {
 		errs = append(errs, fmt.Errorf("serve: %w", err))
 	}
-	s.API.Close()
+	stopAPI()
+	api.Wait()
 	s.runErr = errors.Join(errs...)
 	close(s.served)
 	s.log.Info("stopped")
@@ -375,10 +402,27 @@ func (s *Server) Close() {
 		if s.ln != nil {
 			_ = s.ln.Close()
 		}
-		if s.API != nil {
-			s.API.Close()
-		}
 	})
+}
+
+// applyManifests applies the manifests once the API server's start-up is
+// done, as envtest installs its CRDs after the server is up: they may hold
+// objects of the default namespace, or RBAC objects that only escalate
+// what the bootstrap policy grants. It returns when ctx ends.
+func (s *Server) applyManifests(ctx context.Context) error {
+	if len(s.manifests) > 0 {
+		if err := s.API.WaitReady(ctx); err != nil {
+			return nil // stopped first
+		}
+		if err := s.API.Apply(ctx, s.manifests); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("serve: applying manifests: %w", err)
+		}
+	}
+	close(s.applied)
+	return nil
 }
 
 // WaitReady blocks until the readiness checks pass (nil), Run has ended

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/listwatch/listwatch/internal/runtest"
 	"github.com/listwatch/listwatch/apiserver"
 	"github.com/listwatch/listwatch/apiserver/filters"
 	"github.com/listwatch/listwatch/internal/testbackends"
@@ -28,15 +29,7 @@ var backends = testbackends.All("serve")
 // run serves s until the test ends.
 func run(t *testing.T, s *Server) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
+	runtest.Start(t, s)
 	wait, cancelWait := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancelWait()
 	if err := s.WaitReady(wait); err != nil {
@@ -58,7 +51,7 @@ func TestServe(t *testing.T) {
 	}
 	for _, b := range backends {
 		t.Run(b.Name, func(t *testing.T) {
-			s, err := New(t.Context(), Config{
+			s, err := New(Config{
 				API:       apiserver.Config{Storage: b.New(t)},
 				CertDir:   filepath.Join(t.TempDir(), "pki"),
 				AdminUser: "admin",
@@ -90,7 +83,7 @@ func TestServe(t *testing.T) {
 				t.Errorf("custom resource not served: %v", err)
 			}
 			body, err := c.RESTClient().Get().AbsPath("/readyz").Param("verbose", "").DoRaw(ctx)
-			if err != nil || !strings.Contains(string(body), "[+]poststarthook/start-system-namespaces-controller ok") {
+			if err != nil || !strings.Contains(string(body), "[+]poststarthook/start-system-namespaces-controller ok") || !strings.Contains(string(body), "[+]manifests ok") {
 				t.Errorf("readyz: %v %s", err, body)
 			}
 			cfg := s.RESTConfig()
@@ -111,7 +104,7 @@ func TestServe(t *testing.T) {
 // released by Close.
 func TestShutdown(t *testing.T) {
 	st := backends[0].New(t)
-	s, err := New(t.Context(), Config{API: apiserver.Config{Storage: st}, CertDir: t.TempDir(), AdminUser: "admin", ShutdownTimeout: 5 * time.Second})
+	s, err := New(Config{API: apiserver.Config{Storage: st}, CertDir: t.TempDir(), AdminUser: "admin", ShutdownTimeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,12 +137,35 @@ func TestShutdown(t *testing.T) {
 		t.Error("WaitReady after Run ended: nil")
 	}
 
-	idle, err := New(t.Context(), Config{API: apiserver.Config{Storage: backends[0].New(t)}, CertDir: t.TempDir()})
+	idle, err := New(Config{API: apiserver.Config{Storage: backends[0].New(t)}, CertDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	idle.Close()
 	idle.Close()
+}
+
+// TestManifestRefused: a manifest the API server refuses ends Run with
+// its error, and WaitReady reports it rather than waiting.
+func TestManifestRefused(t *testing.T) {
+	bad := &unstructured.Unstructured{}
+	if err := bad.UnmarshalJSON([]byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"Not_A_Name","namespace":"default"}}`)); err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Config{API: apiserver.Config{Storage: backends[0].New(t)}, CertDir: t.TempDir(), Manifests: []*unstructured.Unstructured{bad}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Run(context.Background()) }()
+	wait, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	if err := s.WaitReady(wait); err == nil || !strings.Contains(err.Error(), "Not_A_Name") {
+		t.Errorf("WaitReady = %v, want the manifest's error", err)
+	}
+	if err := <-done; err == nil || !strings.Contains(err.Error(), "applying manifests") {
+		t.Errorf("Run = %v, want the manifest's error", err)
+	}
 }
 
 func TestNewErrors(t *testing.T) {
@@ -164,7 +180,7 @@ func TestNewErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s, err := New(t.Context(), tt.cfg)
+			s, err := New(tt.cfg)
 			if err == nil {
 				s.Close()
 				t.Fatal("New: nil error")

@@ -265,7 +265,7 @@ func startServer(ctx context.Context, cfg serverConfig, log *slog.Logger) (_ *ru
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	srv, err := serve.New(ctx, serve.Config{
+	srv, err := serve.New(serve.Config{
 		API: apiserver.Config{
 			Storage:               store,
 			ServiceClusterIPRange: cfg.ServiceClusterIPRange, ServiceNodePortRange: cfg.ServiceNodePortRange,

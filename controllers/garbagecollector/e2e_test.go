@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 
+	"github.com/listwatch/listwatch/internal/runtest"
 	"github.com/listwatch/listwatch/apiserver"
 	"github.com/listwatch/listwatch/cache"
 	"github.com/listwatch/listwatch/client"
@@ -82,11 +83,11 @@ func eventually(t *testing.T, what string, cond func() (bool, string)) {
 func TestE2ECustomResources(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.Name, func(t *testing.T) {
-			srv, err := apiserver.New(t.Context(), apiserver.Config{Storage: b.New(t), DisableAdmissionPlugins: []string{"ServiceAccount"}})
+			srv, err := apiserver.New(apiserver.Config{Storage: b.New(t), DisableAdmissionPlugins: []string{"ServiceAccount"}})
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(srv.Close)
+			runtest.Start(t, srv)
 			hs := httptest.NewServer(srv.Handler())
 			c, err := client.New(&client.Config{REST: &rest.Config{Host: hs.URL}, QPS: -1})
 			if err != nil {

@@ -155,6 +155,9 @@ type GarbageCollector struct {
 	// toDelete and toOrphan are the controllers of the attemptToDelete
 	// and attemptToOrphan queues.
 	toDelete, toOrphan *controller.Controller[types.UID]
+	// synced are the HasSynced of the resources given to New, set by Run
+	// before the queues' workers start.
+	synced []func() bool
 
 	ran atomic.Bool
 }
@@ -169,8 +172,8 @@ type monitor struct {
 }
 
 // New returns a collector over resources, watched through factory and
-// acted on through client. It registers its informer handlers now; Run
-// starts the work.
+// acted on through client. It starts nothing and registers nothing: Run
+// acquires the informers and does the work.
 func New(factory *informers.SharedInformerFactory, client Client, resources []Resource, opts Options) (*GarbageCollector, error) {
 	if factory == nil || client == nil {
 		return nil, errors.New("garbagecollector: New needs a factory and a client")
@@ -213,28 +216,44 @@ func New(factory *informers.SharedInformerFactory, client Client, resources []Re
 		func(uid types.UID) { gc.toDelete.Queue().Add(uid) },
 		func(uid types.UID) { gc.toOrphan.Queue().Add(uid) },
 		absentSize)
-	// The graph is fed by handlers on informers acquired for the
-	// resources, registered now: both queues' workers wait for them.
-	var synced []func() bool
-	for _, r := range gc.byGVK {
-		m, err := gc.subscribe(r)
-		if err != nil {
-			gc.release()
-			return nil, err
-		}
-		gc.monitors[r.GVR] = m
-		synced = append(synced, m.hasSynced)
-	}
+	// The graph is fed by handlers on informers Run acquires for the
+	// resources: both queues' workers wait for them to sync.
 	var err1, err2 error
 	gc.toDelete, err1 = controller.New("garbage_collector_attempt_to_delete", withoutResult(gc.attemptToDelete), opts.Controller,
-		controller.WaitFor[types.UID](synced...))
+		controller.WaitFor[types.UID](gc.initialSynced))
 	gc.toOrphan, err2 = controller.New("garbage_collector_attempt_to_orphan", withoutResult(gc.attemptToOrphan), opts.Controller,
-		controller.WaitFor[types.UID](synced...))
+		controller.WaitFor[types.UID](gc.initialSynced))
 	if err := errors.Join(err1, err2); err != nil {
-		gc.release()
 		return nil, fmt.Errorf("garbagecollector: %w", err)
 	}
 	return gc, nil
+}
+
+// subscribeInitial subscribes to the resources given to New, as Run
+// begins; initialSynced then reports whether their informers have synced.
+func (gc *GarbageCollector) subscribeInitial() error {
+	gc.mu.Lock()
+	defer gc.mu.Unlock()
+	for _, r := range gc.byGVK {
+		m, err := gc.subscribe(r)
+		if err != nil {
+			return err
+		}
+		gc.monitors[r.GVR] = m
+		gc.synced = append(gc.synced, m.hasSynced)
+	}
+	return nil
+}
+
+// initialSynced reports whether the informers of the resources given to
+// New have synced; the queues' workers start once they have.
+func (gc *GarbageCollector) initialSynced() bool {
+	for _, f := range gc.synced {
+		if !f() {
+			return false
+		}
+	}
+	return true
 }
 
 // withoutResult is the sync handler of an attempt, which asks for a later
@@ -284,16 +303,21 @@ func (gc *GarbageCollector) release() {
 	}
 }
 
-// Run starts the factory's informers that are not running yet, waits for
-// the collector's to sync, and works both queues until ctx ends; it then
-// drains the queues, stops the workers, gives up its informers and
-// returns. It returns an error when called twice or when ctx ends before
+// Run acquires the informers of the resources and registers the
+// collector's handlers on them, starts the factory's informers that are
+// not running yet, waits for the collector's to sync, and works both
+// queues until ctx ends; it then drains the queues, stops the workers,
+// gives up its informers and returns. It returns an error when called
+// twice, when an informer cannot be subscribed to, or when ctx ends before
 // the caches sync.
 func (gc *GarbageCollector) Run(ctx context.Context) error {
 	if !gc.ran.CompareAndSwap(false, true) {
 		return errors.New("garbagecollector: Run called twice")
 	}
 	defer gc.release()
+	if err := gc.subscribeInitial(); err != nil {
+		return err
+	}
 	gc.factory.Start(ctx)
 	var wg sync.WaitGroup
 	var errDelete, errOrphan error

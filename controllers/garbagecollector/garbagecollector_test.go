@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -301,13 +302,24 @@ func TestNew_Rejects(t *testing.T) {
 		{"no resource", factory, api, []Resource{{GVK: pods.GVK}}},
 		{"resource twice", factory, api, []Resource{pods, rcs, pods}},
 		{"kind twice", factory, api, []Resource{pods, sameKind}},
-		{"subscription fails", factory, api, []Resource{rcs, failing}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if gc, err := New(tc.factory, tc.client, tc.resources, Options{}); err == nil {
 				t.Fatalf("New = %v, want an error", gc)
 			}
 		})
+	}
+	// A subscription is made by Run, which fails with it, having given up
+	// the subscriptions made before it.
+	gc, err := New(factory, api, []Resource{rcs, failing}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := gc.Run(t.Context()); err == nil || !strings.Contains(err.Error(), "no informer") {
+		t.Errorf("Run with a failing subscription = %v", err)
+	}
+	if w := gc.Watched(); len(w) != 0 {
+		t.Errorf("watching %v after Run failed", w)
 	}
 }
 

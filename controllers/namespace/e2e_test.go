@@ -77,7 +77,7 @@ func startE2E(t *testing.T, st storage.Interface) *e2eEnv {
 	}
 	// The server as envtest and `listwatch up` serve it (envtest itself
 	// runs this controller, and cannot be imported here).
-	srv, err := serve.New(t.Context(), serve.Config{
+	srv, err := serve.New(serve.Config{
 		API: apiserver.Config{Storage: st,
 			// No service account controller runs here: as kube's
 			// integration tests and envtest, ServiceAccount admission is off.

@@ -28,6 +28,7 @@ import (
 	"github.com/listwatch/listwatch/cache"
 	"github.com/listwatch/listwatch/client"
 	"github.com/listwatch/listwatch/internal/pki"
+	"github.com/listwatch/listwatch/internal/runtest"
 	"github.com/listwatch/listwatch/storage"
 	"github.com/listwatch/listwatch/storage/etcd"
 )
@@ -125,11 +126,13 @@ func openStore(t *testing.T, eps []string) *etcd.Store {
 
 // inProcess is an apiserver.Server serving plain HTTP on 127.0.0.1.
 type inProcess struct {
-	URL  string
-	api  *apiserver.Server
-	http *http.Server
-	done chan struct{}
-	once sync.Once
+	URL string
+	api *apiserver.Server
+	// stopAPI ends the API server's Run and waits for it.
+	stopAPI func()
+	http    *http.Server
+	done    chan struct{}
+	once    sync.Once
 }
 
 // startInProcess serves the API over st on a loopback port, with the
@@ -137,7 +140,7 @@ type inProcess struct {
 // when set, wraps the listener (to tune the sockets of some connections).
 func startInProcess(t *testing.T, st storage.Interface, wc apiserver.WatchCacheConfig, wrap func(net.Listener) net.Listener) *inProcess {
 	t.Helper()
-	api, err := apiserver.New(context.WithoutCancel(t.Context()), apiserver.Config{Storage: st, WatchCache: wc,
+	api, err := apiserver.New(apiserver.Config{Storage: st, WatchCache: wc,
 		// No controller-manager makes the default service accounts: as
 		// kube's integration tests and envtest, ServiceAccount admission
 		// is off on this bare API server.
@@ -145,15 +148,15 @@ func startInProcess(t *testing.T, st storage.Interface, wc apiserver.WatchCacheC
 	if err != nil {
 		t.Fatal(err)
 	}
+	stopAPI := runtest.Start(t, api)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		api.Close()
 		t.Fatal(err)
 	}
 	if wrap != nil {
 		ln = wrap(ln)
 	}
-	s := &inProcess{URL: "http://" + ln.Addr().String(), api: api, done: make(chan struct{}),
+	s := &inProcess{URL: "http://" + ln.Addr().String(), api: api, stopAPI: stopAPI, done: make(chan struct{}),
 		http: &http.Server{Handler: api.Handler(), ReadHeaderTimeout: 10 * time.Second}}
 	go func() {
 		defer close(s.done)
@@ -176,7 +179,7 @@ func (s *inProcess) stop() {
 		// wait for them.
 		_ = s.http.Close()
 		<-s.done
-		s.api.Close()
+		s.stopAPI()
 	})
 }
 

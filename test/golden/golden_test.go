@@ -18,6 +18,7 @@ import (
 
 	"github.com/listwatch/listwatch/apiserver"
 	"github.com/listwatch/listwatch/apiserver/filters"
+	"github.com/listwatch/listwatch/internal/runtest"
 	"github.com/listwatch/listwatch/internal/testbackends"
 	"github.com/listwatch/listwatch/storage"
 	"github.com/listwatch/listwatch/storage/etcd"
@@ -76,10 +77,11 @@ var backends = []struct {
 // with the namespace "default" created, as kube-apiserver has it.
 func startServer(t *testing.T, st storage.Interface) Target {
 	t.Helper()
-	api, err := apiserver.New(context.WithoutCancel(t.Context()), apiserver.Config{Storage: st})
+	api, err := apiserver.New(apiserver.Config{Storage: st})
 	if err != nil {
 		t.Fatal(err)
 	}
+	stopAPI := runtest.Start(t, api)
 	var tokens filters.TokenFile
 	if err := tokens.Add(token, filters.User{Name: "golden", UID: "golden-uid", Groups: []string{"system:masters"}}); err != nil {
 		t.Fatal(err)
@@ -99,7 +101,7 @@ func startServer(t *testing.T, st storage.Interface) Target {
 		endWatches()
 		hs.CloseClientConnections()
 		hs.Close()
-		api.Close()
+		stopAPI()
 	})
 	// The steps made as other users need the bootstrap RBAC policy and
 	// the authorizer's informers, as kube-apiserver's /readyz does.

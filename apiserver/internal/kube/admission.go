@@ -144,14 +144,8 @@ func NewAdmission(cfg AdmissionConfig) (*Admission, error) {
 		p.register(plugins)
 		names = append(names, p.name)
 	}
-	var unknown []string
-	for _, d := range cfg.Disabled {
-		if !slices.ContainsFunc(admissionPlugins, func(p plugin) bool { return p.name == d }) {
-			unknown = append(unknown, d)
-		}
-	}
-	if len(unknown) > 0 {
-		return nil, fmt.Errorf("kube: admission plugins %q are not run (known: %v)", unknown, AdmissionPlugins())
+	if err := CheckAdmissionPlugins(cfg.Disabled); err != nil {
+		return nil, err
 	}
 	stop := cfg.Stop
 	if stop == nil {
@@ -175,6 +169,21 @@ func NewAdmission(cfg AdmissionConfig) (*Admission, error) {
 	a.mutating, _ = chain.(admission.MutationInterface)
 	a.validating, _ = chain.(admission.ValidationInterface)
 	return a, nil
+}
+
+// CheckAdmissionPlugins reports the names in disabled that are not
+// plugins NewAdmission runs.
+func CheckAdmissionPlugins(disabled []string) error {
+	var unknown []string
+	for _, d := range disabled {
+		if !slices.ContainsFunc(admissionPlugins, func(p plugin) bool { return p.name == d }) {
+			unknown = append(unknown, d)
+		}
+	}
+	if len(unknown) > 0 {
+		return fmt.Errorf("kube: admission plugins %q are not run (known: %v)", unknown, AdmissionPlugins())
+	}
+	return nil
 }
 
 // effectiveVersion is kube-apiserver's at its binary version (PodSecurity
