@@ -29,11 +29,11 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/listwatch/listwatch/internal/runtest"
 	"github.com/listwatch/listwatch/apiserver"
 	"github.com/listwatch/listwatch/cache"
 	"github.com/listwatch/listwatch/informers"
 	"github.com/listwatch/listwatch/internal/proptest"
+	"github.com/listwatch/listwatch/internal/runtest"
 	"github.com/listwatch/listwatch/internal/testbackends"
 	"github.com/listwatch/listwatch/storage"
 )

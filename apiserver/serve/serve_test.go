@@ -16,9 +16,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/listwatch/listwatch/internal/runtest"
 	"github.com/listwatch/listwatch/apiserver"
 	"github.com/listwatch/listwatch/apiserver/filters"
+	"github.com/listwatch/listwatch/internal/runtest"
 	"github.com/listwatch/listwatch/internal/testbackends"
 )
 

@@ -22,12 +22,12 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 
-	"github.com/listwatch/listwatch/internal/runtest"
 	"github.com/listwatch/listwatch/apiserver"
 	"github.com/listwatch/listwatch/cache"
 	"github.com/listwatch/listwatch/client"
 	"github.com/listwatch/listwatch/controller"
 	"github.com/listwatch/listwatch/informers"
+	"github.com/listwatch/listwatch/internal/runtest"
 	"github.com/listwatch/listwatch/internal/testbackends"
 )
 
