@@ -99,9 +99,13 @@ const (
 	EventPut EventType = iota + 1
 	// EventDelete: the key was deleted.
 	EventDelete
+	// EventProgress: no write, but the watch has delivered every write
+	// under its prefix up to KV.Revision (KV has nothing else). Watches
+	// send them only after RequestProgress.
+	EventProgress
 )
 
-// Event is one write seen by a watch.
+// Event is one write seen by a watch, or its progress.
 type Event struct {
 	Type EventType
 	// KV is the key after the write; on EventDelete its Value is nil and its
@@ -154,6 +158,13 @@ type Interface interface {
 	Watch(ctx context.Context, prefix string, rev int64) (Watcher, error)
 	// Revision returns the revision of the latest write.
 	Revision(ctx context.Context) (int64, error)
+	// RequestProgress asks the backend's watches to report how far they
+	// are: each that has delivered every write up to the revision the
+	// backend is at (or a newer one) sends an EventProgress at it, as
+	// etcd's progress notifications do. It is a hint: a watch still
+	// catching up may send none, and an API server's watch cache then
+	// reads storage instead.
+	RequestProgress(ctx context.Context) error
 	// Compact discards the versions older than rev; Lists at and Watches
 	// from a revision below rev then fail with ErrCompacted.
 	Compact(ctx context.Context, rev int64) error

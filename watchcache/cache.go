@@ -26,6 +26,7 @@ const (
 	DefaultWatcherBuffer    = 256
 	DefaultBookmarkInterval = time.Minute
 	DefaultFreshTimeout     = 3 * time.Second
+	DefaultProgressTimeout  = 250 * time.Millisecond
 )
 
 // Object is what a cache holds: a typed built-in (*v1.Pod) or an
@@ -64,6 +65,12 @@ type Config[T Object] struct {
 	// than storage's waits for it before failing with 504 Too large
 	// resource version; 0 means DefaultFreshTimeout.
 	FreshTimeout time.Duration
+	// ProgressTimeout bounds how long a read at a revision storage has
+	// written but the cache has not seen (a consistent list, at storage's
+	// current revision) waits for storage's watch to report it has
+	// reached it (storage.Interface's RequestProgress) before the read goes
+	// to storage instead; 0 means DefaultProgressTimeout.
+	ProgressTimeout time.Duration
 	// Logger receives the cache's logs; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -125,6 +132,11 @@ type Stats struct {
 	// Events counts the storage events applied; Relists the relists after
 	// compaction; TooSlow the watchers cut off for falling behind.
 	Events, Relists, TooSlow int64
+	// FreshReads counts the reads at a revision the cache had not seen
+	// that it served once storage's watch reported progress to it;
+	// FreshFallbacks those that went to storage instead (kube-apiserver's
+	// consistent reads from cache and their fallbacks).
+	FreshReads, FreshFallbacks int64
 }
 
 // Stats returns the cache's current counters.
@@ -178,6 +190,9 @@ func New[T Object](cfg Config[T]) (*Cache[T], error) {
 	}
 	if cfg.FreshTimeout <= 0 {
 		cfg.FreshTimeout = DefaultFreshTimeout
+	}
+	if cfg.ProgressTimeout <= 0 {
+		cfg.ProgressTimeout = DefaultProgressTimeout
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -472,6 +487,16 @@ func (c *Cache[T]) shutdown() {
 // apply decodes one storage event, applies it to the state and the window
 // and hands it to the watchers.
 func (c *Cache[T]) apply(ev storage.Event) {
+	if ev.Type == storage.EventProgress {
+		// Storage has no write under the prefix up to this revision that
+		// the cache has not seen: its state is storage's at it.
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if ev.KV.Revision > c.rev {
+			c.advanceLocked(ev.KV.Revision)
+		}
+		return
+	}
 	rec := &record[T]{rev: ev.KV.Revision, key: ev.KV.Key}
 	if ev.Type == storage.EventPut {
 		it, err := c.newItem(ev.KV)

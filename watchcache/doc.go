@@ -36,9 +36,13 @@
 // List
 //   - "0" (or NotOlderThan N the cache has reached): from the cache, at its
 //     latest revision.
-//   - "": a consistent read. From the cache when it has seen storage's
-//     current revision, otherwise from storage (the storage interface has no
-//     progress notification, so the cache cannot prove it is fresh).
+//   - "": a consistent read, at storage's current revision. From the cache
+//     when it has seen that revision; when it has not (writes under other
+//     prefixes move the revision without an event here), the cache asks
+//     storage's watch to report its progress (RequestProgress: etcd's
+//     progress notification) and waits up to ProgressTimeout for it, as
+//     kube-apiserver's consistent reads from its watch cache do; failing
+//     that, from storage (Stats counts both).
 //   - N with resourceVersionMatch=Exact, or N with a limit and no match: from
 //     the cache when N is inside its window and not compacted in storage,
 //     else from storage at N (ErrCompacted → 410 Expired).

@@ -241,8 +241,11 @@ func decodeContinue(s string) (continueToken, error) {
 }
 
 // reach reports whether the cache can serve a read that must be at least at
-// rev (true), or only storage can (false): rev is written but the cache has
-// not seen it. A rev beyond storage's is waited for, up to FreshTimeout.
+// rev (true), or only storage can (false). A rev storage has written but
+// the cache has not seen is asked of storage's watch (RequestProgress) and
+// waited for up to ProgressTimeout, as kube-apiserver's consistent reads
+// from its watch cache are; a rev beyond storage's is waited for, up to
+// FreshTimeout.
 func (c *Cache[T]) reach(ctx context.Context, rev int64) (bool, error) {
 	if rev <= c.ResourceVersion() {
 		return true, nil
@@ -252,17 +255,25 @@ func (c *Cache[T]) reach(ctx context.Context, rev int64) (bool, error) {
 		return false, c.storageError(err, rev, false)
 	}
 	if rev <= srev {
-		return false, nil
+		fresh := c.cfg.Storage.RequestProgress(ctx) == nil && c.waitFor(ctx, rev, c.cfg.ProgressTimeout) == nil
+		c.mu.Lock()
+		if fresh {
+			c.stats.FreshReads++
+		} else {
+			c.stats.FreshFallbacks++
+		}
+		c.mu.Unlock()
+		return fresh, nil
 	}
-	if err := c.waitFor(ctx, rev); err != nil {
+	if err := c.waitFor(ctx, rev, c.cfg.FreshTimeout); err != nil {
 		return false, err
 	}
 	return true, nil
 }
 
-// waitFor waits until the cache has seen rev, up to FreshTimeout.
-func (c *Cache[T]) waitFor(ctx context.Context, rev int64) error {
-	t := time.NewTimer(c.cfg.FreshTimeout)
+// waitFor waits until the cache has seen rev, up to timeout.
+func (c *Cache[T]) waitFor(ctx context.Context, rev int64, timeout time.Duration) error {
+	t := time.NewTimer(timeout)
 	defer t.Stop()
 	for {
 		c.mu.Lock()

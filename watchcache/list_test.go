@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"testing/synctest"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -111,7 +112,7 @@ func TestListExactFromWindowAndStorage(t *testing.T) {
 	for i := range 60 {
 		revs = append(revs, put(t, st, "ns", fmt.Sprintf("p%d", i%13), nil, corev1.PodPending))
 	}
-	if err := c.waitFor(ctx, revs[len(revs)-1]); err != nil {
+	if err := c.waitFor(ctx, revs[len(revs)-1], DefaultFreshTimeout); err != nil {
 		t.Fatal(err)
 	}
 	// Revisions inside the window come from cache snapshots, the older ones
@@ -310,5 +311,61 @@ func assertTooLarge(t *testing.T, err error) {
 	if !apierrors.IsTimeout(err) || !errors.As(err, &se) || se.ErrStatus.Details == nil ||
 		len(se.ErrStatus.Details.Causes) != 1 || se.ErrStatus.Details.Causes[0].Type != metav1.CauseTypeResourceVersionTooLarge {
 		t.Fatalf("error %v, want 504 with a ResourceVersionTooLarge cause", err)
+	}
+}
+
+// silentStore is memory storage whose watches never report progress, as
+// an etcd watch stream with a watcher still catching up does not.
+type silentStore struct{ storage.Interface }
+
+func (silentStore) RequestProgress(context.Context) error { return nil }
+
+// TestConsistentListFromCache: a consistent list (resourceVersion "") at a
+// revision storage reached by writes under other prefixes is served by the
+// cache once storage's watch reports it has seen them, as kube-apiserver
+// serves consistent reads from its watch cache; when no progress comes
+// within ProgressTimeout, from storage. Either way the answer is storage's
+// state at a revision not older than storage's when the list began.
+func TestConsistentListFromCache(t *testing.T) {
+	tests := []struct {
+		name         string
+		silent       bool
+		wantFresh    int64
+		wantFallback int64
+	}{
+		{name: "progress reported", wantFresh: 1},
+		{name: "no progress", silent: true, wantFallback: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				mem := newStore(t)
+				var st storage.Interface = mem
+				if tt.silent {
+					st = silentStore{mem}
+				}
+				put(t, st, "ns", "a", nil, corev1.PodPending)
+				c := newPodCache(t, st, nil)
+				ctx := context.Background()
+				other, err := st.Create(ctx, "/configmaps/ns/x", []byte("{}"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				synctest.Wait()
+				before := c.Stats()
+				res, err := c.List(ctx, ListOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				want, _ := storageNames(t, st, 0, nil)
+				if !slices.Equal(names(res.Items), want) || res.ResourceVersion < other {
+					t.Errorf("List = %v at %d, want %v at %d or later", names(res.Items), res.ResourceVersion, want, other)
+				}
+				after := c.Stats()
+				if fresh, fallback := after.FreshReads-before.FreshReads, after.FreshFallbacks-before.FreshFallbacks; fresh != tt.wantFresh || fallback != tt.wantFallback {
+					t.Errorf("fresh reads %d, fallbacks %d; want %d, %d", fresh, fallback, tt.wantFresh, tt.wantFallback)
+				}
+			})
+		})
 	}
 }

@@ -352,5 +352,5 @@ func (c *Cache[T]) checkStart(ctx context.Context, rv int64) error {
 		// the events up to rv.
 		return nil
 	}
-	return c.waitFor(ctx, rv)
+	return c.waitFor(ctx, rv, c.cfg.FreshTimeout)
 }

@@ -139,6 +139,18 @@ func (w *watcher) relay(rev *int64) (paused bool, err error) {
 		if err := resp.Err(); err != nil {
 			return false, w.s.mapErr(err)
 		}
+		if resp.IsProgressNotify() {
+			if r := resp.Header.Revision; r > *rev {
+				// Nothing under the prefix up to r was left unsent: the
+				// watch may resume after r.
+				select {
+				case w.events <- storage.Event{Type: storage.EventProgress, KV: storage.KeyValue{Revision: r}}:
+					*rev = r
+				default: // a hint: not worth waiting for the consumer
+				}
+			}
+			continue
+		}
 		var stalledAt int64
 		for _, ev := range resp.Events {
 			r := ev.Kv.ModRevision
@@ -171,6 +183,20 @@ func (w *watcher) relay(rev *int64) (paused bool, err error) {
 		return false, err
 	}
 	return false, errors.New("etcd watch channel closed")
+}
+
+// RequestProgress implements storage.Interface with etcd's progress
+// request, sent on the gRPC stream the store's watches share (they all
+// require a leader, which names the stream); etcd answers only when every
+// watch on it has caught up.
+func (s *Store) RequestProgress(ctx context.Context) error {
+	if err := s.begin(); err != nil {
+		return fmt.Errorf("request progress: %w", err)
+	}
+	if err := s.cli.RequestProgress(clientv3.WithRequireLeader(ctx)); err != nil {
+		return fmt.Errorf("request progress: %w", s.mapErr(err))
+	}
+	return nil
 }
 
 // send delivers ev, calling pause if the consumer has not taken it within

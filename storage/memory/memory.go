@@ -99,8 +99,9 @@ type Store struct {
 	compactedCh chan struct{}
 	closed      bool
 	// written is closed and replaced on every write, waking the watchers
-	// waiting for one.
-	written chan struct{}
+	// waiting for one; progress is closed and replaced by RequestProgress.
+	written  chan struct{}
+	progress chan struct{}
 
 	watching map[*watcher]struct{}
 	done     chan struct{} // closed by Close
@@ -116,6 +117,7 @@ func New(opts ...Option) *Store {
 		keys:        make(map[string]*keyHistory),
 		ordered:     btree.NewG(32, func(a, b *keyHistory) bool { return a.key < b.key }),
 		written:     make(chan struct{}),
+		progress:    make(chan struct{}),
 		compactedCh: make(chan struct{}),
 		watching:    make(map[*watcher]struct{}),
 		done:        make(chan struct{}),

@@ -63,8 +63,10 @@ func (w *watcher) run(ctx context.Context) {
 	defer close(w.exited)
 	defer close(w.events)
 	defer w.s.forget(w)
+	// sent is the revision of the last event sent, progress included.
+	var sent int64
 	for {
-		batch, written, err := w.s.changesAfter(w)
+		batch, written, progress, err := w.s.changesAfter(w)
 		if err != nil {
 			w.mu.Lock()
 			w.err = fmt.Errorf("watch %q: %w", w.prefix, err)
@@ -74,6 +76,7 @@ func (w *watcher) run(ctx context.Context) {
 		for _, ev := range batch {
 			select {
 			case w.events <- ev:
+				sent = ev.KV.Revision
 			case <-ctx.Done():
 				return
 			case <-w.stop:
@@ -87,6 +90,15 @@ func (w *watcher) run(ctx context.Context) {
 		}
 		select {
 		case <-written:
+		case <-progress:
+			// Caught up: the cursor is the store's revision.
+			if w.cursor > sent {
+				select {
+				case w.events <- storage.Event{Type: storage.EventProgress, KV: storage.KeyValue{Revision: w.cursor}}:
+					sent = w.cursor
+				default: // a hint: not worth waiting for the consumer
+				}
+			}
 		case <-ctx.Done():
 			return
 		case <-w.stop:
@@ -94,6 +106,20 @@ func (w *watcher) run(ctx context.Context) {
 		case <-w.s.done:
 		}
 	}
+}
+
+// RequestProgress implements storage.Interface: every watcher waiting for
+// the next write, having delivered all before it, sends an EventProgress at
+// the store's revision.
+func (s *Store) RequestProgress(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.check(ctx); err != nil {
+		return fmt.Errorf("request progress: %w", err)
+	}
+	close(s.progress)
+	s.progress = make(chan struct{})
+	return nil
 }
 
 // forget unregisters a watcher whose goroutine is ending.
@@ -106,15 +132,15 @@ func (s *Store) forget(w *watcher) {
 // changesAfter returns up to watchBatch events for w with revisions above
 // its cursor and advances the cursor past the writes it looked at. When it
 // has caught up with the latest write it also returns a channel closed by
-// the next write.
-func (s *Store) changesAfter(w *watcher) ([]storage.Event, <-chan struct{}, error) {
+// the next write, and one closed by the next RequestProgress.
+func (s *Store) changesAfter(w *watcher) ([]storage.Event, <-chan struct{}, <-chan struct{}, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.closed {
-		return nil, nil, storage.ErrClosed
+		return nil, nil, nil, storage.ErrClosed
 	}
 	if w.cursor < s.compacted {
-		return nil, nil, fmt.Errorf("at revision %d, compacted at %d: %w", w.cursor, s.compacted, storage.ErrCompacted)
+		return nil, nil, nil, fmt.Errorf("at revision %d, compacted at %d: %w", w.cursor, s.compacted, storage.ErrCompacted)
 	}
 	var batch []storage.Event
 	i := sort.Search(len(s.changes), func(i int) bool { return s.changes[i].kv.rev > w.cursor })
@@ -126,9 +152,9 @@ func (s *Store) changesAfter(w *watcher) ([]storage.Event, <-chan struct{}, erro
 		w.cursor = c.kv.rev
 	}
 	if i < len(s.changes) {
-		return batch, nil, nil
+		return batch, nil, nil, nil
 	}
-	return batch, s.written, nil
+	return batch, s.written, s.progress, nil
 }
 
 func (w *watcher) Events() <-chan storage.Event { return w.events }

@@ -50,6 +50,7 @@ func Run(t *testing.T, newStore func(t *testing.T) storage.Interface) {
 		{"WatchFromNow", testWatchFromNow},
 		{"WatchPrevValues", testWatchPrevValues},
 		{"WatchSlowConsumerDoesNotBlockWriters", testWatchSlowConsumer},
+		{"RequestProgress", testRequestProgress},
 		{"Compaction", testCompaction},
 		{"CompactedRevision", testCompactedRevision},
 		{"FutureRevision", testFutureRevision},
@@ -574,6 +575,51 @@ func testWatchReplayThenLive(t *testing.T, s storage.Interface) {
 	}
 }
 
+// testRequestProgress: a watch that has delivered everything reports, when
+// asked, the revision it has reached, past writes under other prefixes;
+// the writes after come after it. Progress is a hint a watch still
+// catching up may not give, so the test asks until it does.
+func testRequestProgress(t *testing.T, s storage.Interface) {
+	w := mustWatch(t, s, "/p/", startRevision(t, s))
+	r1 := mustCreate(t, s, "/p/a", "1")
+	if ev := next(t, w); ev.Type != storage.EventPut || ev.KV.Revision != r1 {
+		t.Fatalf("first event %v at %d, want the put at %d", ev.Type, ev.KV.Revision, r1)
+	}
+	r2 := mustCreate(t, s, "/q/b", "2")
+	ask := time.NewTicker(10 * time.Millisecond)
+	defer ask.Stop()
+	timeout := time.After(waitTimeout)
+	for reached := int64(0); reached < r2; {
+		if err := s.RequestProgress(t.Context()); err != nil {
+			t.Fatalf("RequestProgress: %v", err)
+		}
+		select {
+		case ev, ok := <-w.Events():
+			if !ok {
+				t.Fatalf("watch ended: %v", w.Err())
+			}
+			if ev.Type != storage.EventProgress || ev.KV.Revision < r1 || ev.KV.Revision < reached {
+				t.Fatalf("event %v at %d, want progress at %d or later", ev.Type, ev.KV.Revision, max(r1, reached))
+			}
+			reached = ev.KV.Revision
+		case <-ask.C:
+		case <-timeout:
+			t.Fatalf("no progress at %d within %v", r2, waitTimeout)
+		}
+	}
+	r3 := mustCreate(t, s, "/p/c", "3")
+	for {
+		ev := next(t, w)
+		if ev.Type == storage.EventProgress {
+			continue
+		}
+		if ev.Type != storage.EventPut || ev.KV.Key != "/p/c" || ev.KV.Revision != r3 {
+			t.Fatalf("event after progress %v %q at %d, want the put of /p/c at %d", ev.Type, ev.KV.Key, ev.KV.Revision, r3)
+		}
+		break
+	}
+}
+
 func testWatchFromNow(t *testing.T, s storage.Interface) {
 	mustCreate(t, s, "/w/before", "v")
 	w := mustWatch(t, s, "/w/", 0)
@@ -819,6 +865,7 @@ func testClose(t *testing.T, s storage.Interface) {
 		{"List", func() error { _, err := s.List(ctx, "/x/", storage.ListOptions{}); return err }},
 		{"Watch", func() error { _, err := s.Watch(ctx, "/x/", 0); return err }},
 		{"Revision", func() error { _, err := s.Revision(ctx); return err }},
+		{"RequestProgress", func() error { return s.RequestProgress(ctx) }},
 		{"Compact", func() error { return s.Compact(ctx, 1) }},
 		{"Close", s.Close},
 	}
