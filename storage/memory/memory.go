@@ -102,6 +102,8 @@ type Store struct {
 	// waiting for one; progress is closed and replaced by RequestProgress.
 	written  chan struct{}
 	progress chan struct{}
+	// progressAsked counts the RequestProgress calls.
+	progressAsked int64
 
 	watching map[*watcher]struct{}
 	done     chan struct{} // closed by Close

@@ -63,10 +63,11 @@ func (w *watcher) run(ctx context.Context) {
 	defer close(w.exited)
 	defer close(w.events)
 	defer w.s.forget(w)
-	// sent is the revision of the last event sent, progress included.
-	var sent int64
+	// sent is the revision of the last event sent, progress included;
+	// answered the progress requests answered (or overtaken by events).
+	var sent, answered int64
 	for {
-		batch, written, progress, err := w.s.changesAfter(w)
+		batch, written, progress, asked, err := w.s.changesAfter(w)
 		if err != nil {
 			w.mu.Lock()
 			w.err = fmt.Errorf("watch %q: %w", w.prefix, err)
@@ -88,10 +89,10 @@ func (w *watcher) run(ctx context.Context) {
 		if written == nil {
 			continue
 		}
-		select {
-		case <-written:
-		case <-progress:
-			// Caught up: the cursor is the store's revision.
+		// Caught up: every write up to the cursor is delivered. A request
+		// made while the watcher was still catching up is answered now.
+		if asked > answered {
+			answered = asked
 			if w.cursor > sent {
 				select {
 				case w.events <- storage.Event{Type: storage.EventProgress, KV: storage.KeyValue{Revision: w.cursor}}:
@@ -99,6 +100,10 @@ func (w *watcher) run(ctx context.Context) {
 				default: // a hint: not worth waiting for the consumer
 				}
 			}
+		}
+		select {
+		case <-written:
+		case <-progress:
 		case <-ctx.Done():
 			return
 		case <-w.stop:
@@ -117,6 +122,7 @@ func (s *Store) RequestProgress(ctx context.Context) error {
 	if err := s.check(ctx); err != nil {
 		return fmt.Errorf("request progress: %w", err)
 	}
+	s.progressAsked++
 	close(s.progress)
 	s.progress = make(chan struct{})
 	return nil
@@ -132,15 +138,16 @@ func (s *Store) forget(w *watcher) {
 // changesAfter returns up to watchBatch events for w with revisions above
 // its cursor and advances the cursor past the writes it looked at. When it
 // has caught up with the latest write it also returns a channel closed by
-// the next write, and one closed by the next RequestProgress.
-func (s *Store) changesAfter(w *watcher) ([]storage.Event, <-chan struct{}, <-chan struct{}, error) {
+// the next write, one closed by the next RequestProgress, and the number of
+// progress requests made so far.
+func (s *Store) changesAfter(w *watcher) (_ []storage.Event, written, progress <-chan struct{}, asked int64, _ error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.closed {
-		return nil, nil, nil, storage.ErrClosed
+		return nil, nil, nil, 0, storage.ErrClosed
 	}
 	if w.cursor < s.compacted {
-		return nil, nil, nil, fmt.Errorf("at revision %d, compacted at %d: %w", w.cursor, s.compacted, storage.ErrCompacted)
+		return nil, nil, nil, 0, fmt.Errorf("at revision %d, compacted at %d: %w", w.cursor, s.compacted, storage.ErrCompacted)
 	}
 	var batch []storage.Event
 	i := sort.Search(len(s.changes), func(i int) bool { return s.changes[i].kv.rev > w.cursor })
@@ -152,9 +159,9 @@ func (s *Store) changesAfter(w *watcher) ([]storage.Event, <-chan struct{}, <-ch
 		w.cursor = c.kv.rev
 	}
 	if i < len(s.changes) {
-		return batch, nil, nil, nil
+		return batch, nil, nil, 0, nil
 	}
-	return batch, s.written, s.progress, nil
+	return batch, s.written, s.progress, s.progressAsked, nil
 }
 
 func (w *watcher) Events() <-chan storage.Event { return w.events }
