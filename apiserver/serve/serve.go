@@ -70,8 +70,9 @@ type Config struct {
 	// in the group system:masters, as a test's or a benchmark's client
 	// authenticates.
 	AdminUser string
-	// Metrics, when set, receives the request metrics, served with the
-	// rest of it on /metrics.
+	// Metrics, when set, receives the request metrics and the watch
+	// caches' (apiserver.Server.Collector), served with the rest of it on
+	// /metrics.
 	Metrics *prometheus.Registry
 	// ReadyChecks are more checks of /readyz (the storage's, named as
 	// kube-apiserver names it: "etcd"), beside the API server's own.
@@ -230,6 +231,9 @@ func New(cfg Config) (_ *Server, err error) {
 	if cfg.Metrics != nil {
 		if fo.Metrics, err = filters.NewMetrics(cfg.Metrics); err != nil {
 			return nil, fmt.Errorf("serve: %w", err)
+		}
+		if err := cfg.Metrics.Register(s.API.Collector()); err != nil {
+			return nil, fmt.Errorf("serve: watch cache metrics: %w", err)
 		}
 		metricsHandler = promhttp.HandlerFor(cfg.Metrics, promhttp.HandlerOpts{})
 	}
