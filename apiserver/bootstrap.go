@@ -96,7 +96,7 @@ func (s *Server) initStartup() {
 	c := s.self.client
 	if a := s.cfg.AdvertiseAddress; a.IsValid() {
 		services := s.self.informers.Core().V1().Services()
-		s.kubeServiceSynced = services.Informer().HasSynced
+		s.kubeServiceSynced = services.Informer().HasSyncedChecker()
 		ip := net.IP(a.Addr().AsSlice())
 		endpoints := reconcilers.NewMasterCountEndpointReconciler(1, reconcilers.NewEndpointsAdapter(c.CoreV1(), c.DiscoveryV1()))
 		if endpoints.ValidateIP(ip) != nil {
@@ -163,7 +163,7 @@ func (s *Server) bootstrapController(ctx context.Context) error {
 	}
 	// The controller reads the Service from its lister: before the
 	// lister has the stored one, it would try to create it again.
-	if !cache.WaitFor(ctx, "", s.self.informers.Core().V1().Services().Informer().HasSyncedChecker()) {
+	if !cache.WaitFor(ctx, "", s.kubeServiceSynced) {
 		return fmt.Errorf("services informer not synced: %w", ctx.Err())
 	}
 	err := s.kubeService.UpdateKubernetesService(false)

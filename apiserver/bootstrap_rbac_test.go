@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	rbacvalidation "k8s.io/component-helpers/auth/rbac/validation"
 
+	"github.com/listwatch/listwatch/internal/runtest"
 	"github.com/listwatch/listwatch/storage"
 )
 
@@ -204,12 +205,12 @@ func TestFreshServersAtOnceShareTheTemplates(t *testing.T) {
 		st := backends[0].New(t)
 		wg.Go(func() {
 			// startServer's, with no t.Fatal off the test's goroutine.
-			srv, err := New(t.Context(), Config{Storage: st, Logger: slog.New(logs[i])})
+			srv, err := New(Config{Storage: st, Logger: slog.New(logs[i])})
 			if err != nil {
 				t.Error(err)
 				return
 			}
-			t.Cleanup(srv.Close)
+			runtest.Start(t, srv)
 			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 			defer cancel()
 			if err := srv.WaitReady(ctx); err != nil {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/listwatch/listwatch/internal/runtest"
 	"github.com/listwatch/listwatch/storage"
 )
 
@@ -40,11 +41,11 @@ func BenchmarkCreatePod(b *testing.B) {
 // benchmarks that call its routes in-process (benchDo).
 func benchServerOn(b *testing.B, st storage.Interface) *Server {
 	b.Helper()
-	srv, err := New(b.Context(), Config{Storage: st})
+	srv, err := New(Config{Storage: st})
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(srv.Close)
+	runtest.Start(b, srv)
 	if err := srv.WaitReady(b.Context()); err != nil {
 		b.Fatal(err)
 	}

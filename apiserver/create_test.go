@@ -8,6 +8,7 @@ import (
 	"testing"
 	"testing/synctest"
 
+	"github.com/listwatch/listwatch/internal/runtest"
 	"github.com/listwatch/listwatch/storage"
 	"github.com/listwatch/listwatch/storage/memory"
 )
@@ -32,12 +33,13 @@ func (c *countingGets) Get(ctx context.Context, key string) (storage.KeyValue, e
 func TestCreateChecksNamespaceInCache(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := &countingGets{Interface: memory.New()}
-		srv, err := New(t.Context(), Config{Storage: st})
+		srv, err := New(Config{Storage: st})
 		if err != nil {
 			t.Fatal(err)
 		}
+		stop := runtest.Start(t, srv)
 		defer func() {
-			srv.Close()
+			stop()
 			_ = st.Close()
 		}()
 		if err := srv.WaitReady(t.Context()); err != nil {

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/kubernetes/pkg/controlplane/controller/kubernetesservice"
 
 	"github.com/listwatch/listwatch/storage"
@@ -109,7 +110,7 @@ type Server struct {
 	// advertised address (bootstrap.go); kubeServiceSynced reports its
 	// services informer synced.
 	kubeService       *kubernetesservice.Controller
-	kubeServiceSynced func() bool
+	kubeServiceSynced cache.DoneChecker
 
 	// crdPublish serializes changes of the served custom resources
 	// (crd.go); crdOpenAPI, guarded by it, is set once the OpenAPI
