@@ -502,7 +502,7 @@ func startControlPlane(ctx context.Context) (_ *controlPlane, err error) {
 			// rather than cost their client a Retry-After second: the
 			// kube-controller-manager figures these rows are held to were
 			// measured so.
-			InFlightQueue: filters.InFlightQueue{Length: filters.DefaultInFlightQueueLength, Wait: filters.DefaultInFlightQueueWait},
+			InFlightQueue: filters.PriorityAndFairnessQueue,
 		},
 		Logger: quietLogger(),
 	}); err != nil {

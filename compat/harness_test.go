@@ -66,7 +66,7 @@ func startServer(t *testing.T, b backend, o serverOptions) *server {
 		Filters: filters.Options{
 			MaxRequestsInFlight:         filters.DefaultMaxRequestsInFlight,
 			MaxMutatingRequestsInFlight: filters.DefaultMaxMutatingRequestsInFlight,
-			InFlightQueue:               filters.InFlightQueue{Length: filters.DefaultInFlightQueueLength, Wait: filters.DefaultInFlightQueueWait},
+			InFlightQueue:               filters.PriorityAndFairnessQueue,
 		},
 		WrapRoutes: log.wrap,
 	})

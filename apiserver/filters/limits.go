@@ -114,6 +114,10 @@ const (
 	DefaultInFlightQueueWait   = DefaultRequestTimeout / 4
 )
 
+// PriorityAndFairnessQueue is the queue of those defaults, what
+// kube-apiserver's API Priority and Fairness gives one flow.
+var PriorityAndFairnessQueue = InFlightQueue{Length: DefaultInFlightQueueLength, Wait: DefaultInFlightQueueWait}
+
 // WithMaxInFlightQueue is WithMaxInFlight with requests over a cap
 // handled as q says.
 func WithMaxInFlightQueue(h http.Handler, readOnly, mutating int, q InFlightQueue, m *Metrics) http.Handler {

@@ -316,26 +316,26 @@ func (s *Server) Run(ctx context.Context) error {
 			s.log.Error("API server", "err", err)
 		}
 	})
-	applyErr := make(chan error, 1)
-	api.Go(func() { applyErr <- s.applyManifests(apiCtx) })
+	applied := make(chan error, 1)
+	api.Go(func() { applied <- s.applyManifests(apiCtx) })
+	applyErr := (<-chan error)(applied)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- s.http.ServeTLS(s.ln, "", "") }()
 	var errs []error
-	select {
-	case <-ctx.Done():
-	case err := <-serveErr:
-		serveErr <- err
-		errs = append(errs, fmt.Errorf("serve: %w", err))
-	case err := <-applyErr:
-		if err != nil {
-			errs = append(errs, err)
-			break
-		}
+	for running := true; running; {
 		select {
 		case <-ctx.Done():
+			running = false
 		case err := <-serveErr:
 			serveErr <- err
 			errs = append(errs, fmt.Errorf("serve: %w", err))
+			running = false
+		case err := <-applyErr:
+			applyErr = nil // applied (or refused) once
+			if err != nil {
+				errs = append(errs, err)
+				running = false
+			}
 		}
 	}
 	s.log.Info("shutting down")

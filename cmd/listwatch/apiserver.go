@@ -340,5 +340,5 @@ func inFlightQueue(on bool) filters.InFlightQueue {
 	if !on {
 		return filters.InFlightQueue{}
 	}
-	return filters.InFlightQueue{Length: filters.DefaultInFlightQueueLength, Wait: filters.DefaultInFlightQueueWait}
+	return filters.PriorityAndFairnessQueue
 }
