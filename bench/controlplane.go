@@ -189,6 +189,10 @@ const (
 )
 
 func benchControlPlane(name string, w cpWorkload, n int) ([]Row, error) {
+	if *cpKubeconfig != "" {
+		// Another cluster's controllers (controlplane_kube.go).
+		return benchKubeControllerManager(name, w, n)
+	}
 	lwTime, lwReqs, err := runControllersSide(w, n)
 	if err != nil {
 		return nil, fmt.Errorf("controller-manager: %w", err)

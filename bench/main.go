@@ -19,6 +19,7 @@ import (
 	"regexp"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"sort"
 	"text/tabwriter"
 )
@@ -190,28 +191,29 @@ func printTable(out *os.File, rows []Row) {
 		}
 		vals[k][r.Impl] = r.Value
 	}
-	floorWorkloads := map[string]bool{}
+	// A workload with floor (or kube-controller-manager) rows goes in
+	// that baseline's table; any other in client-go's.
+	bases := []string{implClientGo, implFloor, implKubeControllerManager}
+	baselineOf := map[string]int{}
 	for _, r := range rows {
-		if r.Impl == implFloor {
-			floorWorkloads[r.Workload] = true
+		if i := slices.Index(bases, r.Impl); i > 0 {
+			baselineOf[r.Workload] = i
 		}
 	}
-	var byBaseline [2][]key
+	byBaseline := make([][]key, len(bases))
 	for _, k := range order {
-		if floorWorkloads[k.workload] {
-			byBaseline[1] = append(byBaseline[1], k)
-		} else {
-			byBaseline[0] = append(byBaseline[0], k)
-		}
+		byBaseline[baselineOf[k.workload]] = append(byBaseline[baselineOf[k.workload]], k)
 	}
-	for i, base := range []string{implClientGo, implFloor} {
+	printed := false
+	for i, base := range bases {
 		keys := byBaseline[i]
-		if len(keys) == 0 && (i > 0 || len(byBaseline[1]) > 0) {
+		if len(keys) == 0 && (i > 0 || len(order) > 0) {
 			continue
 		}
-		if i > 0 && len(byBaseline[0]) > 0 {
+		if printed {
 			fmt.Fprintln(out)
 		}
+		printed = true
 		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintf(tw, "workload\tmetric\tunit\tlistwatch\t%s\tlistwatch/%s\t\n", base, base)
 		for _, k := range keys {

@@ -80,6 +80,20 @@ EOF
 	# The version stamp kubernetes' own build links in (hack/lib/version.sh),
 	# so that /version and the server's idea of its version are the
 	# release's rather than v0.0.0-master.
+	log "building kube-apiserver (several minutes the first time)"
+	(cd "$mod" && CGO_ENABLED=0 go build -trimpath -ldflags "$(version_ldflags)" -o "$BIN/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver)
+	log "building etcd"
+	(cd "$mod" && CGO_ENABLED=0 go build -trimpath -o "$BIN/etcd" ./etcd)
+	echo "$KUBE_VERSION" >"$BIN/version"
+	# A fresh module: whatever kube-controller-manager was built from the
+	# old one is stale.
+	rm -f "$BIN/kube-controller-manager"
+}
+
+# version_ldflags prints the -X flags of the version stamp kubernetes' own
+# build links in (hack/lib/version.sh), so that /version and the binary's
+# idea of its version are the release's rather than v0.0.0-master.
+version_ldflags() {
 	local major=${KUBE_VERSION#v}
 	major=${major%%.*}
 	local minor=${KUBE_VERSION#v*.}
@@ -88,11 +102,25 @@ EOF
 	for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
 		ldflags+=" -X $pkg.gitVersion=$KUBE_VERSION -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
 	done
-	log "building kube-apiserver (several minutes the first time)"
-	(cd "$mod" && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$BIN/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver)
-	log "building etcd"
-	(cd "$mod" && CGO_ENABLED=0 go build -trimpath -o "$BIN/etcd" ./etcd)
-	echo "$KUBE_VERSION" >"$BIN/version"
+	echo "$ldflags"
+}
+
+# build_kube_controller_manager makes $BIN/kube-controller-manager (after
+# build_binaries, in the module it set up) when it is not there yet: only
+# the scripts that run kube's controllers need it, and it takes minutes, so
+# kube-apiserver's scripts do not pay for it and it does not rebuild them.
+build_kube_controller_manager() {
+	build_binaries
+	if [[ -z ${KUBE_REBUILD:-} && -x $BIN/kube-controller-manager ]]; then
+		log "using cached $BIN/kube-controller-manager"
+		return
+	fi
+	local mod=$KUBE_BUILD_DIR/module
+	# Exact version, for the same reason as build_binaries' go get.
+	(cd "$mod" && go get "k8s.io/kubernetes/cmd/kube-controller-manager@$KUBE_VERSION")
+	log "building kube-controller-manager (several minutes the first time)"
+	(cd "$mod" && CGO_ENABLED=0 go build -trimpath -ldflags "$(version_ldflags)" -o "$BIN/kube-controller-manager.tmp" k8s.io/kubernetes/cmd/kube-controller-manager)
+	mv "$BIN/kube-controller-manager.tmp" "$BIN/kube-controller-manager"
 }
 
 # free_port prints a port on 127.0.0.1 nobody listens on and no earlier
