@@ -11,7 +11,10 @@ package main
 // REST client, with the ReplicationManager's concurrency (burstReplicas
 // per round, each round in slow-start batches 1, 2, 4, …), while as many
 // workers as podlifecycle runs bind each pod and write it Running and
-// Ready (one binding and one status write per pod, as podlifecycle does).
+// Ready (one binding and one status write per pod, as podlifecycle does);
+// for the rollout, the bare loop also deletes the n pods it replaces, as
+// the ReplicaSet controller and the kubelets must (a graceful delete,
+// burstReplicas at a time, then the final one by as many workers).
 //
 // Each side gets a fresh control plane, so neither inherits the other's
 // etcd history or watch cache. The requests each side sent are counted at
@@ -24,12 +27,15 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -42,6 +48,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/listwatch/listwatch/apiserver"
 	"github.com/listwatch/listwatch/apiserver/filters"
@@ -130,29 +137,24 @@ var rcWorkload = cpWorkload{
 var deploymentWorkload = cpWorkload{
 	name: "deployment", metric: "time to availableReplicas",
 	start: func(ctx context.Context, c *client.Client, n int32) error {
-		d := &appsv1.Deployment{
-			ObjectMeta: metav1.ObjectMeta{Name: cpRCName, Namespace: cpNamespace},
-			Spec: appsv1.DeploymentSpec{
-				Replicas: &n,
-				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": cpRCName}},
-				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": cpRCName}}, Spec: podSpec()},
-			},
-		}
-		_, err := client.For[*appsv1.Deployment](c, cpNamespace).Create(ctx, d, metav1.CreateOptions{})
-		return err
+		return createDeployment(ctx, c, n, appsv1.DeploymentStrategy{})
 	},
 	done:    deploymentComplete,
 	creates: times(1), deletes: times(0),
 }
 
 // rolloutWorkload: once a Deployment of n replicas is available (neither
-// timed nor counted), a new image rolled out with kube's default 25% surge
-// and 25% unavailable, to every replica updated and available: n pods
-// created and n deleted, against the floor's n created.
+// timed nor counted), a new image rolled out with 10% surge and 10%
+// unavailable (the settings of the kube-controller-manager figure the
+// issue quotes), to every replica updated and available: n pods created
+// and n deleted.
 var rolloutWorkload = cpWorkload{
 	name: "rollout", metric: "time to rollout complete",
 	prepare: func(ctx context.Context, c *client.Client, n int32) error {
-		if err := deploymentWorkload.start(ctx, c, n); err != nil {
+		ten := intstr.FromString("10%")
+		strategy := appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType,
+			RollingUpdate: &appsv1.RollingUpdateDeployment{MaxSurge: &ten, MaxUnavailable: &ten}}
+		if err := createDeployment(ctx, c, n, strategy); err != nil {
 			return err
 		}
 		return waitDone(ctx, deploymentWorkload, c, n)
@@ -164,6 +166,22 @@ var rolloutWorkload = cpWorkload{
 	},
 	done:    deploymentComplete,
 	creates: times(1), deletes: times(1),
+}
+
+// createDeployment creates the bench's Deployment of n replicas, with
+// kube's default strategy when strategy is the zero value.
+func createDeployment(ctx context.Context, c *client.Client, n int32, strategy appsv1.DeploymentStrategy) error {
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: cpRCName, Namespace: cpNamespace},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &n,
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": cpRCName}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": cpRCName}}, Spec: podSpec()},
+			Strategy: strategy,
+		},
+	}
+	_, err := client.For[*appsv1.Deployment](c, cpNamespace).Create(ctx, d, metav1.CreateOptions{})
+	return err
 }
 
 // deploymentComplete is kubectl rollout status's test: the controller saw
@@ -197,7 +215,7 @@ func benchControlPlane(name string, w cpWorkload, n int) ([]Row, error) {
 	if err != nil {
 		return nil, fmt.Errorf("controller-manager: %w", err)
 	}
-	floorTime, floorReqs, err := runFloorSide(n)
+	floorTime, floorReqs, err := runFloorSide(w, n)
 	if err != nil {
 		return nil, fmt.Errorf("floor: %w", err)
 	}
@@ -301,11 +319,14 @@ func runControllersSide(w cpWorkload, n int) (time.Duration, map[string]int64, e
 		}
 		counter.reset()
 	}
+	endProfile := profileWindow("listwatch")
 	start := time.Now()
 	if err := w.start(ctx, driver, replicas); err != nil {
 		return 0, nil, fmt.Errorf("start %s: %w", w.name, err)
 	}
-	if err := waitDone(ctx, w, driver, replicas); err != nil {
+	err = waitDone(ctx, w, driver, replicas)
+	endProfile()
+	if err != nil {
 		return 0, nil, err
 	}
 	elapsed := time.Since(start)
@@ -316,8 +337,13 @@ func runControllersSide(w cpWorkload, n int) (time.Duration, map[string]int64, e
 // costs the server little next to n pods and bounds the error of the
 // measure by the period.
 func waitDone(ctx context.Context, w cpWorkload, c *client.Client, n int32) error {
+	t0, last := time.Now(), ""
 	for {
 		ok, state, err := w.done(ctx, c, n)
+		if *cpTrace && state != last {
+			fmt.Fprintf(os.Stderr, "trace: %6.2fs %s\n", time.Since(t0).Seconds(), state)
+			last = state
+		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", w.name, err)
 		}
@@ -332,9 +358,13 @@ func waitDone(ctx context.Context, w cpWorkload, c *client.Client, n int32) erro
 	}
 }
 
-// runFloorSide creates n pods and marks them Running and Ready with the
-// fewest writes the controllers could do, at the same concurrency.
-func runFloorSide(n int) (time.Duration, map[string]int64, error) {
+// runFloorSide does the pod writes w needs for n replicas with no
+// controllers, at the controllers' concurrency: it creates n pods and
+// marks them Running and Ready with the fewest writes the controllers
+// could do and, for a workload that replaces pods, deletes n pods made
+// (and marked) before the measure, as a rollout must: gracefully, then
+// finally, as the kubelet confirms.
+func runFloorSide(w cpWorkload, n int) (time.Duration, map[string]int64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), cpTimeout)
 	defer cancel()
 	cp, err := startControlPlane(ctx)
@@ -349,6 +379,35 @@ func runFloorSide(n int) (time.Duration, map[string]int64, error) {
 		return 0, nil, err
 	}
 	pods := client.For[*corev1.Pod](c, "").Namespace(cpNamespace)
+	var old []*corev1.Pod
+	if d := w.deletes(n); d > 0 {
+		// Neither timed nor counted, as the Deployment the controllers
+		// roll is made before their measure.
+		if old, err = floorPods(ctx, pods, d); err != nil {
+			return 0, nil, fmt.Errorf("pods to delete: %w", err)
+		}
+	}
+	counter.reset()
+	start := time.Now()
+	errs := make(chan error, 2)
+	go func() {
+		_, err := floorPods(ctx, pods, w.creates(n))
+		errs <- err
+	}()
+	go func() { errs <- floorDeletes(ctx, pods, old) }()
+	err = errors.Join(<-errs, <-errs)
+	elapsed := time.Since(start)
+	if err != nil {
+		return 0, nil, err
+	}
+	return elapsed, counter.snapshot(), nil
+}
+
+// floorPods creates n pods with the ReplicationManager's concurrency
+// (burstReplicas per round, each round in slow-start batches 1, 2, 4, …)
+// while as many workers as podlifecycle runs bind each and write it
+// Running and Ready, and returns them as created.
+func floorPods(ctx context.Context, pods *client.Resource[*corev1.Pod], n int) ([]*corev1.Pod, error) {
 	// The pods carry the same controller reference as the RC's would.
 	owner := &corev1.ReplicationController{ObjectMeta: metav1.ObjectMeta{Name: cpRCName, Namespace: cpNamespace, UID: types.UID(rand.Text())}}
 	ref := controller.NewControllerRef(owner, corev1.SchemeGroupVersion.WithKind("ReplicationController"))
@@ -368,8 +427,8 @@ func runFloorSide(n int) (time.Duration, map[string]int64, error) {
 			}
 		})
 	}
-
-	start := time.Now()
+	var mu sync.Mutex
+	all := make([]*corev1.Pod, 0, n)
 	var createErr error
 	for left := n; left > 0 && createErr == nil; {
 		round := min(left, replication.DefaultBurstReplicas)
@@ -397,6 +456,9 @@ func runFloorSide(n int) (time.Duration, map[string]int64, error) {
 			if err != nil {
 				return err
 			}
+			mu.Lock()
+			all = append(all, got)
+			mu.Unlock()
 			created <- got
 			return nil
 		})
@@ -404,14 +466,55 @@ func runFloorSide(n int) (time.Duration, map[string]int64, error) {
 	}
 	close(created)
 	marked.Wait()
-	elapsed := time.Since(start)
 	if createErr != nil {
-		return 0, nil, createErr
+		return nil, createErr
 	}
 	if p := markErr.Load(); p != nil {
-		return 0, nil, *p
+		return nil, *p
 	}
-	return elapsed, counter.snapshot(), nil
+	return all, nil
+}
+
+// floorDeletes deletes pods as a ReplicaSet controller and the kubelets
+// do: gracefully, burstReplicas per round in slow-start batches (as the
+// floor creates them), then finally (a zero grace period, with the pod's
+// UID as precondition) by as many workers as podlifecycle runs for
+// terminations.
+func floorDeletes(ctx context.Context, pods *client.Resource[*corev1.Pod], victims []*corev1.Pod) error {
+	graceful := make(chan *corev1.Pod, len(victims))
+	var finalErr atomic.Pointer[error]
+	var final sync.WaitGroup
+	for range cpLifecycleWorkers {
+		final.Go(func() {
+			zero := int64(0)
+			for p := range graceful {
+				err := pods.Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero, Preconditions: &metav1.Preconditions{UID: &p.UID}})
+				if err != nil {
+					finalErr.CompareAndSwap(nil, &err)
+				}
+			}
+		})
+	}
+	var err error
+	for round := range slices.Chunk(victims, replication.DefaultBurstReplicas) {
+		if err != nil {
+			break
+		}
+		_, err = controller.SlowStartBatch(ctx, len(round), controller.SlowStartInitialBatchSize, 0, func(ctx context.Context, i int) error {
+			p := round[i]
+			if err := pods.Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil {
+				return err
+			}
+			graceful <- p
+			return nil
+		})
+	}
+	close(graceful)
+	final.Wait()
+	if p := finalErr.Load(); p != nil {
+		err = errors.Join(err, *p)
+	}
+	return err
 }
 
 // markRunning binds p to node through pods/binding and writes it Running
@@ -567,12 +670,21 @@ func (cp *controlPlane) close() {
 	}
 }
 
+// cpTrace asks the control-plane rows for a timeline on stderr: each
+// state the driver polls, and, for each kind of request, when the first,
+// the 10th, 50th and 90th percentile and the last of them completed.
+var cpTrace = flag.Bool("trace", false, "control-plane rows: print on stderr when each kind of request completed and each state the driver saw")
+
 // requestCounter counts the requests through a transport by verb and
 // resource ("create pods", "update pods/status", "watch pods", …),
 // whatever their outcome: a retried or refused request still cost a trip.
+// With -trace it also keeps when each completed, from start (set by
+// reset), and snapshot prints their spread.
 type requestCounter struct {
 	mu     sync.Mutex
 	counts map[string]int64
+	times  map[string][]time.Duration
+	start  time.Time
 }
 
 func (r *requestCounter) wrap(rt http.RoundTripper) http.RoundTripper {
@@ -592,6 +704,12 @@ func (r *requestCounter) wrap(rt http.RoundTripper) http.RoundTripper {
 			r.counts = map[string]int64{}
 		}
 		r.counts[k]++
+		if *cpTrace {
+			if r.times == nil {
+				r.times = map[string][]time.Duration{}
+			}
+			r.times[k] = append(r.times[k], time.Since(r.start))
+		}
 		r.mu.Unlock()
 		return resp, err
 	})
@@ -600,12 +718,20 @@ func (r *requestCounter) wrap(rt http.RoundTripper) http.RoundTripper {
 func (r *requestCounter) reset() {
 	r.mu.Lock()
 	r.counts = nil
+	r.times = nil
+	r.start = time.Now()
 	r.mu.Unlock()
 }
 
 func (r *requestCounter) snapshot() map[string]int64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	for _, k := range slices.Sorted(maps.Keys(r.times)) {
+		ts := r.times[k]
+		n := len(ts)
+		fmt.Fprintf(os.Stderr, "trace: %-40s n=%5d done at first %6.2fs p10 %6.2fs p50 %6.2fs p90 %6.2fs last %6.2fs\n",
+			k, n, ts[0].Seconds(), ts[n/10].Seconds(), ts[n/2].Seconds(), ts[n*9/10].Seconds(), ts[n-1].Seconds())
+	}
 	out := make(map[string]int64, len(r.counts))
 	for k, v := range r.counts {
 		out[k] = v

@@ -34,8 +34,10 @@ package deployment
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -73,6 +75,13 @@ type Client interface {
 	// UpdateReplicaSet writes rs, with its resourceVersion as
 	// precondition.
 	UpdateReplicaSet(ctx context.Context, rs *appsv1.ReplicaSet) (*appsv1.ReplicaSet, error)
+	// ScaleReplicaSet sets rs's spec.replicas and the given annotations
+	// unless rs was replaced or its spec changed since (its
+	// metadata.generation moved), which fails with a conflict. Unlike an
+	// update with rs's resourceVersion, a change of status alone, which
+	// the ReplicaSet controller writes as its pods come and go, does not
+	// refuse it.
+	ScaleReplicaSet(ctx context.Context, rs *appsv1.ReplicaSet, replicas int32, annotations map[string]string) (*appsv1.ReplicaSet, error)
 	// PatchReplicaSet applies a strategic merge patch to a ReplicaSet (to
 	// adopt or release it) and returns it as patched.
 	PatchReplicaSet(ctx context.Context, namespace, name string, patch []byte) (*appsv1.ReplicaSet, error)
@@ -113,6 +122,52 @@ func (r restClient) UpdateReplicaSet(ctx context.Context, rs *appsv1.ReplicaSet)
 	return r.replicaSets.Namespace(rs.Namespace).Update(ctx, rs, metav1.UpdateOptions{})
 }
 
+// scaleOp is one operation of a JSON patch (RFC 6902).
+type scaleOp struct {
+	Op    string `json:"op"`
+	Path  string `json:"path"`
+	Value any    `json:"value"`
+}
+
+func (r restClient) ScaleReplicaSet(ctx context.Context, rs *appsv1.ReplicaSet, replicas int32, annotations map[string]string) (*appsv1.ReplicaSet, error) {
+	ops := []scaleOp{
+		{Op: "test", Path: "/metadata/uid", Value: rs.UID},
+		{Op: "test", Path: "/metadata/generation", Value: rs.Generation},
+		{Op: "replace", Path: "/spec/replicas", Value: replicas},
+	}
+	if rs.Annotations == nil {
+		ops = append(ops, scaleOp{Op: "add", Path: "/metadata/annotations", Value: annotations})
+	} else {
+		for k, v := range annotations {
+			// "~" and "/" are escaped in a JSON pointer (RFC 6901).
+			ops = append(ops, scaleOp{Op: "add", Path: "/metadata/annotations/" + strings.NewReplacer("~", "~0", "/", "~1").Replace(k), Value: v})
+		}
+	}
+	data, err := json.Marshal(ops)
+	if err != nil {
+		return nil, err
+	}
+	out, err := r.replicaSets.Namespace(rs.Namespace).Patch(ctx, rs.Name, types.JSONPatchType, data, metav1.PatchOptions{})
+	if testFailed(err) {
+		// The ReplicaSet is not the one rs shows.
+		return nil, apierrors.NewConflict(appsv1.Resource("replicasets"), rs.Name, err)
+	}
+	return out, err
+}
+
+// testFailed tells a JSON patch refused because a "test" operation
+// failed from other refusals: kube-apiserver answers both 422 Invalid,
+// but a patch that does not apply with no field causes, where validation
+// names the fields.
+func testFailed(err error) bool {
+	var status apierrors.APIStatus
+	if !apierrors.IsInvalid(err) || !errors.As(err, &status) {
+		return false
+	}
+	d := status.Status().Details
+	return d == nil || len(d.Causes) == 0
+}
+
 func (r restClient) PatchReplicaSet(ctx context.Context, namespace, name string, patch []byte) (*appsv1.ReplicaSet, error) {
 	return r.replicaSets.Namespace(namespace).Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
 }
@@ -120,6 +175,12 @@ func (r restClient) PatchReplicaSet(ctx context.Context, namespace, name string,
 func (r restClient) DeleteReplicaSet(ctx context.Context, namespace, name string) error {
 	return r.replicaSets.Namespace(namespace).Delete(ctx, name, metav1.DeleteOptions{})
 }
+
+// errStale marks a write the server refused because the cache it was
+// decided on is behind: the informer's event for the newer object brings
+// another sync, so such a failure asks for no retry (and no backoff) of
+// its own.
+var errStale = errors.New("the cache is behind the server")
 
 // EventRecorder records events about Deployments; record.Recorder is one.
 type EventRecorder interface {
@@ -149,6 +210,10 @@ type Controller struct {
 	pods        cache.Lister[*corev1.Pod]
 	client      Client
 	recorder    EventRecorder
+	// dWrites and rsWrites hold the controller's writes of Deployments
+	// and ReplicaSets that the informers have not shown yet.
+	dWrites  controller.Writes[*appsv1.Deployment]
+	rsWrites controller.Writes[*appsv1.ReplicaSet]
 }
 
 // New returns the controller of the Deployments of deployments, over the
@@ -176,7 +241,11 @@ func New(deployments cache.Informer[*appsv1.Deployment], replicaSets cache.Infor
 	c.Controller, err = controller.New("deployment", c.sync, opts.Controller,
 		controller.For(deployments),
 		controller.Watches(replicaSets, c.keysForReplicaSet),
-		controller.Handle[string](pods, cache.ResourceEventHandlerFuncs[*corev1.Pod]{DeleteFunc: c.deletePod}))
+		controller.Handle[string](pods, cache.ResourceEventHandlerFuncs[*corev1.Pod]{DeleteFunc: c.deletePod}),
+		// A deleted ReplicaSet's last write is of no more use.
+		controller.Handle[string](replicaSets, cache.ResourceEventHandlerFuncs[*appsv1.ReplicaSet]{DeleteFunc: func(rs *appsv1.ReplicaSet, _ bool) {
+			c.rsWrites.Forget(rs.Namespace + "/" + rs.Name)
+		}}))
 	if err != nil {
 		return nil, fmt.Errorf("deployment: %w", err)
 	}
@@ -258,13 +327,22 @@ func (c *Controller) sync(ctx context.Context, key string) (controller.Result, e
 	}
 	cached, err := c.deployments.Namespace(namespace).Get(name)
 	if apierrors.IsNotFound(err) {
+		c.dWrites.Forget(key)
 		return controller.Result{}, nil
 	}
 	if err != nil {
 		return controller.Result{}, err
 	}
-	r := &run{c: c, ctx: ctx, d: cached.DeepCopy(), requeueAfter: -1, written: map[types.UID]*appsv1.ReplicaSet{}}
+	base := c.dWrites.Latest(key, cached)
+	r := &run{c: c, ctx: ctx, d: base.DeepCopy(), requeueAfter: -1}
 	err = r.syncDeployment()
+	if r.wroteD != nil {
+		c.dWrites.Replaced(key, base, r.wroteD)
+	}
+	if errors.Is(err, errStale) {
+		c.Logger().Debug("waiting for the cache", "deployment", key, "err", err)
+		return controller.Result{}, nil
+	}
 	if err != nil {
 		return controller.Result{}, err
 	}

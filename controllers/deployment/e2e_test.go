@@ -262,3 +262,65 @@ func TestE2EProgressDeadline(t *testing.T) {
 		t.Errorf("timed out after %v, before the deadline of 2s", took)
 	}
 }
+
+// TestScaleReplicaSetAgainstServer: the Deployment controller's scale, a
+// JSON patch that tests the ReplicaSet's uid and generation, goes through
+// when only the status moved since the copy it was decided on (as the
+// ReplicaSet controller writes it while pods come and go), and is refused
+// with a conflict when the spec moved or the ReplicaSet was replaced.
+func TestScaleReplicaSetAgainstServer(t *testing.T) {
+	env := envtest.Start(t, envtest.Options{})
+	ctx := t.Context()
+	if _, err := client.For[*corev1.Namespace](env.Client, "").Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "e2e"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rss := client.For[*appsv1.ReplicaSet](env.Client, "e2e")
+	api := deployment.NewClient(env.Client)
+	two := int32(2)
+	seen, err := rss.Create(ctx, &appsv1.ReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Annotations: map[string]string{"keep": "me"}},
+		Spec: appsv1.ReplicaSetSpec{Replicas: &two, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+			Template: podTemplate("web:1")},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Status moves on: the copy seen is stale, but its spec is not.
+	st := seen.DeepCopy()
+	st.Status.Replicas = 2
+	if _, err := rss.UpdateStatus(ctx, st, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{deployment.DesiredReplicasAnnotation: "5", deployment.MaxReplicasAnnotation: "6", "example.com/escaped": "yes"}
+	scaled, err := api.ScaleReplicaSet(ctx, seen, 5, want)
+	if err != nil {
+		t.Fatalf("scale of a copy whose status alone is stale: %v", err)
+	}
+	if *scaled.Spec.Replicas != 5 || scaled.Status.Replicas != 2 || scaled.Generation != seen.Generation+1 {
+		t.Errorf("scaled: replicas %d, status.replicas %d, generation %d (was %d)", *scaled.Spec.Replicas, scaled.Status.Replicas, scaled.Generation, seen.Generation)
+	}
+	for k, v := range map[string]string{deployment.DesiredReplicasAnnotation: "5", deployment.MaxReplicasAnnotation: "6", "example.com/escaped": "yes", "keep": "me"} {
+		if scaled.Annotations[k] != v {
+			t.Errorf("annotation %q = %q, want %q (all: %v)", k, scaled.Annotations[k], v, scaled.Annotations)
+		}
+	}
+	// The spec moved on since seen (the scale itself did): refused.
+	if _, err := api.ScaleReplicaSet(ctx, seen, 3, want); !apierrors.IsConflict(err) {
+		t.Errorf("scale of a copy whose spec is stale: %v, want a conflict", err)
+	}
+	// Replaced under the same name: refused.
+	if err := rss.Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	fresh := scaled.DeepCopy()
+	fresh.ResourceVersion, fresh.UID, fresh.Generation = "", "", 0
+	recreated, err := rss.Create(ctx, fresh, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := scaled.DeepCopy()
+	old.Generation = recreated.Generation
+	if _, err := api.ScaleReplicaSet(ctx, old, 3, want); !apierrors.IsConflict(err) {
+		t.Errorf("scale of a replaced ReplicaSet: %v, want a conflict", err)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -164,6 +165,36 @@ func (f *fakeAPI) UpdateReplicaSet(_ context.Context, rs *appsv1.ReplicaSet) (*a
 	} else {
 		f.record("update rs %s", rs.Name)
 	}
+	_ = f.rss.Update(out)
+	return out.DeepCopy(), nil
+}
+
+// ScaleReplicaSet scales as the JSON patch the REST client sends does:
+// refused with a conflict when the ReplicaSet was replaced or its
+// generation moved, whatever its status.
+func (f *fakeAPI) ScaleReplicaSet(_ context.Context, rs *appsv1.ReplicaSet, replicas int32, annotations map[string]string) (*appsv1.ReplicaSet, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	cur, ok, _ := f.rss.GetIndexer().GetByKey(rs.Namespace + "/" + rs.Name)
+	if !ok {
+		return nil, apierrors.NewNotFound(appsv1.Resource("replicasets"), rs.Name)
+	}
+	if cur.UID != rs.UID || cur.Generation != rs.Generation {
+		return nil, apierrors.NewConflict(appsv1.Resource("replicasets"), rs.Name, fmt.Errorf("test failed"))
+	}
+	out := cur.DeepCopy()
+	if rsReplicas(cur) != replicas {
+		out.Generation++
+		f.record("scale rs %s %d->%d", rs.Name, rsReplicas(cur), replicas)
+	} else {
+		f.record("update rs %s", rs.Name)
+	}
+	out.Spec.Replicas = &replicas
+	if out.Annotations == nil {
+		out.Annotations = map[string]string{}
+	}
+	maps.Copy(out.Annotations, annotations)
+	out.ResourceVersion = f.nextRV()
 	_ = f.rss.Update(out)
 	return out.DeepCopy(), nil
 }

@@ -427,6 +427,6 @@ func (r *run) clearRollbackTo() error {
 	if err != nil {
 		return fmt.Errorf("updating deployment %s/%s: %w", r.d.Namespace, r.d.Name, err)
 	}
-	r.d = updated
+	r.d, r.wroteD = updated, updated.DeepCopy()
 	return nil
 }

@@ -28,25 +28,27 @@ type run struct {
 	// requeueAfter, when not negative, asks for another sync after it:
 	// the progress deadline check.
 	requeueAfter time.Duration
-	// written holds the ReplicaSets as this sync last wrote them: the
-	// cache has not seen them yet, and later steps of the sync must build
-	// on them (kube's controller reads the cache again, and conflicts).
-	written map[types.UID]*appsv1.ReplicaSet
+	// wroteD is a copy of what the last write of the Deployment in this
+	// sync returned, for the next sync to build on if the cache has not
+	// shown it yet.
+	wroteD *appsv1.Deployment
 }
 
-// wrote records rs as written and returns it.
-func (r *run) wrote(rs *appsv1.ReplicaSet) *appsv1.ReplicaSet {
-	r.written[rs.UID] = rs
+// wrote records that base, as this sync saw it, was written and the
+// server returned rs, and returns rs: later steps of the sync, and later
+// syncs while the cache lags, build on it (kube's controller reads the
+// cache again, and conflicts).
+func (r *run) wrote(base, rs *appsv1.ReplicaSet) *appsv1.ReplicaSet {
+	r.c.rsWrites.Replaced(rs.Namespace+"/"+rs.Name, base, rs)
 	return rs
 }
 
-// latest replaces, in place, the ReplicaSets of rsList this sync has
-// written by what it wrote.
+// latest replaces, in place, the ReplicaSets of rsList that this
+// controller has written since the cache last showed them by what it
+// wrote.
 func (r *run) latest(rsList []*appsv1.ReplicaSet) {
 	for i, rs := range rsList {
-		if w, ok := r.written[rs.UID]; ok {
-			rsList[i] = w
-		}
+		rsList[i] = r.c.rsWrites.Latest(rs.Namespace+"/"+rs.Name, rs)
 	}
 }
 
@@ -103,7 +105,7 @@ func (r *run) updateStatus() error {
 	if err != nil {
 		return fmt.Errorf("updating status of deployment %s/%s: %w", r.d.Namespace, r.d.Name, err)
 	}
-	r.d = updated
+	r.d, r.wroteD = updated, updated.DeepCopy()
 	return nil
 }
 
@@ -201,7 +203,7 @@ func (r *run) adopt(rs *appsv1.ReplicaSet) (*appsv1.ReplicaSet, error) {
 	if err != nil {
 		return nil, fmt.Errorf("adopting replica set %s/%s: %w", rs.Namespace, rs.Name, err)
 	}
-	return r.wrote(adopted), nil
+	return r.wrote(rs, adopted), nil
 }
 
 func (r *run) release(rs *appsv1.ReplicaSet) error {
@@ -249,7 +251,7 @@ func (r *run) newReplicaSet(existing *appsv1.ReplicaSet, old []*appsv1.ReplicaSe
 			if err != nil {
 				return nil, fmt.Errorf("updating replica set %s/%s: %w", rs.Namespace, rs.Name, err)
 			}
-			return r.wrote(updated), nil
+			return r.wrote(existing, updated), nil
 		}
 		needsUpdate := setDeploymentRevision(d, rs.Annotations[RevisionAnnotation])
 		if hasProgressDeadline(d) && getCondition(d.Status, appsv1.DeploymentProgressing) == nil {
@@ -504,14 +506,17 @@ func (r *run) scaleReplicaSet(rs *appsv1.ReplicaSet, size int32, force bool) (bo
 	if !resize && !replicasAnnotationsStale(rs, desired, maxReplicas) {
 		return false, rs, nil
 	}
-	cp := rs.DeepCopy()
-	cp.Spec.Replicas = &size
-	setReplicasAnnotations(cp, desired, maxReplicas)
-	updated, err := r.c.client.UpdateReplicaSet(r.ctx, cp)
+	updated, err := r.c.client.ScaleReplicaSet(r.ctx, rs, size, replicasAnnotations(desired, maxReplicas))
+	if apierrors.IsConflict(err) {
+		// The ReplicaSet's spec moved on since the cache showed it: the
+		// informer brings the newer one, and with it the next sync,
+		// which decides again on it.
+		return false, rs, fmt.Errorf("scaling replica set %s/%s to %d: %w", rs.Namespace, rs.Name, size, errStale)
+	}
 	if err != nil {
 		return false, rs, fmt.Errorf("scaling replica set %s/%s to %d: %w", rs.Namespace, rs.Name, size, err)
 	}
-	r.wrote(updated)
+	r.wrote(rs, updated)
 	if resize {
 		op := "down"
 		if cur < size {

@@ -338,8 +338,18 @@ func annotationInt32(rs *appsv1.ReplicaSet, key string) (int32, bool) {
 // replicasAnnotationsStale reports whether rs's desired- and
 // max-replicas annotations differ from desired and maxReplicas.
 func replicasAnnotationsStale(rs *appsv1.ReplicaSet, desired, maxReplicas int32) bool {
-	return rs.Annotations[DesiredReplicasAnnotation] != strconv.Itoa(int(desired)) ||
-		rs.Annotations[MaxReplicasAnnotation] != strconv.Itoa(int(maxReplicas))
+	for k, v := range replicasAnnotations(desired, maxReplicas) {
+		if rs.Annotations[k] != v {
+			return true
+		}
+	}
+	return false
+}
+
+// replicasAnnotations are the annotations that tell a ReplicaSet's
+// Deployment's desired replicas and the most it may run.
+func replicasAnnotations(desired, maxReplicas int32) map[string]string {
+	return map[string]string{DesiredReplicasAnnotation: strconv.Itoa(int(desired)), MaxReplicasAnnotation: strconv.Itoa(int(maxReplicas))}
 }
 
 // setReplicasAnnotations writes desired and maxReplicas into rs's
@@ -349,7 +359,7 @@ func setReplicasAnnotations(rs *appsv1.ReplicaSet, desired, maxReplicas int32) b
 	if rs.Annotations == nil {
 		rs.Annotations = map[string]string{}
 	}
-	for k, v := range map[string]string{DesiredReplicasAnnotation: strconv.Itoa(int(desired)), MaxReplicasAnnotation: strconv.Itoa(int(maxReplicas))} {
+	for k, v := range replicasAnnotations(desired, maxReplicas) {
 		if rs.Annotations[k] != v {
 			rs.Annotations[k] = v
 			changed = true

@@ -118,6 +118,11 @@ type Controller struct {
 	// with the assumptions would count a binding twice meanwhile.
 	bound map[types.UID]string
 	load  map[string]int
+	// confirmed holds the pods whose deletion was confirmed until the
+	// informer shows them gone: a termination sync queued meanwhile (by
+	// another update of the pod) would otherwise delete them again, and
+	// get a 404 (about one pod in twenty in a rollout of 1,000).
+	confirmed map[types.UID]bool
 }
 
 // New returns a Controller over the shared pod informer, which may be
@@ -137,14 +142,15 @@ func New(pods cache.Informer[*corev1.Pod], client PodClient, opts Options) (*Con
 		}
 	}
 	c := &Controller{
-		informer: pods,
-		client:   client,
-		opts:     opts,
-		nodes:    map[string]bool{},
-		boundAt:  map[types.UID]time.Time{},
-		assumed:  map[types.UID]string{},
-		bound:    map[types.UID]string{},
-		load:     map[string]int{},
+		informer:  pods,
+		client:    client,
+		opts:      opts,
+		nodes:     map[string]bool{},
+		boundAt:   map[types.UID]time.Time{},
+		assumed:   map[types.UID]string{},
+		bound:     map[types.UID]string{},
+		load:      map[string]int{},
+		confirmed: map[types.UID]bool{},
 	}
 	for _, n := range opts.Nodes {
 		c.nodes[n] = true
@@ -157,6 +163,7 @@ func New(pods cache.Informer[*corev1.Pod], client PodClient, opts Options) (*Con
 			c.mu.Lock()
 			delete(c.boundAt, p.UID)
 			delete(c.assumed, p.UID)
+			delete(c.confirmed, p.UID)
 			if n, ok := c.bound[p.UID]; ok {
 				c.load[n]--
 				delete(c.bound, p.UID)
@@ -248,6 +255,9 @@ func (c *Controller) schedule(ctx context.Context, key string, pod *corev1.Pod) 
 		return controller.Result{}, nil
 	}
 	node := c.assume(pod.UID)
+	// The start delay counts from when the binding was asked for: the
+	// server binds the pod at some point of the round trip.
+	asked := time.Now()
 	err := c.client.Bind(ctx, pod.Namespace, pod.Name, pod.UID, node)
 	if err != nil {
 		c.mu.Lock()
@@ -262,7 +272,22 @@ func (c *Controller) schedule(ctx context.Context, key string, pod *corev1.Pod) 
 		return controller.Result{}, fmt.Errorf("binding pod %s to %s: %w", key, node, err)
 	}
 	c.Logger().Debug("bound pod", "pod", key, "node", node)
-	return controller.Result{}, nil
+	// The kubelet's part follows at once, as a kubelet that is handed a
+	// pod starts it without waiting for another look: waiting for the
+	// informer to show the binding would put the start behind every other
+	// pending pod's binding, so that none runs before all are bound. The
+	// binding moved the pod's resourceVersion, which a status write of the
+	// cached copy would then conflict with; pods take status writes
+	// without one, as the kubelet's own patches do.
+	c.mu.Lock()
+	if _, ok := c.boundAt[pod.UID]; !ok {
+		c.boundAt[pod.UID] = asked
+	}
+	c.mu.Unlock()
+	bound := pod.DeepCopy()
+	bound.Spec.NodeName = node
+	bound.ResourceVersion = ""
+	return c.start(ctx, key, bound)
 }
 
 // assume picks the node with the fewest pods, counting those bound but not
@@ -362,6 +387,12 @@ func (c *Controller) terminate(ctx context.Context, pod *corev1.Pod) (controller
 	if wait := time.Until(done); wait > 0 {
 		return controller.Result{RequeueAfter: wait}, nil
 	}
+	c.mu.Lock()
+	confirmed := c.confirmed[pod.UID]
+	c.mu.Unlock()
+	if confirmed {
+		return controller.Result{}, nil
+	}
 	zero := int64(0)
 	uid := pod.UID
 	err := c.client.Delete(ctx, pod.Namespace, pod.Name, metav1.DeleteOptions{
@@ -370,6 +401,11 @@ func (c *Controller) terminate(ctx context.Context, pod *corev1.Pod) (controller
 	})
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		return controller.Result{}, fmt.Errorf("confirming deletion of pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	if err == nil {
+		c.mu.Lock()
+		c.confirmed[uid] = true
+		c.mu.Unlock()
 	}
 	return controller.Result{}, nil
 }

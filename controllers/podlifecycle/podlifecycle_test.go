@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -19,6 +21,7 @@ import (
 
 	"github.com/listwatch/listwatch/cache"
 	"github.com/listwatch/listwatch/cache/cachetest"
+	"github.com/listwatch/listwatch/controller"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -32,6 +35,13 @@ var podsGR = schema.GroupResource{Resource: "pods"}
 type podAPI struct {
 	src *cachetest.Source[*corev1.Pod]
 	mu  sync.Mutex // serialises read-modify-write
+	// calls logs the writes in order: "bind p", "status p", "delete p".
+	calls []string
+	// deleteLag, when set, is how long a deleted pod takes to leave the
+	// source (and so the informer), as a watch event can lag the
+	// response; deleting it again meanwhile is NotFound.
+	deleteLag time.Duration
+	deleted   map[types.UID]bool
 }
 
 func (a *podAPI) get(ns, name string, uid types.UID) (*corev1.Pod, error) {
@@ -56,6 +66,7 @@ func (a *podAPI) Bind(_ context.Context, ns, name string, uid types.UID, node st
 	}
 	p.Spec.NodeName = node
 	_, err = a.src.Update(p)
+	a.calls = append(a.calls, "bind "+name)
 	return err
 }
 
@@ -66,10 +77,12 @@ func (a *podAPI) UpdateStatus(_ context.Context, pod *corev1.Pod) (*corev1.Pod, 
 	if err != nil {
 		return nil, err
 	}
-	if cur.ResourceVersion != pod.ResourceVersion {
+	// No resourceVersion: an unconditional write, which pods allow.
+	if pod.ResourceVersion != "" && cur.ResourceVersion != pod.ResourceVersion {
 		return nil, apierrors.NewConflict(podsGR, pod.Name, fmt.Errorf("stale resourceVersion"))
 	}
 	cur.Status = pod.Status
+	a.calls = append(a.calls, "status "+pod.Name)
 	return a.src.Update(cur)
 }
 
@@ -80,10 +93,23 @@ func (a *podAPI) Delete(_ context.Context, ns, name string, opts metav1.DeleteOp
 	if opts.Preconditions != nil && opts.Preconditions.UID != nil {
 		uid = *opts.Preconditions.UID
 	}
-	if _, err := a.get(ns, name, uid); err != nil {
+	p, err := a.get(ns, name, uid)
+	if err != nil {
 		return err
 	}
-	_, err := a.src.Delete(ns, name)
+	if a.deleted[p.UID] {
+		return apierrors.NewNotFound(podsGR, name)
+	}
+	a.calls = append(a.calls, "delete "+name)
+	if a.deleteLag > 0 {
+		if a.deleted == nil {
+			a.deleted = map[types.UID]bool{}
+		}
+		a.deleted[p.UID] = true
+		time.AfterFunc(a.deleteLag, func() { _, _ = a.src.Delete(ns, name) })
+		return nil
+	}
+	_, err = a.src.Delete(ns, name)
 	return err
 }
 
@@ -188,6 +214,27 @@ func TestPodLifecycle(t *testing.T) {
 			}
 			if len(p.Status.ContainerStatuses) != 1 || !p.Status.ContainerStatuses[0].Ready || p.Status.ContainerStatuses[0].State.Running == nil {
 				t.Fatalf("container statuses %+v", p.Status.ContainerStatuses)
+			}
+		}},
+		{"with no start delay a pod starts as soon as it is bound, not after the other pods' bindings", func(t *testing.T) {
+			// One worker: on a FIFO queue, waiting for the informer to
+			// show each binding would bind all three before starting one.
+			h := start(t, Options{StartDelay: time.Nanosecond, Controller: controller.Options{Workers: 1}},
+				newPod("a", "", ""), newPod("b", "", ""), newPod("c", "", ""))
+			defer h.stop()
+			time.Sleep(time.Second)
+			synctest.Wait()
+			h.api.mu.Lock()
+			calls := slices.Clone(h.api.calls)
+			h.api.mu.Unlock()
+			if len(calls) != 6 {
+				t.Fatalf("writes %q; want a binding and a status write for each of 3 pods", calls)
+			}
+			for i := 0; i < len(calls); i += 2 {
+				pod := strings.TrimPrefix(calls[i], "bind ")
+				if !strings.HasPrefix(calls[i], "bind ") || calls[i+1] != "status "+pod {
+					t.Fatalf("writes %q; want each binding followed at once by its pod's status write", calls)
+				}
 			}
 		}},
 		{"pods of another scheduler stay pending; default-scheduler pods are bound", func(t *testing.T) {
@@ -312,6 +359,36 @@ func TestPodLifecycle(t *testing.T) {
 			synctest.Wait()
 			if _, ok := h.api.src.Get("ns", "foreign"); !ok {
 				t.Fatal("pod on a node this controller does not simulate was removed")
+			}
+		}},
+		{"a deletion is confirmed once, though the pod changes again before the informer shows it gone", func(t *testing.T) {
+			h := start(t, Options{TerminationDelay: time.Second}, newPod("mine", "", "node-1"))
+			defer h.stop()
+			h.api.mu.Lock()
+			h.api.deleteLag = 5 * time.Second
+			h.api.mu.Unlock()
+			synctest.Wait()
+			h.api.gracefulDelete(t, "ns", "mine", 30)
+			time.Sleep(2 * time.Second)
+			synctest.Wait()
+			// Another update of the pod queues it for termination again.
+			p := h.pod(t, "mine").DeepCopy()
+			p.Labels = map[string]string{"touched": "yes"}
+			if _, err := h.api.src.Update(p); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(time.Minute)
+			synctest.Wait()
+			h.api.mu.Lock()
+			defer h.api.mu.Unlock()
+			n := 0
+			for _, c := range h.api.calls {
+				if c == "delete mine" {
+					n++
+				}
+			}
+			if n != 1 {
+				t.Errorf("final deletes %d (%q), want 1", n, h.api.calls)
 			}
 		}},
 		{"a deletion is confirmed without waiting behind the pods queued for binding", func(t *testing.T) {

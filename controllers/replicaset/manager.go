@@ -55,10 +55,12 @@ type Options struct {
 // ReplicationManager). Make it with New and run it once with Run.
 type Manager[T cache.Object] struct {
 	*controller.Controller[string]
-	kind       Kind[T]
-	pods       cache.Informer[*corev1.Pod]
-	lister     cache.Lister[T]
-	client     StatusClient[T]
+	kind   Kind[T]
+	pods   cache.Informer[*corev1.Pod]
+	lister cache.Lister[T]
+	client StatusClient[T]
+	// writes holds the status writes the informer has not shown yet.
+	writes     controller.Writes[T]
 	podControl controller.PodControl
 	recorder   controller.EventRecorder
 	burst      int

@@ -135,7 +135,11 @@ func (m *Manager[T]) updateStatus(ctx context.Context, obj T, status appsv1.Repl
 	if apiequality.Semantic.DeepEqual(m.kind.Status(obj), status) {
 		return nil
 	}
-	_, err := m.client.UpdateStatus(ctx, m.kind.WithStatus(obj, status))
+	written, err := m.client.UpdateStatus(ctx, m.kind.WithStatus(obj, status))
+	if err == nil {
+		m.writes.Replaced(objectKey(obj), obj, written)
+		return nil
+	}
 	if apierrors.IsConflict(err) {
 		fresh, gerr := m.client.Get(ctx, obj.GetNamespace(), obj.GetName())
 		switch {
@@ -149,7 +153,12 @@ func (m *Manager[T]) updateStatus(ctx context.Context, obj T, status appsv1.Repl
 		case apiequality.Semantic.DeepEqual(m.kind.Status(fresh), status):
 			return nil
 		}
-		_, err = m.client.UpdateStatus(ctx, m.kind.WithStatus(fresh, status))
+		// Both the cached copy and the one read are superseded by what
+		// the retry writes, whichever the cache shows next.
+		m.writes.Replaced(objectKey(obj), obj, fresh)
+		if written, err = m.client.UpdateStatus(ctx, m.kind.WithStatus(fresh, status)); err == nil {
+			m.writes.Replaced(objectKey(obj), fresh, written)
+		}
 	}
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("updating status of %s: %w", objectKey(obj), err)

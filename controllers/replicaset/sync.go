@@ -31,11 +31,14 @@ func (m *Manager[T]) sync(ctx context.Context, key string) (controller.Result, e
 		// Its pods are the garbage collector's business, not ours: they
 		// are neither recreated nor deleted.
 		m.expectations.DeleteExpectations(key)
+		m.writes.Forget(key)
 		return controller.Result{}, nil
 	}
 	if err != nil {
 		return controller.Result{}, fmt.Errorf("getting %s %s from the cache: %w", m.kind.GroupVersionKind().Kind, key, err)
 	}
+	// The last status write may not have reached the cache yet.
+	obj = m.writes.Latest(key, obj)
 
 	// Expectations are read before the pods are listed: a pod event that
 	// lands in between makes the list newer than the expectations said,
