@@ -255,9 +255,6 @@ func (c *Controller) schedule(ctx context.Context, key string, pod *corev1.Pod) 
 		return controller.Result{}, nil
 	}
 	node := c.assume(pod.UID)
-	// The start delay counts from when the binding was asked for: the
-	// server binds the pod at some point of the round trip.
-	asked := time.Now()
 	err := c.client.Bind(ctx, pod.Namespace, pod.Name, pod.UID, node)
 	if err != nil {
 		c.mu.Lock()
@@ -272,22 +269,7 @@ func (c *Controller) schedule(ctx context.Context, key string, pod *corev1.Pod) 
 		return controller.Result{}, fmt.Errorf("binding pod %s to %s: %w", key, node, err)
 	}
 	c.Logger().Debug("bound pod", "pod", key, "node", node)
-	// The kubelet's part follows at once, as a kubelet that is handed a
-	// pod starts it without waiting for another look: waiting for the
-	// informer to show the binding would put the start behind every other
-	// pending pod's binding, so that none runs before all are bound. The
-	// binding moved the pod's resourceVersion, which a status write of the
-	// cached copy would then conflict with; pods take status writes
-	// without one, as the kubelet's own patches do.
-	c.mu.Lock()
-	if _, ok := c.boundAt[pod.UID]; !ok {
-		c.boundAt[pod.UID] = asked
-	}
-	c.mu.Unlock()
-	bound := pod.DeepCopy()
-	bound.Spec.NodeName = node
-	bound.ResourceVersion = ""
-	return c.start(ctx, key, bound)
+	return controller.Result{}, nil
 }
 
 // assume picks the node with the fewest pods, counting those bound but not

@@ -25,7 +25,9 @@
 //   - status (replicas, fullyLabeledReplicas, readyReplicas,
 //     availableReplicas, terminatingReplicas for ReplicaSets,
 //     observedGeneration and the ReplicaFailure condition) is written when
-//     it changed.
+//     it changed, on the controller's own last write when the informer
+//     has not shown that yet (controller.Writes), so that a lagging
+//     cache costs no conflict.
 //
 // Expectations are what keep a lagging cache from causing duplicate pods:
 // a sync that created or deleted pods does not compute another difference

@@ -319,8 +319,10 @@ type sut struct {
 	updateRC  func(old, cur *corev1.ReplicationController)
 	deleteRC  func(rc *corev1.ReplicationController, finalStateUnknown bool)
 
-	manageReplicas            func(ctx context.Context, pods []*corev1.Pod, rc *corev1.ReplicationController) error
-	updateStatus              func(ctx context.Context, rc *corev1.ReplicationController, status corev1.ReplicationControllerStatus) error
+	manageReplicas func(ctx context.Context, pods []*corev1.Pod, rc *corev1.ReplicationController) error
+	updateStatus   func(ctx context.Context, rc *corev1.ReplicationController, status corev1.ReplicationControllerStatus) error
+	// latest is what a sync builds on when the cache shows rc.
+	latest                    func(rc *corev1.ReplicationController) *corev1.ReplicationController
 	syncReplicationController func(ctx context.Context, key string) (controller.Result, error)
 	candidatePods             func(namespace, uid string) ([]*corev1.Pod, error)
 	// secondManager makes another manager over the same pod informer.
@@ -415,6 +417,9 @@ func newKindCase[T cache.Object](k Kind[T], other schema.GroupVersionKind,
 			},
 			updateStatus: func(ctx context.Context, rc *corev1.ReplicationController, st corev1.ReplicationControllerStatus) error {
 				return m.updateStatus(ctx, to(rc), toStatus(st))
+			},
+			latest: func(rc *corev1.ReplicationController) *corev1.ReplicationController {
+				return from(m.writes.Latest(objectKey(to(rc)), to(rc)))
 			},
 			syncReplicationController: m.sync,
 			candidatePods: func(namespace, uid string) ([]*corev1.Pod, error) {

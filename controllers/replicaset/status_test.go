@@ -236,3 +236,32 @@ func testRunLifecycle[T cache.Object](t *testing.T, k Kind[T]) {
 		t.Error("New without informers returned nil error")
 	}
 }
+
+// TestStatusOnOwnUnseenWrite: a sync that runs before the informer shows
+// the controller's last status write builds on that write, so its own
+// write meets no conflict (and costs no read).
+func TestStatusOnOwnUnseenWrite(t *testing.T) {
+	forEachKind(t, func(t *testing.T, k kindCase) {
+		synctest.Test(t, func(t *testing.T) {
+			e := k.newEnv(t, Options{})
+			cached := e.createRC(newRC("web", 1))
+			if err := e.m.updateStatus(t.Context(), cached, corev1.ReplicationControllerStatus{Replicas: 1, ObservedGeneration: 1}); err != nil {
+				t.Fatal(err)
+			}
+			// The cache still shows cached: the next sync's base is the write.
+			base := e.m.latest(cached)
+			if base.ResourceVersion == cached.ResourceVersion {
+				t.Fatalf("base of the next sync is the cached copy, resourceVersion %s", base.ResourceVersion)
+			}
+			if err := e.m.updateStatus(t.Context(), base, corev1.ReplicationControllerStatus{Replicas: 2, ObservedGeneration: 1}); err != nil {
+				t.Fatal(err)
+			}
+			if _, _, _, _, calls := e.api.counts(); calls != 2 {
+				t.Errorf("status calls %d, want 2 (no conflict, no retry)", calls)
+			}
+			if got := e.rc("web").Status.Replicas; got != 2 {
+				t.Errorf("stored status.replicas %d, want 2", got)
+			}
+		})
+	})
+}
