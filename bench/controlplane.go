@@ -196,6 +196,10 @@ func deploymentComplete(ctx context.Context, c *client.Client, n int32) (bool, s
 	return ok, fmt.Sprintf("Deployment at %d updated, %d available of %d", s.UpdatedReplicas, s.AvailableReplicas, n), nil
 }
 
+// cpPodLifecycle is the stand-in kubelet of every row: the zero value
+// means podlifecycle's one-second delays; a nanosecond is "at once".
+var cpPodLifecycle = podlifecycle.Options{StartDelay: time.Nanosecond, TerminationDelay: time.Nanosecond}
+
 const (
 	cpNamespace = "bench"
 	cpRCName    = "web"
@@ -276,35 +280,18 @@ func runControllersSide(w cpWorkload, n int) (time.Duration, map[string]int64, e
 
 	counter := &requestCounter{}
 	cmCfg := cp.clientConfig(counter.wrap)
-	m, err := controllermanager.New(controllermanager.Config{
+	stopManager, err := startManager(ctx, controllermanager.Config{
 		Client: cmCfg,
 		// One replica alone: the Lease would only add its own requests.
 		LeaderElection: controllermanager.LeaderElection{Disabled: true},
 		Replication:    replication.Options{},
-		// The zero value means podlifecycle's one-second default; a
-		// nanosecond is "at once".
-		PodLifecycle: podlifecycle.Options{StartDelay: time.Nanosecond, TerminationDelay: time.Nanosecond},
-		Logger:       quietLogger(),
+		PodLifecycle:   cpPodLifecycle,
+		Logger:         quietLogger(),
 	})
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, fmt.Errorf("controller-manager: %w", err)
 	}
-	mctx, stopManager := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- m.Run(mctx) }()
-	defer func() {
-		stopManager()
-		<-done
-	}()
-	for !m.Ready() {
-		select {
-		case <-ctx.Done():
-			return 0, nil, fmt.Errorf("controller-manager not ready: %w", ctx.Err())
-		case err := <-done:
-			return 0, nil, fmt.Errorf("controller-manager stopped: %v", err)
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
+	defer stopManager()
 	// The caches' initial lists are not part of the measure.
 	counter.reset()
 

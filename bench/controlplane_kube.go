@@ -44,7 +44,6 @@ import (
 
 	"github.com/listwatch/listwatch/client"
 	"github.com/listwatch/listwatch/controllermanager"
-	"github.com/listwatch/listwatch/controllers/podlifecycle"
 )
 
 // implKubeControllerManager names the rows measured against a cluster's
@@ -133,9 +132,8 @@ func benchKubeControllerManager(name string, w cpWorkload, n int) ([]Row, error)
 		Client:         cfg(),
 		Controllers:    []string{controllermanager.PodLifecycle},
 		LeaderElection: controllermanager.LeaderElection{Disabled: true},
-		// As runControllersSide: a nanosecond is "at once".
-		PodLifecycle: podlifecycle.Options{StartDelay: time.Nanosecond, TerminationDelay: time.Nanosecond},
-		Logger:       quietLogger(),
+		PodLifecycle:   cpPodLifecycle,
+		Logger:         quietLogger(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("stand-in kubelet: %w", err)
