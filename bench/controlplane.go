@@ -215,17 +215,25 @@ func benchControlPlane(name string, w cpWorkload, n int) ([]Row, error) {
 		// Another cluster's controllers (controlplane_kube.go).
 		return benchKubeControllerManager(name, w, n)
 	}
-	lwTime, lwReqs, err := runControllersSide(w, n)
+	lw, lwReqs, err := runControllersSide(w, n)
 	if err != nil {
 		return nil, fmt.Errorf("controller-manager: %w", err)
 	}
-	floorTime, floorReqs, err := runFloorSide(w, n)
+	floor, floorReqs, err := runFloorSide(w, n)
 	if err != nil {
 		return nil, fmt.Errorf("floor: %w", err)
 	}
 	rows := []Row{
-		{Workload: name, Impl: implListwatch, Metric: w.metric + "=" + strconv.Itoa(n), Value: lwTime.Seconds(), Unit: "s"},
-		{Workload: name, Impl: implFloor, Metric: w.metric + "=" + strconv.Itoa(n), Value: floorTime.Seconds(), Unit: "s"},
+		{Workload: name, Impl: implListwatch, Metric: w.metric + "=" + strconv.Itoa(n), Value: lw.wall.Seconds(), Unit: "s"},
+		{Workload: name, Impl: implFloor, Metric: w.metric + "=" + strconv.Itoa(n), Value: floor.wall.Seconds(), Unit: "s"},
+	}
+	if lw.cpu > 0 && floor.cpu > 0 {
+		// The whole process's CPU (API server, etcd and the controllers or
+		// the floor's writers) over the timed window: next to the time it
+		// tells work from waiting (2 cores bound it at twice the time).
+		rows = append(rows,
+			Row{Workload: name, Impl: implListwatch, Metric: "cpu time", Value: lw.cpu.Seconds(), Unit: "s"},
+			Row{Workload: name, Impl: implFloor, Metric: "cpu time", Value: floor.cpu.Seconds(), Unit: "s"})
 	}
 	var total, floorTotal float64
 	for _, k := range unionKeys(lwReqs, floorReqs) {
@@ -247,9 +255,15 @@ func benchControlPlane(name string, w cpWorkload, n int) ([]Row, error) {
 	// the measure of a controller-manager that does them is not one.
 	if got, deleted := lwReqs["create pods"], lwReqs["delete pods"]; !w.podWritesOK(n, got, deleted) {
 		return nil, fmt.Errorf("the controller-manager created %d pods and deleted %d for %d replicas, want %d and %d to %d (in %.2fs, floor %.2fs)",
-			got, deleted, n, w.creates(n), w.deletes(n), 2*w.deletes(n), lwTime.Seconds(), floorTime.Seconds())
+			got, deleted, n, w.creates(n), w.deletes(n), 2*w.deletes(n), lw.wall.Seconds(), floor.wall.Seconds())
 	}
 	return rows, nil
+}
+
+// cpRun is one side's measure: the time until the workload was done, and
+// the CPU the process spent meanwhile.
+type cpRun struct {
+	wall, cpu time.Duration
 }
 
 func unionKeys(a, b map[string]int64) []string {
@@ -269,12 +283,12 @@ func unionKeys(a, b map[string]int64) []string {
 
 // runControllersSide starts a control plane and a controller-manager,
 // gives it w's work and times until w is done.
-func runControllersSide(w cpWorkload, n int) (time.Duration, map[string]int64, error) {
+func runControllersSide(w cpWorkload, n int) (cpRun, map[string]int64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), cpTimeout)
 	defer cancel()
 	cp, err := startControlPlane(ctx)
 	if err != nil {
-		return 0, nil, err
+		return cpRun{}, nil, err
 	}
 	defer cp.close()
 
@@ -289,7 +303,7 @@ func runControllersSide(w cpWorkload, n int) (time.Duration, map[string]int64, e
 		Logger:         quietLogger(),
 	})
 	if err != nil {
-		return 0, nil, fmt.Errorf("controller-manager: %w", err)
+		return cpRun{}, nil, fmt.Errorf("controller-manager: %w", err)
 	}
 	defer stopManager()
 	// The caches' initial lists are not part of the measure.
@@ -297,27 +311,29 @@ func runControllersSide(w cpWorkload, n int) (time.Duration, map[string]int64, e
 
 	driver, err := client.New(cp.clientConfig(nil))
 	if err != nil {
-		return 0, nil, err
+		return cpRun{}, nil, err
 	}
 	replicas := int32(n)
 	if w.prepare != nil {
 		if err := w.prepare(ctx, driver, replicas); err != nil {
-			return 0, nil, fmt.Errorf("prepare %s: %w", w.name, err)
+			return cpRun{}, nil, fmt.Errorf("prepare %s: %w", w.name, err)
 		}
 		counter.reset()
 	}
 	endProfile := profileWindow("listwatch")
+	cpu0, _ := processCPU()
 	start := time.Now()
 	if err := w.start(ctx, driver, replicas); err != nil {
-		return 0, nil, fmt.Errorf("start %s: %w", w.name, err)
+		return cpRun{}, nil, fmt.Errorf("start %s: %w", w.name, err)
 	}
 	err = waitDone(ctx, w, driver, replicas)
 	endProfile()
 	if err != nil {
-		return 0, nil, err
+		return cpRun{}, nil, err
 	}
 	elapsed := time.Since(start)
-	return elapsed, counter.snapshot(), nil
+	cpu1, _ := processCPU()
+	return cpRun{elapsed, cpu1 - cpu0}, counter.snapshot(), nil
 }
 
 // waitDone polls w.done until it holds. Polling every few milliseconds
@@ -351,19 +367,19 @@ func waitDone(ctx context.Context, w cpWorkload, c *client.Client, n int32) erro
 // could do and, for a workload that replaces pods, deletes n pods made
 // (and marked) before the measure, as a rollout must: gracefully, then
 // finally, as the kubelet confirms.
-func runFloorSide(w cpWorkload, n int) (time.Duration, map[string]int64, error) {
+func runFloorSide(w cpWorkload, n int) (cpRun, map[string]int64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), cpTimeout)
 	defer cancel()
 	cp, err := startControlPlane(ctx)
 	if err != nil {
-		return 0, nil, err
+		return cpRun{}, nil, err
 	}
 	defer cp.close()
 
 	counter := &requestCounter{}
 	c, err := client.New(cp.clientConfig(counter.wrap))
 	if err != nil {
-		return 0, nil, err
+		return cpRun{}, nil, err
 	}
 	pods := client.For[*corev1.Pod](c, "").Namespace(cpNamespace)
 	var old []*corev1.Pod
@@ -371,10 +387,12 @@ func runFloorSide(w cpWorkload, n int) (time.Duration, map[string]int64, error) 
 		// Neither timed nor counted, as the Deployment the controllers
 		// roll is made before their measure.
 		if old, err = floorPods(ctx, pods, d); err != nil {
-			return 0, nil, fmt.Errorf("pods to delete: %w", err)
+			return cpRun{}, nil, fmt.Errorf("pods to delete: %w", err)
 		}
 	}
 	counter.reset()
+	endProfile := profileWindow(implFloor)
+	cpu0, _ := processCPU()
 	start := time.Now()
 	errs := make(chan error, 2)
 	go func() {
@@ -384,10 +402,12 @@ func runFloorSide(w cpWorkload, n int) (time.Duration, map[string]int64, error) 
 	go func() { errs <- floorDeletes(ctx, pods, old) }()
 	err = errors.Join(<-errs, <-errs)
 	elapsed := time.Since(start)
+	cpu1, _ := processCPU()
+	endProfile()
 	if err != nil {
-		return 0, nil, err
+		return cpRun{}, nil, err
 	}
-	return elapsed, counter.snapshot(), nil
+	return cpRun{elapsed, cpu1 - cpu0}, counter.snapshot(), nil
 }
 
 // floorPods creates n pods with the ReplicationManager's concurrency

@@ -101,7 +101,7 @@ func run() {
 	asJSON := flag.Bool("json", false, "also print one JSON object per row")
 	filter := flag.String("run", "", "run only workloads whose name matches this regexp")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the run to this file")
-	flag.StringVar(&profiledImpl, "cpuprofile-impl", "", "with -cpuprofile, profile only the timed windows of this implementation (listwatch or client-go) where a workload marks them, not the setup")
+	flag.StringVar(&profiledImpl, "cpuprofile-impl", "", "with -cpuprofile, profile only the timed windows of this implementation (listwatch, client-go, or floor) where a workload marks them, not the setup")
 	memProfile := flag.String("memprofile", "", "write an allocation profile of the run to this file")
 	flag.Parse()
 	if *cpuProfile != "" {

@@ -11,11 +11,16 @@
 // factory's shared ones), turns their events into object keys on a
 // rate-limited workqueue, and runs workers that sync one object at a time:
 //
-//   - the pods of the object's namespace that are active (not finished,
-//     not being deleted) are claimed through controller owner references:
-//     matching orphans are adopted (after a fresh, uncached read of the
-//     object proves it still exists and is not being deleted), owned pods
-//     that no longer match are released;
+//   - the object's pods are read from its view: what its last sync saw
+//     of the pods it controls, brought up to date from the pods the
+//     informer's events touched since, so that a sync costs what
+//     changed rather than what the object owns (a view is rebuilt from
+//     the pod index when the object changes its selector, template
+//     labels or minReadySeconds). The active orphans of its namespace
+//     are read too. Matching orphans are adopted (after a fresh,
+//     uncached read of the object proves it still exists and is not
+//     being deleted), active owned pods that no longer match are
+//     released;
 //   - if the object's expectations are satisfied (every create and delete
 //     it asked for earlier has been seen in the cache) and it is not being
 //     deleted, the difference to spec.replicas is made up: at most

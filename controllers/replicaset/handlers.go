@@ -38,6 +38,8 @@ func (m *Manager[T]) deleteObject(obj T, _ bool) {
 // addPod counts a pod created for an object towards its expected
 // creations, and queues the objects that might adopt an orphan.
 func (m *Manager[T]) addPod(pod *corev1.Pod, _ bool) {
+	// Before the expectations are settled: see podViews.
+	m.touchPod(pod)
 	if pod.DeletionTimestamp != nil {
 		// Seen for the first time already being deleted (as after a
 		// restart): it can only count as going, never as created.
@@ -68,6 +70,10 @@ func (m *Manager[T]) updatePod(old, cur *corev1.Pod) {
 	}
 	oldRef, curRef := metav1.GetControllerOfNoCopy(old), metav1.GetControllerOfNoCopy(cur)
 	refChanged := !sameRef(oldRef, curRef)
+	if refChanged {
+		m.touchPod(old)
+	}
+	m.touchPod(cur)
 	labelsChanged := !labels.Equals(old.Labels, cur.Labels)
 	if cur.DeletionTimestamp != nil {
 		// A graceful deletion has begun: the pod stops counting now, so
@@ -106,6 +112,7 @@ func (m *Manager[T]) updatePod(old, cur *corev1.Pod) {
 // deletions and queues the controller. A deletion only inferred from a
 // relist (finalStateUnknown) counts the same: the pod is gone either way.
 func (m *Manager[T]) deletePod(pod *corev1.Pod, finalStateUnknown bool) {
+	m.touchPod(pod)
 	ref := metav1.GetControllerOfNoCopy(pod)
 	if ref == nil {
 		// An orphan's deletion changes no owner's count.

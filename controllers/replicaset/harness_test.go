@@ -324,7 +324,12 @@ type sut struct {
 	// latest is what a sync builds on when the cache shows rc.
 	latest                    func(rc *corev1.ReplicationController) *corev1.ReplicationController
 	syncReplicationController func(ctx context.Context, key string) (controller.Result, error)
-	candidatePods             func(namespace, uid string) ([]*corev1.Pod, error)
+	// candidatePods is what a sync of rc reads: its active pods (its
+	// view's) and the active orphans of its namespace.
+	candidatePods func(rc *corev1.ReplicationController) ([]*corev1.Pod, error)
+	// tally is what a sync of rc at now counts of its pods, from its view
+	// brought up to date (podView).
+	tally func(rc *corev1.ReplicationController, now time.Time) (podCounts, time.Duration, bool, error)
 	// secondManager makes another manager over the same pod informer.
 	secondManager func() error
 }
@@ -342,6 +347,9 @@ type kindCase struct {
 	newIdle func(t testing.TB, objs ...*corev1.ReplicationController) *sut
 	// calculateStatus is the kind's calculateStatus seen as an RC's.
 	calculateStatus func(rc *corev1.ReplicationController, pods []*corev1.Pod, managed bool, err error, now time.Time) corev1.ReplicationControllerStatus
+	// nextAvailable is how long until the first of rc's ready pods that
+	// is not available yet becomes so, if one is waiting.
+	nextAvailable func(rc *corev1.ReplicationController, pods []*corev1.Pod, now time.Time) (time.Duration, bool)
 }
 
 var kinds = []kindCase{
@@ -413,7 +421,7 @@ func newKindCase[T cache.Object](k Kind[T], other schema.GroupVersionKind,
 			updateRC:     func(old, cur *corev1.ReplicationController) { m.updateObject(to(old), to(cur)) },
 			deleteRC:     func(rc *corev1.ReplicationController, unknown bool) { m.deleteObject(to(rc), unknown) },
 			manageReplicas: func(ctx context.Context, pods []*corev1.Pod, rc *corev1.ReplicationController) error {
-				return m.manageReplicas(ctx, pods, to(rc))
+				return m.manageReplicas(ctx, to(rc), len(pods), func() []*corev1.Pod { return pods })
 			},
 			updateStatus: func(ctx context.Context, rc *corev1.ReplicationController, st corev1.ReplicationControllerStatus) error {
 				return m.updateStatus(ctx, to(rc), toStatus(st))
@@ -422,9 +430,21 @@ func newKindCase[T cache.Object](k Kind[T], other schema.GroupVersionKind,
 				return from(m.writes.Latest(objectKey(to(rc)), to(rc)))
 			},
 			syncReplicationController: m.sync,
-			candidatePods: func(namespace, uid string) ([]*corev1.Pod, error) {
-				active, _, err := m.candidatePods(namespace, uid)
-				return active, err
+			candidatePods: func(rc *corev1.ReplicationController) ([]*corev1.Pod, error) {
+				v, err := m.podView(to(rc))
+				if err != nil {
+					return nil, err
+				}
+				orphans, err := m.orphanPods(rc.Namespace)
+				return append(append(v.replicas(nil), v.unselected()...), orphans...), err
+			},
+			tally: func(rc *corev1.ReplicationController, now time.Time) (podCounts, time.Duration, bool, error) {
+				v, err := m.podView(to(rc))
+				if err != nil {
+					return podCounts{}, 0, false, err
+				}
+				c, next, ok := v.tally(nil, now)
+				return c, next, ok, nil
 			},
 			secondManager: func() error {
 				_, err := New(k, m.pods, cachetest.NewInformer[T](), client, pc, Options{})
@@ -498,8 +518,13 @@ func newKindCase[T cache.Object](k Kind[T], other schema.GroupVersionKind,
 	}
 	kc.calculateStatus = func(rc *corev1.ReplicationController, pods []*corev1.Pod, managed bool, err error, now time.Time) corev1.ReplicationControllerStatus {
 		obj := to(rc)
-		st := calculateStatus(k, obj, pods, nil, managed, err, now)
+		counts, _, _ := newPodView(k, obj).tally(pods, now)
+		st := calculateStatus(k, obj, counts, managed, err, now)
 		return from(k.WithStatus(obj, st)).Status
+	}
+	kc.nextAvailable = func(rc *corev1.ReplicationController, pods []*corev1.Pod, now time.Time) (time.Duration, bool) {
+		_, next, ok := newPodView(k, to(rc)).tally(pods, now)
+		return next, ok
 	}
 	return kc
 }

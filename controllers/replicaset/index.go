@@ -7,7 +7,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/listwatch/listwatch/cache"
-	"github.com/listwatch/listwatch/controller"
 )
 
 // Pod indices the manager adds to the (shared) pod informer, so that a
@@ -71,37 +70,4 @@ func addPodIndexers(idx cache.Indexer[*corev1.Pod]) error {
 		}
 	}
 	return nil
-}
-
-// candidatePods returns the active pods of namespace that an object with
-// uid can claim: those it controls (to keep or release) and the orphans
-// (to adopt if its selector matches them); and, apart, the pods it
-// controls that are terminating (being deleted, not yet finished), which
-// ReplicaSets count in status. Pods of other controllers are never
-// touched by a claim and are not read at all.
-func (m *Manager[T]) candidatePods(namespace string, uid string) (active, terminating []*corev1.Pod, err error) {
-	idx := m.pods.GetIndexer()
-	owned, err := idx.ByIndex(indexByController, byControllerValue(namespace, uid))
-	if err != nil {
-		return nil, nil, fmt.Errorf("listing controlled pods: %w", err)
-	}
-	orphans, err := idx.ByIndex(indexOrphans, namespace)
-	if err != nil {
-		return nil, nil, fmt.Errorf("listing orphan pods: %w", err)
-	}
-	for _, p := range owned {
-		if p.DeletionTimestamp != nil && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
-			terminating = append(terminating, p)
-		}
-	}
-	// ByIndex returns fresh slices: filter in place, without another.
-	out := append(owned, orphans...)
-	active = out[:0]
-	for _, p := range out {
-		if controller.IsPodActive(p) {
-			active = append(active, p)
-		}
-	}
-	clear(out[len(active):])
-	return active, terminating, nil
 }

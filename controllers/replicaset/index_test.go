@@ -10,7 +10,8 @@ import (
 
 // TestCandidatePods: a sync reads the RC's own active pods and the active
 // orphans of its namespace, whatever their labels (the claim decides), and
-// nothing else; the indices follow adoption, release and deletion.
+// nothing else; the indices and the RC's view of its pods follow
+// adoption, release and deletion as the events report them.
 func TestCandidatePods(t *testing.T) {
 	forEachKind(t, func(t *testing.T, k kindCase) {
 		web := newRC("web", 3)
@@ -51,9 +52,9 @@ func TestCandidatePods(t *testing.T) {
 			t.Fatalf("second manager: %v", err)
 		}
 
-		check := func(step, uid string, want ...string) {
+		check := func(step string, rc *corev1.ReplicationController, want ...string) {
 			t.Helper()
-			got, err := m.candidatePods(ns, uid)
+			got, err := m.candidatePods(rc)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -64,31 +65,39 @@ func TestCandidatePods(t *testing.T) {
 			slices.Sort(names)
 			slices.Sort(want)
 			if !slices.Equal(names, want) {
-				t.Errorf("%s: candidates of %s %v, want %v", step, uid, names, want)
+				t.Errorf("%s: candidates of %s %v, want %v", step, rc.Name, names, want)
 			}
 		}
 		orphans := []string{"orphan", "orphan-unmatched", "non-controller-ref"}
-		check("initial", string(web.UID), append([]string{"own", "own-unmatched"}, orphans...)...)
-		check("initial", string(db.UID), append([]string{"dbs"}, orphans...)...)
+		check("initial", web, append([]string{"own", "own-unmatched"}, orphans...)...)
+		check("initial", db, append([]string{"dbs"}, orphans...)...)
 
 		// Adopted by db: leaves the orphans, joins db's pods.
+		// Every write gives the pod a new resourceVersion, which the
+		// handlers tell a change from a resync by.
 		adopted := k.newPod("orphan", lbl, db)
+		adopted.ResourceVersion = "2"
 		if err := idx.Update(adopted); err != nil {
 			t.Fatal(err)
 		}
-		check("after adoption", string(web.UID), "own", "own-unmatched", "orphan-unmatched", "non-controller-ref")
-		check("after adoption", string(db.UID), "dbs", "orphan", "orphan-unmatched", "non-controller-ref")
+		m.updatePod(pods[2], adopted)
+		check("after adoption", web, "own", "own-unmatched", "orphan-unmatched", "non-controller-ref")
+		check("after adoption", db, "dbs", "orphan", "orphan-unmatched", "non-controller-ref")
 
 		// Released by web: an orphan again.
-		if err := idx.Update(k.newPod("own-unmatched", map[string]string{"app": "x"}, nil)); err != nil {
+		released := k.newPod("own-unmatched", map[string]string{"app": "x"}, nil)
+		released.ResourceVersion = "3"
+		if err := idx.Update(released); err != nil {
 			t.Fatal(err)
 		}
-		check("after release", string(web.UID), "own", "own-unmatched", "orphan-unmatched", "non-controller-ref")
-		check("after release", string(db.UID), "dbs", "orphan", "own-unmatched", "orphan-unmatched", "non-controller-ref")
+		m.updatePod(pods[1], released)
+		check("after release", web, "own", "own-unmatched", "orphan-unmatched", "non-controller-ref")
+		check("after release", db, "dbs", "orphan", "own-unmatched", "orphan-unmatched", "non-controller-ref")
 
 		if err := idx.Delete(adopted); err != nil {
 			t.Fatal(err)
 		}
-		check("after deletion", string(db.UID), "dbs", "own-unmatched", "orphan-unmatched", "non-controller-ref")
+		m.deletePod(adopted, false)
+		check("after deletion", db, "dbs", "own-unmatched", "orphan-unmatched", "non-controller-ref")
 	})
 }

@@ -60,7 +60,9 @@ type Manager[T cache.Object] struct {
 	lister cache.Lister[T]
 	client StatusClient[T]
 	// writes holds the status writes the informer has not shown yet.
-	writes     controller.Writes[T]
+	writes controller.Writes[T]
+	// views holds what each object's last sync saw of its pods.
+	views      podViews
 	podControl controller.PodControl
 	recorder   controller.EventRecorder
 	burst      int

@@ -10,7 +10,6 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/listwatch/listwatch/cache"
 )
@@ -21,37 +20,21 @@ const (
 	ReasonFailedDelete = "FailedDelete"
 )
 
-// calculateStatus returns obj's status for its active, controlled pods at
-// now, with terminatingReplicas set to terminating (nil for a kind without
-// it). managed tells whether manageReplicas ran in this sync, and
-// manageErr what it returned: the ReplicaFailure condition is set by a
-// failure and cleared only by a success, not by a sync that waited on
-// expectations.
-func calculateStatus[T cache.Object](kind Kind[T], obj T, pods []*corev1.Pod, terminating *int32, managed bool, manageErr error, now time.Time) appsv1.ReplicaSetStatus {
+// calculateStatus returns obj's status for the counts of its pods.
+// managed tells whether manageReplicas ran in this sync, and manageErr
+// what it returned: the ReplicaFailure condition is set by a failure and
+// cleared only by a success, not by a sync that waited on expectations.
+func calculateStatus[T cache.Object](kind Kind[T], obj T, counts podCounts, managed bool, manageErr error, now time.Time) appsv1.ReplicaSetStatus {
 	current := kind.Status(obj)
 	status := *current.DeepCopy()
-	var templateLabels labels.Selector = labels.Everything()
-	if t := kind.Template(obj); t != nil {
-		templateLabels = labels.SelectorFromValidatedSet(t.Labels)
+	status.Replicas = counts.replicas
+	status.FullyLabeledReplicas = counts.fullyLabeled
+	status.ReadyReplicas = counts.ready
+	status.AvailableReplicas = counts.available
+	status.TerminatingReplicas = nil
+	if kind.CountsTerminating() {
+		status.TerminatingReplicas = new(counts.terminating)
 	}
-	minReady := kind.MinReadySeconds(obj)
-	var fully, ready, available int32
-	for _, p := range pods {
-		if templateLabels.Matches(labels.Set(p.Labels)) {
-			fully++
-		}
-		if c := readyCondition(p); c != nil && c.Status == corev1.ConditionTrue {
-			ready++
-			if availableIn(c, minReady, now) <= 0 {
-				available++
-			}
-		}
-	}
-	status.Replicas = int32(len(pods))
-	status.FullyLabeledReplicas = fully
-	status.ReadyReplicas = ready
-	status.AvailableReplicas = available
-	status.TerminatingReplicas = terminating
 	status.ObservedGeneration = obj.GetGeneration()
 
 	if managed {
@@ -59,7 +42,7 @@ func calculateStatus[T cache.Object](kind Kind[T], obj T, pods []*corev1.Pod, te
 		switch {
 		case manageErr != nil && i < 0:
 			reason := ReasonFailedCreate
-			if len(pods) > int(kind.Replicas(obj)) {
+			if counts.replicas > kind.Replicas(obj) {
 				reason = ReasonFailedDelete
 			}
 			status.Conditions = append(status.Conditions, appsv1.ReplicaSetCondition{
@@ -99,33 +82,6 @@ func readyCondition(pod *corev1.Pod) *corev1.PodCondition {
 		}
 	}
 	return nil
-}
-
-// availableIn returns how long until a pod whose Ready condition is c
-// becomes available, having been ready for minReadySeconds; zero or less
-// when it is already.
-func availableIn(c *corev1.PodCondition, minReadySeconds int32, now time.Time) time.Duration {
-	if minReadySeconds <= 0 {
-		return 0
-	}
-	return c.LastTransitionTime.Add(time.Duration(minReadySeconds) * time.Second).Sub(now)
-}
-
-// nextAvailable returns how long until the first ready but not yet
-// available pod becomes available, if there is one.
-func nextAvailable(pods []*corev1.Pod, minReadySeconds int32, now time.Time) (time.Duration, bool) {
-	var next time.Duration
-	found := false
-	for _, p := range pods {
-		c := readyCondition(p)
-		if c == nil || c.Status != corev1.ConditionTrue {
-			continue
-		}
-		if d := availableIn(c, minReadySeconds, now); d > 0 && (!found || d < next) {
-			next, found = d, true
-		}
-	}
-	return next, found
 }
 
 // updateStatus writes status to obj unless obj has it already. A conflict

@@ -112,7 +112,9 @@ func TestNextAvailable(t *testing.T) {
 			{"earliest wins", 10, []*corev1.Pod{ready(2 * time.Second), ready(7 * time.Second), ready(time.Hour)}, 3 * time.Second, true},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
-				got, ok := nextAvailable(tc.pods, tc.minReady, now)
+				rc := newRC("web", 1)
+				rc.Spec.MinReadySeconds = tc.minReady
+				got, ok := k.nextAvailable(rc, tc.pods, now)
 				if got != tc.want || ok != tc.ok {
 					t.Errorf("nextAvailable = %v, %v; want %v, %v", got, ok, tc.want, tc.ok)
 				}

@@ -32,6 +32,7 @@ func (m *Manager[T]) sync(ctx context.Context, key string) (controller.Result, e
 		// are neither recreated nor deleted.
 		m.expectations.DeleteExpectations(key)
 		m.writes.Forget(key)
+		m.views.forget(key)
 		return controller.Result{}, nil
 	}
 	if err != nil {
@@ -40,59 +41,52 @@ func (m *Manager[T]) sync(ctx context.Context, key string) (controller.Result, e
 	// The last status write may not have reached the cache yet.
 	obj = m.writes.Latest(key, obj)
 
-	// Expectations are read before the pods are listed: a pod event that
-	// lands in between makes the list newer than the expectations said,
-	// which is safe; the other order could act on a list older than them.
+	// Expectations are read before the pods are: a pod event that lands
+	// in between makes the pods newer than the expectations said, which
+	// is safe; the other order could act on pods older than them.
 	satisfied := m.expectations.SatisfiedExpectations(key)
 
-	selector := m.kind.Selector(obj)
-	candidates, terminating, err := m.candidatePods(ns, string(obj.GetUID()))
+	view, err := m.podView(obj)
 	if err != nil {
-		return controller.Result{}, fmt.Errorf("listing pods for %s: %w", key, err)
+		return controller.Result{}, fmt.Errorf("reading pods of %s: %w", key, err)
 	}
-	pods, err := m.claimPods(ctx, obj, selector, candidates)
+	orphans, err := m.orphanPods(ns)
+	if err != nil {
+		return controller.Result{}, fmt.Errorf("reading pods for %s: %w", key, err)
+	}
+	adopted, err := m.claimPods(ctx, obj, view.selector, append(view.unselected(), orphans...))
 	if err != nil {
 		// Pods left half adopted or unreleased are retried with backoff
 		// before anything is created for them.
 		return controller.Result{}, fmt.Errorf("claiming pods for %s: %w", key, err)
 	}
 
+	now := time.Now()
+	counts, next, waiting := view.tally(adopted, now)
 	var manageErr error
 	managed := satisfied && obj.GetDeletionTimestamp() == nil
 	if managed {
-		manageErr = m.manageReplicas(ctx, pods, obj)
+		manageErr = m.manageReplicas(ctx, obj, int(counts.replicas), func() []*corev1.Pod { return view.replicas(adopted) })
 	}
 
-	now := time.Now()
-	var nTerminating *int32
-	if m.kind.CountsTerminating() {
-		nTerminating = new(countMatching(terminating, selector))
-	}
-	status := calculateStatus(m.kind, obj, pods, nTerminating, managed, manageErr, now)
+	status := calculateStatus(m.kind, obj, counts, managed, manageErr, now)
 	if err := m.updateStatus(ctx, obj, status); err != nil {
 		return controller.Result{}, errors.Join(manageErr, err)
 	}
 	var res controller.Result
-	if d, ok := nextAvailable(pods, m.kind.MinReadySeconds(obj), now); ok {
-		res.RequeueAfter = d
+	if waiting {
+		// A ready pod becomes available then, and no event will say so.
+		res.RequeueAfter = next
 	}
 	return res, manageErr
 }
 
-// countMatching counts the pods selector matches.
-func countMatching(pods []*corev1.Pod, selector labels.Selector) int32 {
-	var n int32
-	for _, p := range pods {
-		if selector.Matches(labels.Set(p.Labels)) {
-			n++
-		}
-	}
-	return n
-}
-
-// claimPods returns the active pods obj controls after adopting the
-// matching orphans and releasing the owned pods it no longer selects.
+// claimPods adopts the matching orphans among pods and releases the pods
+// obj controls but no longer selects, and returns the pods it adopted.
 func (m *Manager[T]) claimPods(ctx context.Context, obj T, selector labels.Selector, pods []*corev1.Pod) ([]*corev1.Pod, error) {
+	if len(pods) == 0 {
+		return nil, nil
+	}
 	cm := &controller.PodControllerRefManager{
 		Control:    m.podControl,
 		Controller: obj,
@@ -114,6 +108,8 @@ func (m *Manager[T]) claimPods(ctx context.Context, obj T, selector labels.Selec
 			return fresh, nil
 		},
 	}
+	// None of pods is both controlled by obj and selected, so what the
+	// claim returns is what it adopted.
 	return cm.ClaimPods(ctx, pods)
 }
 
@@ -123,17 +119,18 @@ func (m *Manager[T]) claimPods(ctx context.Context, obj T, selector labels.Selec
 var errTemplateNotSelected = errors.New("pod template labels do not match the selector")
 
 // manageReplicas creates or deletes pods so that, once the cache has
-// caught up, obj has its desired number of active pods: at most
+// caught up, obj has its desired number of active pods, of which it has
+// n (pods lists them, and is called only when some are to go): at most
 // burstReplicas at a time, with expectations set first so that no sync
 // acts on a cache that has not seen the outcome yet.
-func (m *Manager[T]) manageReplicas(ctx context.Context, pods []*corev1.Pod, obj T) error {
+func (m *Manager[T]) manageReplicas(ctx context.Context, obj T, n int, pods func() []*corev1.Pod) error {
 	key := objectKey(obj)
-	diff := len(pods) - int(m.kind.Replicas(obj))
+	diff := n - int(m.kind.Replicas(obj))
 	switch {
 	case diff < 0:
 		return m.createPods(ctx, obj, key, min(-diff, m.burst))
 	case diff > 0:
-		return m.deletePods(ctx, obj, key, controller.PodsToDelete(pods, min(diff, m.burst)))
+		return m.deletePods(ctx, obj, key, controller.PodsToDelete(pods(), min(diff, m.burst)))
 	}
 	return nil
 }
