@@ -28,6 +28,12 @@ type StatusClient[T cache.Object] interface {
 // kube-controller-manager's burstReplicas.
 const DefaultBurstReplicas = 500
 
+// DefaultStatusInterval is Options.StatusInterval's default. kube's
+// ReplicaSet controller has no such pace, but its sync reads every pod of
+// the namespace, which spaces its writes at scale as much; without a pace
+// a sync that costs what changed writes one status per pod event.
+const DefaultStatusInterval = 50 * time.Millisecond
+
 // DefaultWorkers is the number of workers when Options.Controller.Workers
 // is not positive.
 const DefaultWorkers = 5
@@ -44,6 +50,11 @@ type Options struct {
 	Recorder controller.EventRecorder
 	// ExpectationsTTL overrides controller.ExpectationsTimeout when positive.
 	ExpectationsTTL time.Duration
+	// StatusInterval is the least time between two writes of one
+	// object's status while its pods are on their way up (a status
+	// others wait on is written at once: see the package doc);
+	// DefaultStatusInterval when zero, none when negative.
+	StatusInterval time.Duration
 	// Controller tunes the workers (DefaultWorkers when not positive),
 	// retries, logs and metrics.
 	Controller controller.Options
@@ -62,7 +73,9 @@ type Manager[T cache.Object] struct {
 	// writes holds the status writes the informer has not shown yet.
 	writes controller.Writes[T]
 	// views holds what each object's last sync saw of its pods.
-	views      podViews
+	views podViews
+	// statusPace spaces out the writes of statuses on their way.
+	statusPace controller.Pacer
 	podControl controller.PodControl
 	recorder   controller.EventRecorder
 	burst      int
@@ -98,6 +111,12 @@ func New[T cache.Object](kind Kind[T], podInformer cache.Informer[*corev1.Pod], 
 	}
 	if m.burst <= 0 {
 		m.burst = DefaultBurstReplicas
+	}
+	switch {
+	case opts.StatusInterval == 0:
+		m.statusPace.Interval = DefaultStatusInterval
+	case opts.StatusInterval > 0:
+		m.statusPace.Interval = opts.StatusInterval
 	}
 	if err := addPodIndexers(podInformer.GetIndexer()); err != nil {
 		return nil, err

@@ -7,7 +7,9 @@ import (
 	"sync"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -33,6 +35,7 @@ func (m *Manager[T]) sync(ctx context.Context, key string) (controller.Result, e
 		m.expectations.DeleteExpectations(key)
 		m.writes.Forget(key)
 		m.views.forget(key)
+		m.statusPace.Forget(key)
 		return controller.Result{}, nil
 	}
 	if err != nil {
@@ -69,16 +72,47 @@ func (m *Manager[T]) sync(ctx context.Context, key string) (controller.Result, e
 		manageErr = m.manageReplicas(ctx, obj, int(counts.replicas), func() []*corev1.Pod { return view.replicas(adopted) })
 	}
 
-	status := calculateStatus(m.kind, obj, counts, managed, manageErr, now)
-	if err := m.updateStatus(ctx, obj, status); err != nil {
-		return controller.Result{}, errors.Join(manageErr, err)
-	}
 	var res controller.Result
 	if waiting {
 		// A ready pod becomes available then, and no event will say so.
 		res.RequeueAfter = next
 	}
+	status := calculateStatus(m.kind, obj, counts, managed, manageErr, now)
+	if wait := m.statusDelay(key, obj, status, now); wait > 0 {
+		// Written by the sync this queues, with whatever more has
+		// changed by then.
+		if !waiting || wait < res.RequeueAfter {
+			res.RequeueAfter = wait
+		}
+		return res, manageErr
+	}
+	if err := m.updateStatus(ctx, obj, status); err != nil {
+		return controller.Result{}, errors.Join(manageErr, err)
+	}
 	return res, manageErr
+}
+
+// statusDelay returns how long the write of status to obj waits: zero
+// for a status others wait on, which is written at once, whatever the
+// pace: one that acknowledges a new generation, changes a condition,
+// counts fewer ready or available pods (the Deployment controller's
+// bound on unavailable pods reads availableReplicas, and must not see
+// more than there are), or has every pod wanted ready and available.
+// Other statuses (pods on their way up) are paced by StatusInterval.
+func (m *Manager[T]) statusDelay(key string, obj T, status appsv1.ReplicaSetStatus, now time.Time) time.Duration {
+	cur := m.kind.Status(obj)
+	want := m.kind.Replicas(obj)
+	switch {
+	case status.ObservedGeneration != cur.ObservedGeneration,
+		!apiequality.Semantic.DeepEqual(status.Conditions, cur.Conditions),
+		status.ReadyReplicas < cur.ReadyReplicas || status.AvailableReplicas < cur.AvailableReplicas,
+		status.Replicas == want && status.ReadyReplicas == want && status.AvailableReplicas == want:
+		return 0
+	case apiequality.Semantic.DeepEqual(status, cur):
+		// Nothing to write.
+		return 0
+	}
+	return m.statusPace.Delay(key, now)
 }
 
 // claimPods adopts the matching orphans among pods and releases the pods

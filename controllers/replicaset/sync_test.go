@@ -618,6 +618,8 @@ func TestStatusAvailableAfterMinReadySeconds(t *testing.T) {
 			for _, p := range e.owned(rc) {
 				e.setReady(p, true)
 			}
+			// Not yet available: a status on its way, written at the pace.
+			time.Sleep(DefaultStatusInterval)
 			synctest.Wait()
 			st := e.rc("web").Status
 			if st.Replicas != 3 || st.ReadyReplicas != 3 || st.AvailableReplicas != 0 || st.ObservedGeneration != 7 {
@@ -649,6 +651,57 @@ func TestStatusAvailableAfterMinReadySeconds(t *testing.T) {
 			synctest.Wait()
 			if _, _, _, _, after := e.api.counts(); after != before {
 				t.Errorf("%d status writes for a sync that changed nothing", after-before)
+			}
+		})
+	})
+}
+
+// TestStatusPace: a status on its way up waits for StatusInterval after
+// the last such write; one others wait on (fewer ready pods, all of them
+// ready and available) is written at once.
+func TestStatusPace(t *testing.T) {
+	forEachKind(t, func(t *testing.T, k kindCase) {
+		synctest.Test(t, func(t *testing.T) {
+			e := k.newEnv(t, Options{StatusInterval: time.Second})
+			rc := e.createRC(newRC("web", 4))
+			e.run()
+			e.settle(settleLimit, func() bool { return len(e.owned(rc)) == 4 })
+			pods := e.owned(rc)
+			for _, p := range pods {
+				e.setReady(p, true)
+			}
+			synctest.Wait()
+			ready := func() int32 { return e.rc("web").Status.ReadyReplicas }
+			if got := ready(); got != 4 {
+				t.Fatalf("all ready: status says %d ready at once, want 4", got)
+			}
+			for _, p := range pods[:3] {
+				e.setReady(p, false)
+				synctest.Wait()
+			}
+			if got := ready(); got != 1 {
+				t.Fatalf("three unready: status says %d ready at once, want 1", got)
+			}
+			time.Sleep(2 * time.Second)
+			e.setReady(pods[0], true)
+			synctest.Wait()
+			if got := ready(); got != 2 {
+				t.Fatalf("first write after a quiet interval: %d ready, want 2 at once", got)
+			}
+			e.setReady(pods[1], true)
+			synctest.Wait()
+			if got := ready(); got != 2 {
+				t.Fatalf("second write within the interval: %d ready at once, want 2 until the interval ends", got)
+			}
+			time.Sleep(time.Second)
+			synctest.Wait()
+			if got := ready(); got != 3 {
+				t.Fatalf("after the interval: %d ready, want 3", got)
+			}
+			e.setReady(pods[2], true)
+			synctest.Wait()
+			if got := ready(); got != 4 {
+				t.Fatalf("all ready again: %d ready at once, want 4", got)
 			}
 		})
 	})
