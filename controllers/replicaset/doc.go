@@ -30,9 +30,14 @@
 //   - status (replicas, fullyLabeledReplicas, readyReplicas,
 //     availableReplicas, terminatingReplicas for ReplicaSets,
 //     observedGeneration and the ReplicaFailure condition) is written when
-//     it changed, on the controller's own last write when the informer
-//     has not shown that yet (controller.Writes), so that a lagging
-//     cache costs no conflict.
+//     it differs from the controller's own last write, or from the cached
+//     object once the informer has shown that (controller.Writes). The
+//     write has no resourceVersion precondition, the controller being the
+//     status's only writer: kube's sends one and, refused because the
+//     Deployment controller scaled the object meanwhile, reads it and
+//     writes the same status again. A status on its way up (pods being
+//     created or becoming ready) is written at most every StatusInterval;
+//     one others wait on is written at once (see statusDelay).
 //
 // Expectations are what keep a lagging cache from causing duplicate pods:
 // a sync that created or deleted pods does not compute another difference

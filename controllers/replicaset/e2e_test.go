@@ -12,6 +12,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -157,4 +158,71 @@ func testE2E[T cache.Object](t *testing.T, kind replicaset.Kind[T], name, compon
 		}
 		return all == 0, fmt.Sprintf("%d pods left", all)
 	})
+}
+
+// TestUnconditionalStatusAgainstServer: the controller's status write,
+// with no resourceVersion, lands on an object whose spec moved on since
+// the copy it was computed on, and leaves that spec alone; onto an object
+// replaced under the same name it is refused with a conflict (the UID it
+// carries is a precondition), as kube-apiserver answers.
+func TestUnconditionalStatusAgainstServer(t *testing.T) {
+	lbl := map[string]string{"app": "web"}
+	template := corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: lbl},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "nginx:1.27"}}},
+	}
+	env := envtest.Start(t, envtest.Options{})
+	if _, err := client.For[*corev1.Namespace](env.Client, "").Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "e2e"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("replicaset", func(t *testing.T) {
+		testUnconditionalStatus(t, env.Client, replicaset.ReplicaSets{}, &appsv1.ReplicaSet{
+			ObjectMeta: metav1.ObjectMeta{Name: "rs", Namespace: "e2e"},
+			Spec:       appsv1.ReplicaSetSpec{Replicas: new(int32(3)), Selector: &metav1.LabelSelector{MatchLabels: lbl}, Template: template},
+		}, func(rs *appsv1.ReplicaSet, n int32) { rs.Spec.Replicas = &n })
+	})
+	t.Run("replication", func(t *testing.T) {
+		testUnconditionalStatus(t, env.Client, replicaset.ReplicationControllers{}, &corev1.ReplicationController{
+			ObjectMeta: metav1.ObjectMeta{Name: "rc", Namespace: "e2e"},
+			Spec:       corev1.ReplicationControllerSpec{Replicas: new(int32(3)), Selector: lbl, Template: &template},
+		}, func(rc *corev1.ReplicationController, n int32) { rc.Spec.Replicas = &n })
+	})
+}
+
+func testUnconditionalStatus[T cache.Object](t *testing.T, c *client.Client, kind replicaset.Kind[T], obj T, scale func(T, int32)) {
+	ctx := t.Context()
+	objs := client.For[T](c, "e2e")
+	api := replicaset.NewClient[T](c)
+	seen, err := objs.Create(ctx, obj, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	moved := seen.DeepCopyObject().(T)
+	scale(moved, 5)
+	moved, err = objs.Update(ctx, moved, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := kind.WithStatus(seen, appsv1.ReplicaSetStatus{Replicas: 2, ObservedGeneration: seen.GetGeneration()})
+	write.SetResourceVersion("")
+	got, err := api.UpdateStatus(ctx, write)
+	if err != nil {
+		t.Fatalf("status on a copy whose spec is stale: %v", err)
+	}
+	if kind.Status(got).Replicas != 2 || kind.Replicas(got) != 5 || got.GetGeneration() != moved.GetGeneration() {
+		t.Errorf("after the status write: status.replicas %d, replicas %d, generation %d; want 2, 5, %d",
+			kind.Status(got).Replicas, kind.Replicas(got), got.GetGeneration(), moved.GetGeneration())
+	}
+	// In the background: an RC's default is to orphan, which waits for a
+	// garbage collector this server does not run.
+	background := metav1.DeletePropagationBackground
+	if err := objs.Delete(ctx, obj.GetName(), metav1.DeleteOptions{PropagationPolicy: &background}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := objs.Create(ctx, obj, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := api.UpdateStatus(ctx, write); !apierrors.IsConflict(err) {
+		t.Errorf("status of a replaced object: %v, want a conflict", err)
+	}
 }

@@ -213,8 +213,8 @@ func (s fakeStatus[T]) Get(_ context.Context, namespace, name string) (T, error)
 	return obj.DeepCopyObject().(T), nil
 }
 
-// UpdateStatus writes only status, with obj's resourceVersion as
-// precondition, like the status subresource.
+// UpdateStatus writes only status, with obj's resourceVersion, unless
+// empty, and UID, if set, as preconditions, like the status subresource.
 func (s fakeStatus[T]) UpdateStatus(_ context.Context, obj T) (T, error) {
 	var zero T
 	s.f.mu.Lock()
@@ -224,8 +224,11 @@ func (s fakeStatus[T]) UpdateStatus(_ context.Context, obj T) (T, error) {
 	if !ok {
 		return zero, apierrors.NewNotFound(s.k.Resource(), obj.GetName())
 	}
-	if obj.GetResourceVersion() != cur.GetResourceVersion() {
+	if rv := obj.GetResourceVersion(); rv != "" && rv != cur.GetResourceVersion() {
 		return zero, apierrors.NewConflict(s.k.Resource(), obj.GetName(), errors.New("stale resourceVersion"))
+	}
+	if uid := obj.GetUID(); uid != "" && uid != cur.GetUID() {
+		return zero, apierrors.NewConflict(s.k.Resource(), obj.GetName(), errors.New("Precondition failed: UID"))
 	}
 	return s.objs.Update(s.k.WithStatus(cur, s.k.Status(obj)))
 }

@@ -20,7 +20,7 @@ type StatusClient[T cache.Object] interface {
 	// cache.
 	Get(ctx context.Context, namespace, name string) (T, error)
 	// UpdateStatus writes obj's status through the status subresource,
-	// with obj's resourceVersion as precondition.
+	// with obj's resourceVersion as precondition unless it is empty.
 	UpdateStatus(ctx context.Context, obj T) (T, error)
 }
 

@@ -84,40 +84,29 @@ func readyCondition(pod *corev1.Pod) *corev1.PodCondition {
 	return nil
 }
 
-// updateStatus writes status to obj unless obj has it already. A conflict
-// (the cache lags the server) is retried once on a fresh read; an object
-// gone meanwhile needs no status.
+// updateStatus writes status to obj unless obj has it already. The write
+// has no resourceVersion precondition: the controller is the status's
+// only writer, and computes it from the pods, not from the rest of the
+// object. kube's controller sends the cached resourceVersion and, when
+// another writer has moved the object on (the Deployment controller
+// scaling it), reads the object and writes the same status again; this
+// comes to the same without the refused write and the read. The UID is
+// sent, and is a precondition: an object replaced under the same name
+// refuses a status that is not its own with a conflict, and gets its own
+// from its own sync. An object gone meanwhile needs no status.
 func (m *Manager[T]) updateStatus(ctx context.Context, obj T, status appsv1.ReplicaSetStatus) error {
 	if apiequality.Semantic.DeepEqual(m.kind.Status(obj), status) {
 		return nil
 	}
-	written, err := m.client.UpdateStatus(ctx, m.kind.WithStatus(obj, status))
-	if err == nil {
+	next := m.kind.WithStatus(obj, status)
+	next.SetResourceVersion("")
+	written, err := m.client.UpdateStatus(ctx, next)
+	switch {
+	case err == nil:
 		m.writes.Replaced(objectKey(obj), obj, written)
 		return nil
+	case apierrors.IsNotFound(err), apierrors.IsConflict(err):
+		return nil
 	}
-	if apierrors.IsConflict(err) {
-		fresh, gerr := m.client.Get(ctx, obj.GetNamespace(), obj.GetName())
-		switch {
-		case apierrors.IsNotFound(gerr):
-			return nil
-		case gerr != nil:
-			return fmt.Errorf("updating status of %s: %w", objectKey(obj), gerr)
-		case fresh.GetUID() != obj.GetUID():
-			// Replaced: the new object gets its own sync.
-			return nil
-		case apiequality.Semantic.DeepEqual(m.kind.Status(fresh), status):
-			return nil
-		}
-		// Both the cached copy and the one read are superseded by what
-		// the retry writes, whichever the cache shows next.
-		m.writes.Replaced(objectKey(obj), obj, fresh)
-		if written, err = m.client.UpdateStatus(ctx, m.kind.WithStatus(fresh, status)); err == nil {
-			m.writes.Replaced(objectKey(obj), fresh, written)
-		}
-	}
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("updating status of %s: %w", objectKey(obj), err)
-	}
-	return nil
+	return fmt.Errorf("updating status of %s: %w", objectKey(obj), err)
 }

@@ -123,9 +123,12 @@ func TestNextAvailable(t *testing.T) {
 	})
 }
 
-// TestUpdateStatusConflict: a status written from a stale cached RC is
-// retried once on a fresh read.
-func TestUpdateStatusConflict(t *testing.T) {
+// TestUpdateStatusUnconditional: a status computed on a stale cached RC
+// is written in one call, over another writer's change, which it keeps;
+// an unchanged status is not written; an RC gone meanwhile needs none;
+// one replaced under the same name refuses it, which is no failure: the
+// replacement has its own sync.
+func TestUpdateStatusUnconditional(t *testing.T) {
 	forEachKind(t, func(t *testing.T, k kindCase) {
 		synctest.Test(t, func(t *testing.T) {
 			e := k.newEnv(t, Options{})
@@ -142,15 +145,28 @@ func TestUpdateStatusConflict(t *testing.T) {
 			if got := e.rc("web"); got.Status.Replicas != 3 || got.Labels["changed"] != "yes" {
 				t.Errorf("stored RC %+v", got)
 			}
-			if _, _, _, _, calls := e.api.counts(); calls != 2 {
-				t.Errorf("status calls %d, want 2 (conflict, retry)", calls)
+			if _, _, _, _, calls := e.api.counts(); calls != 1 {
+				t.Errorf("status calls %d, want 1", calls)
 			}
 			// Unchanged status: no write at all.
 			if err := e.m.updateStatus(t.Context(), e.rc("web"), want); err != nil {
 				t.Fatal(err)
 			}
-			if _, _, _, _, calls := e.api.counts(); calls != 2 {
-				t.Errorf("status calls %d after a no-op, want 2", calls)
+			if _, _, _, _, calls := e.api.counts(); calls != 1 {
+				t.Errorf("status calls %d after a no-op, want 1", calls)
+			}
+			// Replaced: the new RC keeps its own status.
+			if _, err := e.rcs.Delete(ns, "web"); err != nil {
+				t.Fatal(err)
+			}
+			replacement := newRC("web", 1)
+			replacement.UID = "uid-web-2"
+			e.createRC(replacement)
+			if err := e.m.updateStatus(t.Context(), stale, corev1.ReplicationControllerStatus{Replicas: 9}); err != nil {
+				t.Errorf("status of a replaced RC: %v", err)
+			}
+			if got := e.rc("web").Status.Replicas; got == 9 {
+				t.Error("the replaced RC's status was written onto its replacement")
 			}
 			// Gone meanwhile: nothing to write, no error.
 			if _, err := e.rcs.Delete(ns, "web"); err != nil {
