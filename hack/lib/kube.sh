@@ -124,12 +124,14 @@ build_kube_controller_manager() {
 }
 
 # free_port prints a port on 127.0.0.1 nobody listens on and no earlier
-# call printed.
+# call printed, below Linux's default ephemeral range (32768-60999): a port
+# in it may be taken as the local end of some outgoing connection between
+# the check and the bind (kube-controller-manager once failed so).
 USED_PORTS=" "
 free_port() {
 	local p
 	for _ in $(seq 200); do
-		p=$((20000 + RANDOM % 20000))
+		p=$((20000 + RANDOM % 12000))
 		if [[ $USED_PORTS == *" $p "* ]]; then
 			continue
 		fi
