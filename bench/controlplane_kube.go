@@ -150,11 +150,16 @@ func benchKubeControllerManager(name string, w cpWorkload, n int) ([]Row, error)
 	if err != nil {
 		return nil, err
 	}
-	before, err := scrapeCounters(ctx, metricsClient, strings.TrimSuffix(base.REST.Host, "/")+"/metrics", "apiserver_request_total")
-	if err != nil {
-		return nil, err
+	// scrape reads the API server's request counts and, with
+	// -kcm-metrics, kube-controller-manager's.
+	scrape := func() (api, kcm map[string]float64, err error) {
+		if api, err = scrapeCounters(ctx, metricsClient, strings.TrimSuffix(base.REST.Host, "/")+"/metrics", "apiserver_request_total"); err != nil {
+			return nil, nil, err
+		}
+		kcm, err = scrapeKCM(ctx)
+		return api, kcm, err
 	}
-	kcmBefore, err := scrapeKCM(ctx)
+	before, kcmBefore, err := scrape()
 	if err != nil {
 		return nil, err
 	}
@@ -175,11 +180,7 @@ func benchKubeControllerManager(name string, w cpWorkload, n int) ([]Row, error)
 	if ctrlCounter != nil {
 		ctrlOwn = ctrlCounter.snapshot()
 	}
-	after, err := scrapeCounters(ctx, metricsClient, strings.TrimSuffix(base.REST.Host, "/")+"/metrics", "apiserver_request_total")
-	if err != nil {
-		return nil, err
-	}
-	kcmAfter, err := scrapeKCM(ctx)
+	after, kcmAfter, err := scrape()
 	if err != nil {
 		return nil, err
 	}

@@ -149,8 +149,7 @@ func (r restClient) ScaleReplicaSet(ctx context.Context, rs *appsv1.ReplicaSet, 
 		ops = append(ops, scaleOp{Op: "add", Path: "/metadata/annotations", Value: annotations})
 	} else {
 		for k, v := range annotations {
-			// "~" and "/" are escaped in a JSON pointer (RFC 6901).
-			ops = append(ops, scaleOp{Op: "add", Path: "/metadata/annotations/" + strings.NewReplacer("~", "~0", "/", "~1").Replace(k), Value: v})
+			ops = append(ops, scaleOp{Op: "add", Path: "/metadata/annotations/" + jsonPointerEscaper.Replace(k), Value: v})
 		}
 	}
 	data, err := json.Marshal(ops)
@@ -164,6 +163,10 @@ func (r restClient) ScaleReplicaSet(ctx context.Context, rs *appsv1.ReplicaSet, 
 	}
 	return out, err
 }
+
+// jsonPointerEscaper escapes "~" and "/" in a JSON pointer's reference
+// token (RFC 6901).
+var jsonPointerEscaper = strings.NewReplacer("~", "~0", "/", "~1")
 
 // testFailed tells a JSON patch refused because a "test" operation
 // failed from other refusals: kube-apiserver answers both 422 Invalid,

@@ -38,8 +38,6 @@ func (m *Manager[T]) deleteObject(obj T, _ bool) {
 // addPod counts a pod created for an object towards its expected
 // creations, and queues the objects that might adopt an orphan.
 func (m *Manager[T]) addPod(pod *corev1.Pod, _ bool) {
-	// Before the expectations are settled: see podViews.
-	m.touchPod(pod)
 	if pod.DeletionTimestamp != nil {
 		// Seen for the first time already being deleted (as after a
 		// restart): it can only count as going, never as created.
@@ -47,6 +45,8 @@ func (m *Manager[T]) addPod(pod *corev1.Pod, _ bool) {
 		return
 	}
 	if ref := metav1.GetControllerOfNoCopy(pod); ref != nil {
+		// Before the expectations are settled: see podViews.
+		m.touch(pod, ref)
 		obj, ok := m.resolveControllerRef(pod.Namespace, ref)
 		if !ok {
 			return
@@ -70,10 +70,6 @@ func (m *Manager[T]) updatePod(old, cur *corev1.Pod) {
 	}
 	oldRef, curRef := metav1.GetControllerOfNoCopy(old), metav1.GetControllerOfNoCopy(cur)
 	refChanged := !sameRef(oldRef, curRef)
-	if refChanged {
-		m.touchPod(old)
-	}
-	m.touchPod(cur)
 	labelsChanged := !labels.Equals(old.Labels, cur.Labels)
 	if cur.DeletionTimestamp != nil {
 		// A graceful deletion has begun: the pod stops counting now, so
@@ -86,11 +82,13 @@ func (m *Manager[T]) updatePod(old, cur *corev1.Pod) {
 		return
 	}
 	if refChanged && oldRef != nil {
+		m.touch(old, oldRef)
 		if obj, ok := m.resolveControllerRef(old.Namespace, oldRef); ok {
 			m.enqueue(obj)
 		}
 	}
 	if curRef != nil {
+		m.touch(cur, curRef)
 		obj, ok := m.resolveControllerRef(cur.Namespace, curRef)
 		if !ok {
 			return
@@ -112,12 +110,12 @@ func (m *Manager[T]) updatePod(old, cur *corev1.Pod) {
 // deletions and queues the controller. A deletion only inferred from a
 // relist (finalStateUnknown) counts the same: the pod is gone either way.
 func (m *Manager[T]) deletePod(pod *corev1.Pod, finalStateUnknown bool) {
-	m.touchPod(pod)
 	ref := metav1.GetControllerOfNoCopy(pod)
 	if ref == nil {
 		// An orphan's deletion changes no owner's count.
 		return
 	}
+	m.touch(pod, ref)
 	obj, ok := m.resolveControllerRef(pod.Namespace, ref)
 	if !ok {
 		return

@@ -302,11 +302,10 @@ func (vs *podViews) forget(key string) {
 	delete(vs.views, key)
 }
 
-// touchPod touches pod for the view of its controller, if it has one.
-func (m *Manager[T]) touchPod(pod *corev1.Pod) {
-	if ref := metav1.GetControllerOfNoCopy(pod); ref != nil {
-		m.views.touch(pod.Namespace+"/"+ref.Name, ref.UID, podKey(pod))
-	}
+// touch touches pod for the view of ref, its controller (any kind's: a
+// view is found by name and UID), if that has one.
+func (m *Manager[T]) touch(pod *corev1.Pod, ref *metav1.OwnerReference) {
+	m.views.touch(pod.Namespace+"/"+ref.Name, ref.UID, podKey(pod))
 }
 
 // podView returns obj's view, up to date with the pod cache: the view of
