@@ -1,5 +1,10 @@
 package apiserver
 
+import (
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/kubernetes/pkg/kubeapiserver"
+)
+
 // Storage keys: /registry/<group or "core">/<plural>/[<namespace>/]<name>.
 // Every prefix ends in "/" so that namespace "a" never lists "ab".
 
@@ -38,4 +43,26 @@ func prefixFor(r *resource, namespace string) string {
 		p += namespace + "/"
 	}
 	return p
+}
+
+// kubeStorageKey is the key kube-apiserver keeps the object under in etcd,
+// which some of its answers quote (a storage error's "Key:"): a built-in
+// resource's under its plural, or the prefix kube compiles in for it
+// (replicationcontrollers under "controllers"), a custom resource's under
+// its group and plural. It is not where this server keeps it (keyFor).
+func kubeStorageKey(r *resource, namespace, name string) string {
+	if !r.namespaced {
+		namespace = ""
+	}
+	st := r.storage()
+	prefix := st.plural
+	if r.custom {
+		prefix = st.gvk.Group + "/" + st.plural
+	} else if p, ok := kubeapiserver.SpecialDefaultResourcePrefixes[schema.GroupResource{Group: st.gvk.Group, Resource: st.plural}]; ok {
+		prefix = p
+	}
+	if namespace == "" {
+		return "/registry/" + prefix + "/" + name
+	}
+	return "/registry/" + prefix + "/" + namespace + "/" + name
 }

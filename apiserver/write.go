@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
+	kubestorage "k8s.io/apiserver/pkg/storage"
 
 	"github.com/listwatch/listwatch/apiserver/filters"
 	"github.com/listwatch/listwatch/apiserver/internal/kube"
@@ -419,11 +420,9 @@ func (s *Server) handleUpdate(w http.ResponseWriter, r *http.Request, req reques
 			}
 			return js, nil
 		})
-		if apierrors.IsNotFound(err) {
-			if perr := uidPrecondition(req, uid, ""); perr != nil {
-				return perr
-			}
-		}
+		// A scale is never created by an update: a missing object is
+		// NotFound whatever the uid, as for any resource an update does
+		// not create.
 		return err
 	}
 	u, ext, err := decodeRequest(w, r, req.res, body, false)
@@ -445,26 +444,26 @@ func (s *Server) handleUpdate(w http.ResponseWriter, r *http.Request, req reques
 		}
 		return deepCopy(u), nil
 	})
-	if apierrors.IsNotFound(err) {
-		// Nothing stored has the uid asked for: kube-apiserver answers
-		// this precondition's conflict, not NotFound, and creates nothing.
+	if apierrors.IsNotFound(err) && req.res.createOnUpdate && req.sub == "" {
+		// Nothing stored has the uid asked for, where an update would
+		// create: kube-apiserver answers this precondition's conflict and
+		// creates nothing. Where it would not, the answer is NotFound
+		// (test/golden: core-pods, apps-replicasets update-missing-with-uid).
 		if perr := uidPrecondition(req, uid, ""); perr != nil {
 			return perr
 		}
-		if req.res.createOnUpdate && req.sub == "" {
-			obj, err := newObject(u, ext)
-			if err == nil {
-				err = checkNamespace(req, obj)
-			}
-			var answer []byte
-			if err == nil {
-				obj, answer, err = s.create(r.Context(), req, obj)
-			}
-			if err != nil {
-				return err
-			}
-			return writeEncoded(w, r, req.res, http.StatusCreated, obj, answer)
+		obj, err := newObject(u, ext)
+		if err == nil {
+			err = checkNamespace(req, obj)
 		}
+		var answer []byte
+		if err == nil {
+			obj, answer, err = s.create(r.Context(), req, obj)
+		}
+		if err != nil {
+			return err
+		}
+		return writeEncoded(w, r, req.res, http.StatusCreated, obj, answer)
 	}
 	if err != nil {
 		return err
@@ -474,13 +473,15 @@ func (s *Server) handleUpdate(w http.ResponseWriter, r *http.Request, req reques
 
 // uidPrecondition is the conflict kube-apiserver answers when the uid a
 // PUT body carries, which it takes as a precondition, is not the stored
-// object's (stored is "" when nothing is stored). An empty uid is no
-// precondition.
+// object's (stored is "" when nothing is stored): its storage's
+// invalid-object error, which quotes the object's etcd key. An empty uid
+// is no precondition.
 func uidPrecondition(req request, sent, stored types.UID) error {
 	if sent == "" || sent == stored {
 		return nil
 	}
-	return conflict(req, "Precondition failed: UID in precondition: "+string(sent)+", UID in object meta: "+string(stored))
+	msg := "Precondition failed: UID in precondition: " + string(sent) + ", UID in object meta: " + string(stored)
+	return conflict(req, kubestorage.NewInvalidObjError(kubeStorageKey(req.res, req.namespace, req.name), msg).Error())
 }
 
 // bodyUID reads metadata.uid from a JSON body; "" when there is none or

@@ -10,6 +10,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	kubestorage "k8s.io/apiserver/pkg/storage"
 )
 
 // Paths of the objects the write-rule tests make in namespace default.
@@ -68,16 +69,32 @@ func putBody(t *testing.T, cur map[string]any, uid string) string {
 // uid of an update's object is a storage precondition, checked before the
 // update runs): another uid than the stored one is 409 Conflict, before the
 // resourceVersion is looked at, on the main resource and on /status alike,
-// and on a missing object too (kube-apiserver answers the failed
-// precondition, not NotFound, and does not create). An empty uid is the
-// stored one. A Scale's uid is checked likewise.
+// with kube-apiserver's storage error quoting its etcd key. On a missing
+// object it is a precondition only where an update would create one
+// (Endpoints: the failed precondition, nothing created); elsewhere the
+// answer is NotFound. An empty uid is the stored one. A Scale's uid is
+// checked likewise. test/golden records these from kube-apiserver.
 func TestUpdateUIDPrecondition(t *testing.T) {
 	const conflictOn = "Operation cannot be fulfilled on "
-	precondition := func(sent string) func(stored string) string {
+	plain := func(sent string) func(stored string) string {
 		return func(stored string) string {
 			return "Precondition failed: UID in precondition: " + sent + ", UID in object meta: " + stored
 		}
 	}
+	// precondition is kube-apiserver's storage error for the object under
+	// its etcd key (test/golden: *-other-uid, update-missing-with-uid).
+	precondition := func(key, sent string) func(stored string) string {
+		return func(stored string) string {
+			return kubestorage.NewInvalidObjError(key, plain(sent)(stored)).Error()
+		}
+	}
+	const (
+		podKey = "/registry/pods/default/a"
+		rcKey  = "/registry/controllers/default/rc"
+		depKey = "/registry/deployments/default/d"
+		fooKey = "/registry/samplecontroller.k8s.io/foos/default/f"
+		epKey  = "/registry/services/endpoints/default/e"
+	)
 	tests := []struct {
 		name   string
 		method string
@@ -94,7 +111,7 @@ func TestUpdateUIDPrecondition(t *testing.T) {
 		{
 			name: "pod, another uid", method: "PUT", path: rulesPods + "/a", read: rulesPods + "/a",
 			body: func(t *testing.T, cur map[string]any) string { return putBody(t, cur, "other") },
-			code: 409, prefix: conflictOn + `pods "a": `, msg: precondition("other"),
+			code: 409, prefix: conflictOn + `pods "a": `, msg: precondition(podKey, "other"),
 		},
 		{
 			name: "pod, the stored uid", method: "PUT", path: rulesPods + "/a", read: rulesPods + "/a",
@@ -113,44 +130,44 @@ func TestUpdateUIDPrecondition(t *testing.T) {
 				b := putBody(t, cur, "other")
 				return strings.Replace(b, `"resourceVersion":"`, `"resourceVersion":"1`, 1)
 			},
-			code: 409, prefix: conflictOn + `pods "a": `, msg: precondition("other"),
+			code: 409, prefix: conflictOn + `pods "a": `, msg: precondition(podKey, "other"),
 		},
 		{
 			name: "pod, another uid, dry run", method: "PUT", path: rulesPods + "/a?dryRun=All", read: rulesPods + "/a",
 			body: func(t *testing.T, cur map[string]any) string { return putBody(t, cur, "other") },
-			code: 409, prefix: conflictOn + `pods "a": `, msg: precondition("other"),
+			code: 409, prefix: conflictOn + `pods "a": `, msg: precondition(podKey, "other"),
 		},
 		{
 			name: "pods/status, another uid", method: "PUT", path: rulesPods + "/a/status", read: rulesPods + "/a",
 			body: func(t *testing.T, cur map[string]any) string { return putBody(t, cur, "other") },
-			code: 409, prefix: conflictOn + `pods "a": `, msg: precondition("other"),
+			code: 409, prefix: conflictOn + `pods "a": `, msg: precondition(podKey, "other"),
 		},
 		{
 			name: "replicationcontroller, another uid", method: "PUT", path: rcPath + "/rc", read: rcPath + "/rc",
 			body: func(t *testing.T, cur map[string]any) string { return putBody(t, cur, "other") },
-			code: 409, prefix: conflictOn + `replicationcontrollers "rc": `, msg: precondition("other"),
+			code: 409, prefix: conflictOn + `replicationcontrollers "rc": `, msg: precondition(rcKey, "other"),
 		},
 		{
 			name: "deployment, another uid", method: "PUT", path: rulesDeps + "/d", read: rulesDeps + "/d",
 			body: func(t *testing.T, cur map[string]any) string { return putBody(t, cur, "other") },
-			code: 409, prefix: conflictOn + `deployments.apps "d": `, msg: precondition("other"),
+			code: 409, prefix: conflictOn + `deployments.apps "d": `, msg: precondition(depKey, "other"),
 		},
 		{
 			name: "deployments/status, another uid", method: "PUT", path: rulesDeps + "/d/status", read: rulesDeps + "/d",
 			body: func(t *testing.T, cur map[string]any) string { return putBody(t, cur, "other") },
-			code: 409, prefix: conflictOn + `deployments.apps "d": `, msg: precondition("other"),
+			code: 409, prefix: conflictOn + `deployments.apps "d": `, msg: precondition(depKey, "other"),
 		},
 		{
 			name: "custom resource, another uid", method: "PUT", path: rulesFoos + "/f", read: rulesFoos + "/f",
 			body: func(t *testing.T, cur map[string]any) string { return putBody(t, cur, "other") },
-			code: 409, prefix: conflictOn + `foos.samplecontroller.k8s.io "f": `, msg: precondition("other"),
+			code: 409, prefix: conflictOn + `foos.samplecontroller.k8s.io "f": `, msg: precondition(fooKey, "other"),
 		},
 		{
 			// The custom resource status rule would put the stored uid
 			// back; the precondition comes first.
 			name: "custom resource status, another uid", method: "PUT", path: rulesFoos + "/f/status", read: rulesFoos + "/f",
 			body: func(t *testing.T, cur map[string]any) string { return putBody(t, cur, "other") },
-			code: 409, prefix: conflictOn + `foos.samplecontroller.k8s.io "f": `, msg: precondition("other"),
+			code: 409, prefix: conflictOn + `foos.samplecontroller.k8s.io "f": `, msg: precondition(fooKey, "other"),
 		},
 		{
 			name: "custom resource, no uid", method: "PUT", path: rulesFoos + "/f", read: rulesFoos + "/f",
@@ -158,11 +175,11 @@ func TestUpdateUIDPrecondition(t *testing.T) {
 			code: 200, changes: true,
 		},
 		{
-			name: "missing pod, a uid: the precondition fails", method: "PUT", path: rulesPods + "/absent", read: rulesPods + "/a",
+			name: "missing pod, a uid: not found, as an update creates no pod", method: "PUT", path: rulesPods + "/absent", read: rulesPods + "/a",
 			body: func(t *testing.T, cur map[string]any) string {
 				return strings.Replace(putBody(t, cur, "other"), `"name":"a"`, `"name":"absent"`, 1)
 			},
-			code: 409, prefix: conflictOn + `pods "absent": `, msg: func(string) string { return precondition("other")("") },
+			code: 404, prefix: "", msg: func(string) string { return `pods "absent" not found` },
 			absent: rulesPods + "/absent",
 		},
 		{
@@ -170,7 +187,7 @@ func TestUpdateUIDPrecondition(t *testing.T) {
 			body: func(t *testing.T, cur map[string]any) string {
 				return strings.Replace(putBody(t, cur, "other"), `"name":"a"`, `"name":"absent"`, 1)
 			},
-			code: 409, prefix: conflictOn + `pods "absent": `, msg: func(string) string { return precondition("other")("") },
+			code: 404, prefix: "", msg: func(string) string { return `pods "absent" not found` },
 			absent: rulesPods + "/absent",
 		},
 		{
@@ -184,7 +201,7 @@ func TestUpdateUIDPrecondition(t *testing.T) {
 		{
 			name: "missing endpoints, a uid: not created", method: "PUT", path: "/api/v1/namespaces/default/endpoints/e", read: rulesPods + "/a",
 			body: func(*testing.T, map[string]any) string { return `{"metadata":{"name":"e","uid":"other"}}` },
-			code: 409, prefix: conflictOn + `endpoints "e": `, msg: func(string) string { return precondition("other")("") },
+			code: 409, prefix: conflictOn + `endpoints "e": `, msg: func(string) string { return precondition(epKey, "other")("") },
 			absent: "/api/v1/namespaces/default/endpoints/e",
 		},
 		{
@@ -192,14 +209,14 @@ func TestUpdateUIDPrecondition(t *testing.T) {
 			body: func(*testing.T, map[string]any) string {
 				return `{"apiVersion":"autoscaling/v1","kind":"Scale","metadata":{"name":"rc","uid":"other"},"spec":{"replicas":4}}`
 			},
-			code: 409, prefix: conflictOn + `replicationcontrollers "rc": `, msg: precondition("other"),
+			code: 409, prefix: conflictOn + `replicationcontrollers "rc": `, msg: precondition(rcKey, "other"),
 		},
 		{
 			name: "missing scale, a uid", method: "PUT", path: rcPath + "/absent/scale", read: rcPath + "/rc",
 			body: func(*testing.T, map[string]any) string {
 				return `{"apiVersion":"autoscaling/v1","kind":"Scale","metadata":{"name":"absent","uid":"other"},"spec":{"replicas":4}}`
 			},
-			code: 409, prefix: conflictOn + `replicationcontrollers "absent": `, msg: func(string) string { return precondition("other")("") },
+			code: 404, prefix: "", msg: func(string) string { return `replicationcontrollers "absent" not found` },
 			absent: rcPath + "/absent",
 		},
 		{
@@ -214,7 +231,7 @@ func TestUpdateUIDPrecondition(t *testing.T) {
 			// Scale a patch makes too, as a conflict on <plural>/scale.
 			name: "scale patch changing the uid", method: "PATCH", path: rcPath + "/rc/scale", read: rcPath + "/rc",
 			body: func(*testing.T, map[string]any) string { return `{"metadata":{"uid":"other"},"spec":{"replicas":5}}` },
-			code: 409, prefix: conflictOn + `replicationcontrollers/scale "rc": `, msg: precondition("other"),
+			code: 409, prefix: conflictOn + `replicationcontrollers/scale "rc": `, msg: plain("other"),
 		},
 	}
 	forEachBackend(t, func(t *testing.T, c *client) {
