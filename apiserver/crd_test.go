@@ -163,6 +163,9 @@ func TestCRDEstablishTime(t *testing.T) {
 			watchDone := make(chan struct{})
 			go func() {
 				defer close(watchDone)
+				// The map is read by the creators meanwhile: what has been
+				// closed is kept here, not written into it.
+				closed := map[string]bool{}
 				dec := json.NewDecoder(resp.Body)
 				for {
 					var ev struct {
@@ -172,13 +175,14 @@ func TestCRDEstablishTime(t *testing.T) {
 						return
 					}
 					ch := established[ev.Object.Name]
-					if ch == nil {
+					if ch == nil || closed[ev.Object.Name] {
 						continue
 					}
 					for _, cond := range ev.Object.Status.Conditions {
 						if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
 							close(ch)
-							established[ev.Object.Name] = nil
+							closed[ev.Object.Name] = true
+							break
 						}
 					}
 				}
