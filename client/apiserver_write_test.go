@@ -459,12 +459,13 @@ func TestAPIServerWriteCreateUpdate(t *testing.T) {
 		{
 			name: "update of a missing object naming a uid",
 			write: func(ctx context.Context, pods *Resource[*corev1.Pod], cur *corev1.Pod, _ string) (*corev1.Pod, error) {
-				// Kubernetes checks the uid precondition against an empty
-				// object, and answers Conflict rather than NotFound.
+				// An update creates no pod, so kube-apiserver answers
+				// NotFound before looking at the uid (test/golden:
+				// core-pods update-missing-with-uid).
 				cur.Name = "absent"
 				return pods.Update(ctx, cur, metav1.UpdateOptions{})
 			},
-			wantErr: &errConflict,
+			wantErr: &errNotFound,
 		},
 		{
 			name: "update status changes status and metadata, not spec",
