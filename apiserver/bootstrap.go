@@ -135,21 +135,8 @@ func (s *Server) initStartup() {
 // start runs the start-up tasks in the background; Run calls it.
 func (s *Server) start() {
 	s.self.informers.Start(s.ctx.Done())
-	first := s.startup[0].done
-	for i, t := range s.startup {
+	for _, t := range s.startup {
 		s.wg.Go(func() {
-			if i > 0 {
-				// After informer-sync, which starts counting the writes
-				// the informers must hold before a write is admitted or a
-				// request authorized (fresh): a role the RBAC bootstrap
-				// wrote before would be missing from the authorizer's
-				// cache for a moment after the server is ready.
-				select {
-				case <-first:
-				case <-s.ctx.Done():
-					return
-				}
-			}
 			if untilDone(s.ctx, t.run, startupRetryFirst, startupRetryLast, func(err error) {
 				s.log.Warn("server start-up; will retry", "task", t.name, "err", err)
 			}) {
