@@ -10,8 +10,9 @@ package main
 // controllers at all: a bare loop creating the same pods through the same
 // REST client, with the ReplicationManager's concurrency (burstReplicas
 // per round, each round in slow-start batches 1, 2, 4, …), while as many
-// workers as podlifecycle runs bind each pod and write it Running and
-// Ready (one binding and one status write per pod, as podlifecycle does);
+// workers as podlifecycle's scheduler runs bind each pod and as many as
+// its kubelets run write it Running and Ready (one binding and one status
+// write per pod, as podlifecycle does);
 // for the rollout, the bare loop also deletes the n pods it replaces, as
 // the ReplicaSet controller and the kubelets must (a graceful delete,
 // burstReplicas at a time, then the final one by as many workers).
@@ -412,25 +413,38 @@ func runFloorSide(w cpWorkload, n int) (cpRun, map[string]int64, error) {
 
 // floorPods creates n pods with the ReplicationManager's concurrency
 // (burstReplicas per round, each round in slow-start batches 1, 2, 4, …)
-// while as many workers as podlifecycle runs bind each and write it
-// Running and Ready, and returns them as created.
+// while podlifecycle's number of workers binds each, and as many write
+// each bound pod Running and Ready, and returns them as created.
 func floorPods(ctx context.Context, pods *client.Resource[*corev1.Pod], n int) ([]*corev1.Pod, error) {
 	// The pods carry the same controller reference as the RC's would.
 	owner := &corev1.ReplicationController{ObjectMeta: metav1.ObjectMeta{Name: cpRCName, Namespace: cpNamespace, UID: types.UID(rand.Text())}}
 	ref := controller.NewControllerRef(owner, corev1.SchemeGroupVersion.WithKind("ReplicationController"))
 	nodes := []string{"node-1", "node-2", "node-3"}
 
-	created := make(chan *corev1.Pod, n)
+	// As podlifecycle's scheduler and kubelets, one set of workers binds
+	// the pods created and another starts those bound.
+	created, bound := make(chan *corev1.Pod, n), make(chan *corev1.Pod, n)
 	var markErr atomic.Pointer[error]
-	var marked sync.WaitGroup
-	for range cpLifecycleWorkers {
-		marked.Go(func() {
-			i := 0
+	var binders, starters sync.WaitGroup
+	for w := range cpLifecycleWorkers {
+		binders.Go(func() {
+			i := w
 			for p := range created {
-				if err := markRunning(ctx, pods, p, nodes[i%len(nodes)]); err != nil {
+				node := nodes[i%len(nodes)]
+				if err := bindPod(ctx, pods, p, node); err != nil {
+					markErr.CompareAndSwap(nil, &err)
+					continue
+				}
+				p.Spec.NodeName = node
+				bound <- p
+				i++
+			}
+		})
+		starters.Go(func() {
+			for p := range bound {
+				if err := startPod(ctx, pods, p); err != nil {
 					markErr.CompareAndSwap(nil, &err)
 				}
-				i++
 			}
 		})
 	}
@@ -472,7 +486,9 @@ func floorPods(ctx context.Context, pods *client.Resource[*corev1.Pod], n int) (
 		left -= round
 	}
 	close(created)
-	marked.Wait()
+	binders.Wait()
+	close(bound)
+	starters.Wait()
 	if createErr != nil {
 		return nil, createErr
 	}
@@ -524,10 +540,9 @@ func floorDeletes(ctx context.Context, pods *client.Resource[*corev1.Pod], victi
 	return err
 }
 
-// markRunning binds p to node through pods/binding and writes it Running
-// and Ready through pods/status: podlifecycle's two writes. Pods take
-// status updates without a resourceVersion, so no read comes between.
-func markRunning(ctx context.Context, pods *client.Resource[*corev1.Pod], p *corev1.Pod, node string) error {
+// bindPod binds p to node through pods/binding, podlifecycle's first
+// write.
+func bindPod(ctx context.Context, pods *client.Resource[*corev1.Pod], p *corev1.Pod, node string) error {
 	b := &corev1.Binding{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Binding"},
 		ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name, UID: p.UID},
@@ -536,9 +551,15 @@ func markRunning(ctx context.Context, pods *client.Resource[*corev1.Pod], p *cor
 	if err := pods.CreateSubresource(ctx, p.Name, "binding", b, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("bind %s: %w", p.Name, err)
 	}
+	return nil
+}
+
+// startPod writes the bound pod p Running and Ready through pods/status,
+// podlifecycle's second write. Pods take status updates without a
+// resourceVersion, so no read comes between.
+func startPod(ctx context.Context, pods *client.Resource[*corev1.Pod], p *corev1.Pod) error {
 	next := p.DeepCopy()
 	next.ResourceVersion = ""
-	next.Spec.NodeName = node
 	now := metav1.Now()
 	next.Status.Phase = corev1.PodRunning
 	next.Status.StartTime = &now

@@ -70,8 +70,9 @@ type Options struct {
 	Controller controller.Options
 }
 
-// DefaultWorkers is the number of workers when Options.Controller.Workers
-// is not positive.
+// DefaultWorkers is the number of workers, each of the scheduler, the
+// kubelets and the terminations, when Options.Controller.Workers is not
+// positive.
 const DefaultWorkers = 4
 
 func (o *Options) defaults() {
@@ -90,12 +91,17 @@ func (o *Options) defaults() {
 }
 
 // Controller simulates the scheduler and kubelets. The embedded
-// controller binds and starts pods; pods being deleted go to a queue and
-// workers of their own (as many), as kubelets shut pods down while the
-// scheduler goes on binding new ones: a rollout's graceful deletions
-// then do not hold up the new pods it waits for.
+// controller is the scheduler: it binds pending pods. Bound pods go to a
+// queue and workers of their own (as many), the kubelets', which start
+// them, and pods being deleted to a third, whose workers confirm their
+// deletions: as in a cluster, kubelets start the pods already bound and
+// shut down those deleted while the scheduler goes on binding new ones,
+// so a pod does not wait for every pod created before it to be bound
+// before it starts, and a rollout's graceful deletions do not hold up
+// the new pods it waits for.
 type Controller struct {
 	*controller.Controller[string]
+	starts       *controller.Controller[string]
 	terminations *controller.Controller[string]
 	informer     cache.Informer[*corev1.Pod]
 	client       PodClient
@@ -174,6 +180,11 @@ func New(pods cache.Informer[*corev1.Pod], client PodClient, opts Options) (*Con
 	if err != nil {
 		return nil, fmt.Errorf("podlifecycle: %w", err)
 	}
+	c.starts, err = controller.New("podlifecycle-start", c.syncStart, opts.Controller,
+		controller.WaitFor[string](pods.HasSynced))
+	if err != nil {
+		return nil, fmt.Errorf("podlifecycle: %w", err)
+	}
 	c.terminations, err = controller.New("podlifecycle-termination", c.syncTermination, opts.Controller,
 		controller.WaitFor[string](pods.HasSynced))
 	if err != nil {
@@ -182,13 +193,15 @@ func New(pods cache.Informer[*corev1.Pod], client PodClient, opts Options) (*Con
 	return c, nil
 }
 
-// Run runs the workers that bind and start pods and those that confirm
-// their deletions until ctx ends, and returns once both have stopped.
+// Run runs the workers that bind pods, those that start them and those
+// that confirm their deletions until ctx ends, and returns once all have
+// stopped.
 func (c *Controller) Run(ctx context.Context) error {
-	errs := make(chan error, 1)
+	errs := make(chan error, 2)
+	go func() { errs <- c.starts.Run(ctx) }()
 	go func() { errs <- c.terminations.Run(ctx) }()
 	err := c.Controller.Run(ctx)
-	return errors.Join(err, <-errs)
+	return errors.Join(err, <-errs, <-errs)
 }
 
 // observe counts a pod the informer shows bound on its node in place of
@@ -212,11 +225,14 @@ func (c *Controller) enqueue(p *corev1.Pod) {
 		c.Logger().Warn("cannot key pod", "err", err)
 		return
 	}
-	if p.DeletionTimestamp != nil {
+	switch {
+	case p.DeletionTimestamp != nil:
 		c.terminations.Queue().Add(key)
-		return
+	case p.Spec.NodeName != "":
+		c.starts.Queue().Add(key)
+	default:
+		c.Queue().Add(key)
 	}
-	c.Queue().Add(key)
 }
 
 // syncTermination confirms the graceful deletion of the pod at key.
@@ -228,25 +244,30 @@ func (c *Controller) syncTermination(ctx context.Context, key string) (controlle
 	return c.terminate(ctx, pod)
 }
 
-// sync moves the pod at key one step through its lifecycle.
+// sync binds the pod at key if it is pending and unbound.
 func (c *Controller) sync(ctx context.Context, key string) (controller.Result, error) {
 	if _, _, err := cache.SplitMetaNamespaceKey(key); err != nil {
 		return controller.Result{}, controller.Terminal(err)
 	}
 	pod, ok, err := c.informer.GetIndexer().GetByKey(key)
-	if err != nil || !ok {
+	if err != nil || !ok || pod.DeletionTimestamp != nil || pod.Spec.NodeName != "" {
+		// Gone, or the business of the kubelets' workers.
 		return controller.Result{}, err
 	}
-	switch {
-	case pod.DeletionTimestamp != nil:
-		// The termination workers' business.
-		return controller.Result{}, nil
-	case pod.Spec.NodeName == "":
-		return c.schedule(ctx, key, pod)
-	case c.nodes[pod.Spec.NodeName] && (pod.Status.Phase == corev1.PodPending || pod.Status.Phase == ""):
-		return c.start(ctx, key, pod)
+	return c.schedule(ctx, key, pod)
+}
+
+// syncStart starts the pod at key if it is bound to one of the nodes and
+// has not started.
+func (c *Controller) syncStart(ctx context.Context, key string) (controller.Result, error) {
+	pod, ok, err := c.informer.GetIndexer().GetByKey(key)
+	if err != nil || !ok || pod.DeletionTimestamp != nil || !c.nodes[pod.Spec.NodeName] {
+		return controller.Result{}, err
 	}
-	return controller.Result{}, nil
+	if pod.Status.Phase != corev1.PodPending && pod.Status.Phase != "" {
+		return controller.Result{}, nil
+	}
+	return c.start(ctx, key, pod)
 }
 
 // schedule binds a pending pod to the node with the fewest pods.

@@ -396,6 +396,37 @@ func TestPodLifecycle(t *testing.T) {
 				t.Fatal("every pod bound already: the test shows nothing")
 			}
 		}},
+		{"a bound pod starts without waiting behind the pods queued for binding", func(t *testing.T) {
+			pods := []*corev1.Pod{newPod("mine", "", "node-1")}
+			for i := range 100 {
+				pods = append(pods, newPod(fmt.Sprint("p", i), "", ""))
+			}
+			opts := Options{StartDelay: time.Nanosecond}
+			opts.Controller.Workers = 1
+			h := start(t, opts, pods...)
+			defer h.stop()
+			// As above: the 100 bindings take 100ms once the workers start.
+			time.Sleep(110 * time.Millisecond)
+			if p := h.pod(t, "mine"); p.Status.Phase != corev1.PodRunning {
+				t.Fatalf("bound pod %s while the scheduler was still binding; want Running", p.Status.Phase)
+			}
+			started, unbound := 0, 0
+			for _, p := range h.api.src.Items() {
+				if p.Spec.NodeName == "" {
+					unbound++
+				} else if p.Name != "mine" && p.Status.Phase == corev1.PodRunning {
+					started++
+				}
+			}
+			if unbound == 0 {
+				t.Fatal("every pod bound already: the test shows nothing")
+			}
+			// The kubelets start each pod as it is bound, not after the
+			// last binding.
+			if started == 0 {
+				t.Fatal("no pod the scheduler bound has started while it was still binding")
+			}
+		}},
 		{"a short grace period wins over the termination delay", func(t *testing.T) {
 			h := start(t, Options{TerminationDelay: time.Minute}, newPod("mine", "", "node-2"))
 			defer h.stop()
