@@ -14,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/watch"
-	sigsjson "sigs.k8s.io/json"
 
 	"github.com/listwatch/listwatch/watchcache"
 )
@@ -69,26 +68,16 @@ func convertedItemJSON(u *unstructured.Unstructured, _ *watchcache.Encodings) ([
 }
 
 // objectProto returns the built-in object u as its typed protobuf message
-// (no envelope), memoized in m. The conversion to the Go type reads the
-// object's memoized JSON, so that an object watched or listed in both
-// encodings is marshalled to JSON once.
+// (no envelope), memoized in m.
 func objectProto(u *unstructured.Unstructured, m *watchcache.Encodings) ([]byte, error) {
 	return m.Get(memoProto, func() ([]byte, error) {
-		gvk := u.GroupVersionKind()
-		typed, err := scheme.New(gvk)
+		typed, err := typedOf(u)
 		if err != nil {
-			return nil, fmt.Errorf("no Go type for %s: %w", gvk, err)
+			return nil, fmt.Errorf("convert %s %s to its Go type: %w", u.GetKind(), u.GetName(), err)
 		}
 		pm, ok := typed.(protoMessage)
 		if !ok {
-			return nil, fmt.Errorf("no protobuf encoding for %s", gvk)
-		}
-		js, err := objectJSON(u, m)
-		if err != nil {
-			return nil, err
-		}
-		if err := sigsjson.UnmarshalCaseSensitivePreserveInts(js, typed); err != nil {
-			return nil, fmt.Errorf("convert %s %s to its Go type: %w", gvk.Kind, u.GetName(), err)
+			return nil, fmt.Errorf("no protobuf encoding for %s", u.GroupVersionKind())
 		}
 		return pm.Marshal()
 	})
