@@ -37,7 +37,8 @@ import (
 // would deny is decided again once the informers have seen the writes
 // already stored (Server.fresh), so that a client that has just bound
 // itself a role is not refused on what the informers had not yet read; an
-// allowed request pays nothing for it.
+// allowed request pays nothing for it. A rules review waits for them
+// before it lists (freshRules).
 
 // authz is the server's authorization.
 type authz struct {
@@ -80,7 +81,7 @@ func (s *Server) initAuthz() {
 	resolver := rbacregistryvalidation.NewDefaultRuleResolver(roles, roleBindings, clusterRoles, clusterRoleBindings)
 	s.authz = &authz{
 		authorizer: a,
-		rules:      union.NewRuleResolvers(rbacAuthz),
+		rules:      freshRules{RuleResolver: union.NewRuleResolvers(rbacAuthz), fresh: s.fresh},
 		resolver:   resolver,
 		policies: map[schema.GroupResource]policyStorage{
 			rbac.Resource("roles"):               rolepolicy.NewStorage(checkOnly{}, a, resolver),
@@ -114,6 +115,19 @@ func (a *freshAuthorizer) Authorize(ctx context.Context, attrs authorizer.Attrib
 
 func (a *freshAuthorizer) ConditionsAwareAuthorize(ctx context.Context, attrs authorizer.Attributes) authorizer.ConditionsAwareDecision {
 	return authorizer.ConditionsAwareDecisionFromParts(a.Authorize(ctx, attrs))
+}
+
+// freshRules lists a user's rules once the informers have seen the
+// writes already stored, so that a rules review made right after a
+// binding lists what it grants, as an access review of it allows it.
+type freshRules struct {
+	authorizer.RuleResolver
+	fresh func(context.Context)
+}
+
+func (r freshRules) RulesFor(ctx context.Context, u user.Info, namespace string) ([]authorizer.ResourceRuleInfo, []authorizer.NonResourceRuleInfo, bool, error) {
+	r.fresh(ctx)
+	return r.RuleResolver.RulesFor(ctx, u, namespace)
 }
 
 // escalationCheck returns the check kube's RBAC registries make of a

@@ -114,8 +114,9 @@ func (s *Server) initStartup() {
 			PublicServicePort:  int(a.Port()),
 		}, c, services)
 	}
+	informerSync := &startupTask{name: "informer-sync", run: s.syncInformers}
 	s.startup = []*startupTask{
-		{name: "informer-sync", run: s.syncInformers},
+		informerSync,
 		{name: "poststarthook/start-system-namespaces-controller", run: func(ctx context.Context) error {
 			return ensureNamespaces(ctx, c, systemNamespaces)
 		}},
@@ -124,6 +125,17 @@ func (s *Server) initStartup() {
 			return ensurePriorityClasses(ctx, c)
 		}},
 		{name: "poststarthook/rbac/bootstrap-roles", run: func(ctx context.Context) error {
+			// The authorizer waits for its informers (fresh) only for
+			// the writes stored once they have synced: a bootstrap role
+			// written before might still be missing from them when the
+			// server is ready, and a request it grants be denied. The
+			// other tasks write nothing the authorizer reads, and do
+			// not wait.
+			select {
+			case <-informerSync.done:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
 			return s.ensureRBACPolicy(ctx, c)
 		}},
 	}
