@@ -188,7 +188,7 @@ done
 
 log "summary: seconds per round (load average at the start of the run)"
 jq -rs '
-	map(select(.unit == "s"))
+	map(select(.metric | startswith("time to")))
 	| group_by(.workload)[]
 	| .[0].workload as $w
 	| (group_by(.impl + " " + .setting)[]
@@ -196,9 +196,8 @@ jq -rs '
 		  + (map("r\(.round) \(.value * 1000 | round / 1000)s [\(.load)]") | join(", ")))' "$RESULTS"
 log "summary: listwatch / kube-controller-manager per round"
 jq -rs '
-	map(select(.unit == "s"))
+	map(select(.metric | startswith("time to")))
 	| group_by(.workload)[]
-	| . as $rows
 	| . as $rows
 	| ["listwatch", "listwatch-on-kube"][] as $ours
 	| ($rows | map(select(.impl == "listwatch" and .setting == $ours)) | map({key: (.round | tostring), value: .value}) | from_entries) as $lw
