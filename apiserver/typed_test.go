@@ -69,7 +69,7 @@ func typedFiller(seed int64) *randfill.Filler {
 			}
 		},
 		func(f *metav1.FieldsV1, c randfill.Continue) {
-			*f = metav1.FieldsV1{Raw: []byte(fmt.Sprintf(`{"f:%s":{}}`, c.String(6)))}
+			*f = *metav1.NewFieldsV1(fmt.Sprintf(`{"f:%s":{}}`, c.String(6)))
 		},
 	)
 }
@@ -158,7 +158,7 @@ func runningPod(b *testing.B) *unstructured.Unstructured {
 				UID: "1f3e4a4e-7f6b-4c1e-9a3a-1b2c3d4e5f60", Controller: new(true), BlockOwnerDeletion: new(true)}},
 			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kube-controller-manager", Operation: metav1.ManagedFieldsOperationUpdate,
 				APIVersion: "v1", Time: new(metav1.Unix(1_790_000_000, 0)), FieldsType: "FieldsV1",
-				FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:generateName":{},"f:labels":{".":{},"f:app":{},"f:pod-template-hash":{}}},"f:spec":{"f:containers":{"k:{\"name\":\"web\"}":{".":{},"f:image":{},"f:name":{}}}}}`)}}},
+				FieldsV1: metav1.NewFieldsV1(`{"f:metadata":{"f:generateName":{},"f:labels":{".":{},"f:app":{},"f:pod-template-hash":{}}},"f:spec":{"f:containers":{"k:{\"name\":\"web\"}":{".":{},"f:image":{},"f:name":{}}}}}`)}},
 		},
 		Spec: corev1.PodSpec{
 			Containers: []corev1.Container{{Name: "web", Image: "nginx:1.27", ImagePullPolicy: corev1.PullIfNotPresent,
