@@ -369,7 +369,7 @@ func TestPodLifecycle(t *testing.T) {
 		}},
 		{"a deletion is confirmed without waiting behind the pods queued for binding", func(t *testing.T) {
 			pods := []*corev1.Pod{newPod("mine", "", "node-1")}
-			for i := range 100 {
+			for i := range 300 {
 				pods = append(pods, newPod(fmt.Sprint("p", i), "", ""))
 			}
 			// Pods start a minute after they are bound: the workers bind
@@ -380,8 +380,8 @@ func TestPodLifecycle(t *testing.T) {
 			defer h.stop()
 			h.api.gracefulDelete(t, "ns", "mine", 30)
 			// The workers start once the caches have synced (polled every
-			// 100ms); each binding then takes a millisecond, the 100 of
-			// them 100ms.
+			// 100ms); each binding then takes a millisecond, the 300 of
+			// them 300ms.
 			time.Sleep(110 * time.Millisecond)
 			if _, ok := h.api.src.Get("ns", "mine"); ok {
 				t.Fatal("deletion not confirmed while the scheduler was still binding")
@@ -398,14 +398,15 @@ func TestPodLifecycle(t *testing.T) {
 		}},
 		{"a bound pod starts without waiting behind the pods queued for binding", func(t *testing.T) {
 			pods := []*corev1.Pod{newPod("mine", "", "node-1")}
-			for i := range 100 {
+			for i := range 300 {
 				pods = append(pods, newPod(fmt.Sprint("p", i), "", ""))
 			}
 			opts := Options{StartDelay: time.Nanosecond}
 			opts.Controller.Workers = 1
 			h := start(t, opts, pods...)
 			defer h.stop()
-			// As above: the 100 bindings take 100ms once the workers start.
+			// The workers start within the 100ms poll of the caches'
+			// sync; the 300 bindings then take 300ms.
 			time.Sleep(110 * time.Millisecond)
 			if p := h.pod(t, "mine"); p.Status.Phase != corev1.PodRunning {
 				t.Fatalf("bound pod %s while the scheduler was still binding; want Running", p.Status.Phase)

@@ -171,7 +171,18 @@ func TestController(t *testing.T) {
 				t.Fatal("caches not synced")
 			}
 			if tt.then != nil {
+				// The change comes after the controller's first pass, once
+				// the ConfigMap is published: the writes of that pass, if
+				// any, are counted before it, however late they come.
 				time.Sleep(50 * time.Millisecond)
+				for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+					if got, _ := api.configMaps.Get("a", ConfigMapName); same(got, published("a")) {
+						break
+					}
+					if time.Now().After(deadline) {
+						t.Fatal("ConfigMap not published before the change")
+					}
+				}
 				before := api.writeCount()
 				tt.then(api)
 				tt.wantWrites += before
