@@ -74,7 +74,7 @@ func (s *Server) handleApply(w http.ResponseWriter, r *http.Request, req request
 		}
 		return u, nil
 	}
-	out, err := s.update(r.Context(), req, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	out, err := s.update(r.Context(), req, func(cur *unstructured.Unstructured) (object, error) {
 		obj, err := fm.Apply(cur, applied.DeepCopy(), manager, force)
 		if err != nil {
 			return nil, applyError(err)
@@ -169,7 +169,7 @@ func (s *Server) applyScale(w http.ResponseWriter, r *http.Request, req request,
 	if err != nil {
 		return apierrors.NewInternalError(err)
 	}
-	out, err := s.update(r.Context(), req, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	out, err := s.update(r.Context(), req, func(cur *unstructured.Unstructured) (object, error) {
 		h, err := scaleHandler(req.res, cur.GetManagedFields())
 		if err != nil {
 			return nil, apierrors.NewInternalError(err)

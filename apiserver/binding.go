@@ -68,7 +68,7 @@ func (s *Server) handleBinding(w http.ResponseWriter, r *http.Request, req reque
 	if len(errs) > 0 {
 		return apierrors.NewInvalid(bindingResource.gvk.GroupKind(), req.name, errs)
 	}
-	_, err = s.update(r.Context(), req, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	_, err = s.update(r.Context(), req, func(cur *unstructured.Unstructured) (object, error) {
 		if err := uidPrecondition(req, b.UID, cur.GetUID()); err != nil {
 			return nil, err
 		}

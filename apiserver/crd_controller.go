@@ -368,7 +368,7 @@ func (c *crdController) writeStatus(ctx context.Context, name string, change fun
 func (c *crdController) write(ctx context.Context, name, sub string, change func(*apiextensionsv1.CustomResourceDefinition)) error {
 	// Recorded in managedFields as kube-apiserver's own controllers'.
 	req := request{res: c.res, name: name, sub: sub, manage: &fieldManagement{manager: "kube-apiserver"}}
-	_, err := c.s.update(ctx, req, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	_, err := c.s.update(ctx, req, func(cur *unstructured.Unstructured) (object, error) {
 		crdObj, err := crd.FromUnstructured(cur)
 		if err != nil {
 			return nil, err

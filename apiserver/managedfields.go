@@ -398,29 +398,61 @@ func (c objectCreater) New(kind schema.GroupVersionKind) (k8sruntime.Object, err
 	return u, nil
 }
 
-// manageUpdate records the update of cur to desired (a private copy,
-// which it may change) in desired's managedFields under req's manager,
-// as kube-apiserver's update and patch handlers do before admission:
-// desired is defaulted first, so that its writer owns the defaulted
-// fields. A managedFields the write sets itself is taken as the new
-// record (a list with one empty entry clears it); without one, the stored
-// record is kept. The record is left as stored when it cannot be made.
-func manageUpdate(req request, cur, desired *unstructured.Unstructured) *unstructured.Unstructured {
+// manageUpdate records the update of cur to written (a private copy,
+// which it may change) in its managedFields under req's manager, as
+// kube-apiserver's update and patch handlers do before admission: it is
+// defaulted first, so that its writer owns the defaulted fields. A
+// managedFields the write sets itself is taken as the new record (a list
+// with one empty entry clears it); without one, the stored record is
+// kept. The record is left as stored when it cannot be made.
+//
+// written is a map, or the resource's Go type (Server.typedUpdate). The
+// result is the map, or, for a built-in resource, the Go type carrying the
+// record (kube.Rules.External: defaulted), which then stands for the map:
+// the map is left as it was written, or nil. Defaulting converts the object
+// to its Go type, and the strategies take it so (prepareUpdate), so the
+// conversion is made once.
+func manageUpdate(req request, cur *unstructured.Unstructured, written object) (*unstructured.Unstructured, k8sruntime.Object) {
+	desired, isMap := written.(*unstructured.Unstructured)
+	if !isMap {
+		req.res.kube.DefaultTyped(written)
+		if req.manage != nil && !req.manage.applied {
+			recordUpdate(req, cur, written)
+		}
+		return nil, written
+	}
 	if req.manage == nil || req.manage.applied {
-		return desired
+		return desired, nil
 	}
 	if req.sub == "scale" {
 		manageScale(req, cur, desired)
-		return desired
+		return desired, nil
 	}
+	if k := req.res.kube; k != nil {
+		ext, err := k.External(desired)
+		if err == nil {
+			if obj, err := asObject(ext); err == nil {
+				recordUpdate(req, cur, obj)
+				return desired, obj
+			}
+		}
+		// Left as it is: validation reports what is wrong.
+	} else {
+		objectDefaulter{res: req.res}.Default(desired)
+	}
+	recordUpdate(req, cur, desired)
+	return desired, nil
+}
+
+// recordUpdate sets obj's managedFields to the record of the update of cur
+// to obj under req's manager, or to cur's when none can be made.
+func recordUpdate(req request, cur *unstructured.Unstructured, obj object) {
 	fm, err := fieldManagerFor(req.res, req.sub)
 	if err != nil {
-		desired.SetManagedFields(cur.GetManagedFields())
-		return desired
+		obj.SetManagedFields(cur.GetManagedFields())
+		return
 	}
-	objectDefaulter{res: req.res}.Default(desired)
-	desired.SetManagedFields(managedBy(fm, req, cur, desired))
-	return desired
+	obj.SetManagedFields(managedBy(fm, req, cur, obj))
 }
 
 // manageCreate records the create of obj in its managedFields under

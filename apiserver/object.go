@@ -261,6 +261,14 @@ func deepCopy(u *unstructured.Unstructured) *unstructured.Unstructured {
 	return u.DeepCopy()
 }
 
+// copyObject is a deep copy of obj.
+func copyObject(obj object) (object, error) {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		return deepCopy(u), nil
+	}
+	return asObject(obj.DeepCopyObject())
+}
+
 // storage is the resource whose storage holds r's objects: r itself, or
 // the version they are stored as.
 func (r *resource) storage() *resource {

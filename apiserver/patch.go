@@ -364,7 +364,7 @@ func (s *Server) handlePatch(w http.ResponseWriter, r *http.Request, req request
 	// none), so the patched object is checked; the last attempt's findings
 	// are the ones reported.
 	var problems []string
-	out, err := s.update(r.Context(), req, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	out, err := s.updateObject(r.Context(), req, func(cur *unstructured.Unstructured) (object, error) {
 		patched, err := p.apply(cur)
 		if err != nil {
 			return nil, err

@@ -99,7 +99,7 @@ func toScale(r *resource, u *unstructured.Unstructured) (*unstructured.Unstructu
 // Scale (the PUT body, or a patch applied to it) into spec.replicas.
 func (s *Server) updateScale(w http.ResponseWriter, r *http.Request, req request, scaleBody func(cur *unstructured.Unstructured) ([]byte, error)) error {
 	var scale *unstructured.Unstructured
-	out, err := s.update(r.Context(), req, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	out, err := s.update(r.Context(), req, func(cur *unstructured.Unstructured) (object, error) {
 		curScale, err := toScale(req.res, cur)
 		if err != nil {
 			return nil, err

@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
@@ -267,20 +268,40 @@ func (errDeleteInstead) Error() string { return "delete instead" }
 // removed instead of written: kube-apiserver's store's rule (no finalizers
 // left, and cur deleted with no grace period pending: a pod waiting out
 // its grace period stays), and for a namespace no spec.finalizers either.
-func shouldDeleteDuringUpdate(ctx context.Context, r *resource, u, cur *unstructured.Unstructured) bool {
-	if !genericregistry.ShouldDeleteDuringUpdate(ctx, "", u, cur) {
+func shouldDeleteDuringUpdate(ctx context.Context, r *resource, obj object, cur *unstructured.Unstructured) bool {
+	if !genericregistry.ShouldDeleteDuringUpdate(ctx, "", obj, cur) {
 		return false
 	}
 	if r == namespacesResource || r.gvk == namespacesResource.gvk {
-		fs, _, _ := unstructured.NestedSlice(u.Object, "spec", "finalizers")
-		return len(fs) == 0
+		switch ns := obj.(type) {
+		case *corev1.Namespace:
+			return len(ns.Spec.Finalizers) == 0
+		case *unstructured.Unstructured:
+			fs, _, _ := unstructured.NestedSlice(ns.Object, "spec", "finalizers")
+			return len(fs) == 0
+		}
 	}
 	return true
 }
 
 // mutateFunc turns the current object (a private copy) into the desired
-// one; it may be called several times.
-type mutateFunc func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error)
+// one; it may be called several times. The desired object is a map, or,
+// where the write goes through its resource's rules as its Go type
+// (Server.typedUpdate), may be of that type, a private copy too.
+type mutateFunc func(cur *unstructured.Unstructured) (object, error)
+
+// typedUpdate reports whether an update of req goes through its
+// resource's rules as the resource's Go type, with no map on the way: a
+// built-in resource's write that records managedFields (manageUpdate),
+// but for the subresources and the resource (services) whose write changes
+// the map.
+func (s *Server) typedUpdate(req request) bool {
+	if req.res.kube == nil || req.manage == nil || req.manage.applied || req.sub == "scale" || req.sub == "binding" || s.isServices(req.res) {
+		return false
+	}
+	_, err := fieldManagerFor(req.res, req.sub)
+	return err == nil
+}
 
 // update runs mutate under storage.GuaranteedUpdate and applies the rules
 // every write shares: the resourceVersion precondition, immutable system
@@ -288,40 +309,99 @@ type mutateFunc func(cur *unstructured.Unstructured) (*unstructured.Unstructured
 // writes, generation bumps, and removal of a deleted object whose last
 // finalizer went. It returns the object as stored.
 func (s *Server) update(ctx context.Context, req request, mutate mutateFunc) (*unstructured.Unstructured, error) {
+	out, typed, err := s.updateTyped(ctx, req, mutate)
+	if err != nil || out != nil {
+		return out, err
+	}
+	out = &unstructured.Unstructured{}
+	return out, req.res.kube.SetUnstructured(out, typed)
+}
+
+// updateObject is update answering with the object as its Go type where
+// the write made it so (a built-in resource), else as the map: the
+// answer's encoding then needs no conversion.
+func (s *Server) updateObject(ctx context.Context, req request, mutate mutateFunc) (object, error) {
+	out, typed, err := s.updateTyped(ctx, req, mutate)
+	if err != nil {
+		return nil, err
+	}
+	if typed != nil {
+		return typed, nil
+	}
+	return out, nil
+}
+
+// updateTyped is update returning the object stored as its Go type where
+// the write made it so (a built-in resource's update through its rules),
+// and then no map; else the map and no Go type.
+func (s *Server) updateTyped(ctx context.Context, req request, mutate mutateFunc) (*unstructured.Unstructured, object, error) {
 	key := keyFor(req.res, req.namespace, req.name)
 	ctx, svc := s.serviceWrite(ctx, req)
 	defer svc.done(false)
 	for {
 		var out *unstructured.Unstructured
+		var outTyped object
 		rev, err := storage.GuaranteedUpdate(ctx, s.cfg.Storage, key, func(kv storage.KeyValue) ([]byte, error) {
 			cur, err := req.res.decodeKV(kv)
 			if err != nil {
 				return nil, err
 			}
-			desired, err := mutate(deepCopy(cur))
+			written, err := mutate(deepCopy(cur))
 			if err != nil {
 				return nil, err
 			}
-			desired = manageUpdate(req, cur, desired)
-			if err := s.prepareUpdate(ctx, req, cur, desired); err != nil {
-				return nil, err
-			}
-			value, err := req.res.encodeStored(desired)
+			desired, ext := manageUpdate(req, cur, written)
+			typed, err := s.prepareUpdate(ctx, req, cur, desired, ext)
 			if err != nil {
 				return nil, err
 			}
-			if unchanged(kv, value, cur, desired) {
+			// When the rules gave the object as its Go type, that is what
+			// is stored (it encodes faster than a map, to the same
+			// object), and desired is left as written: its map is made
+			// where it is needed (asMap).
+			var toStore object = desired
+			if typed != nil {
+				toStore = typed
+			}
+			value, err := req.res.encodeStored(toStore)
+			if err != nil {
+				return nil, err
+			}
+			asMap := func() (*unstructured.Unstructured, error) {
+				if typed == nil {
+					return desired, nil
+				}
+				return decodeStored(value, kv.Revision)
+			}
+			same := typed == nil && unchanged(kv, value, cur, desired)
+			if typed != nil {
+				if same, err = unchangedTyped(kv, value, cur, asMap); err != nil {
+					return nil, err
+				}
+			}
+			if same {
 				return nil, errNoChange{cur}
 			}
 			if req.dryRun {
 				// Everything was checked; answer with what would be
 				// stored and write nothing.
-				return nil, errNoChange{desired}
+				u, err := asMap()
+				if err != nil {
+					return nil, err
+				}
+				return nil, errNoChange{u}
 			}
-			if shouldDeleteDuringUpdate(ctx, req.res, desired, cur) {
-				return nil, errDeleteInstead{desired, kv.Revision}
+			if shouldDeleteDuringUpdate(ctx, req.res, toStore, cur) {
+				u, err := asMap()
+				if err != nil {
+					return nil, err
+				}
+				return nil, errDeleteInstead{u, kv.Revision}
 			}
-			out = desired
+			out, outTyped = desired, typed
+			if typed != nil {
+				out = nil
+			}
 			return value, nil
 		})
 		var noChange errNoChange
@@ -329,24 +409,30 @@ func (s *Server) update(ctx context.Context, req request, mutate mutateFunc) (*u
 		switch {
 		case err == nil:
 			svc.done(true)
-			out.SetResourceVersion(strconv.FormatInt(rev, 10))
-			return out, nil
+			rv := strconv.FormatInt(rev, 10)
+			if out != nil {
+				out.SetResourceVersion(rv)
+			}
+			if outTyped != nil {
+				outTyped.SetResourceVersion(rv)
+			}
+			return out, outTyped, nil
 		case errors.As(err, &noChange):
-			return noChange.cur, nil
+			return noChange.cur, nil, nil
 		case errors.As(err, &del):
 			_, drev, err := s.cfg.Storage.Delete(ctx, key, del.rev)
 			if errors.Is(err, storage.ErrConflict) {
 				continue
 			}
 			if err != nil {
-				return nil, s.storageErr(req, err)
+				return nil, nil, s.storageErr(req, err)
 			}
 			del.obj.SetResourceVersion(strconv.FormatInt(drev, 10))
 			svc.done(true)
 			s.serviceDeleted(ctx, req.res, del.obj)
-			return del.obj, nil
+			return del.obj, nil, nil
 		default:
-			return nil, s.storageErr(req, err)
+			return nil, nil, s.storageErr(req, err)
 		}
 	}
 }
@@ -359,41 +445,102 @@ func unchanged(kv storage.KeyValue, value []byte, cur, desired *unstructured.Uns
 	return bytes.Equal(value, kv.Value) || reflect.DeepEqual(cur.Object, desired.Object)
 }
 
-// prepareUpdate turns desired into what may be stored over cur.
-func (s *Server) prepareUpdate(ctx context.Context, req request, cur, desired *unstructured.Unstructured) error {
+// typedPrefix begins the JSON of a built-in object encoded from its Go
+// type.
+var typedPrefix = []byte(`{"kind":`)
+
+// unchangedTyped is unchanged for value encoded from a Go type, whose map
+// asMap makes. The same object encodes from its Go type to the same bytes,
+// and from a map to the same length, so the map is made and compared only
+// when kv, of the same length, was encoded from a map (its keys sorted,
+// apiVersion first, where a Go type's TypeMeta puts kind first).
+func unchangedTyped(kv storage.KeyValue, value []byte, cur *unstructured.Unstructured, asMap func() (*unstructured.Unstructured, error)) (bool, error) {
+	if len(value) != len(kv.Value) {
+		return false, nil
+	}
+	if bytes.Equal(value, kv.Value) {
+		return true, nil
+	}
+	if bytes.HasPrefix(kv.Value, typedPrefix) && bytes.HasPrefix(value, typedPrefix) {
+		return false, nil
+	}
+	desired, err := asMap()
+	if err != nil {
+		return false, err
+	}
+	return unchanged(kv, value, cur, desired), nil
+}
+
+// prepareUpdate turns desired into what may be stored over cur. ext, when
+// not nil, is desired as its Go type (manageUpdate), which stands for it
+// (desired may then be nil). When the result is of a Go type it returns
+// it, and desired is left as it was: the result stands for it.
+func (s *Server) prepareUpdate(ctx context.Context, req request, cur, desired *unstructured.Unstructured, ext runtime.Object) (object, error) {
 	res := req.res
-	if rv := desired.GetResourceVersion(); rv == "" {
+	var typed object
+	if ext != nil {
+		var err error
+		if typed, err = asObject(ext); err != nil {
+			return nil, err
+		}
+	}
+	if (desired == nil && typed == nil) || (typed != nil && res.kube == nil) {
+		return nil, apierrors.NewInternalError(fmt.Errorf("apiserver: update of %v with no object", res.gvr()))
+	}
+	var written object = desired
+	if typed != nil {
+		written = typed
+	}
+	if rv := written.GetResourceVersion(); rv == "" {
 		if !res.unconditionalUpdate {
-			return apierrors.NewInvalid(res.qualifiedKind(), req.name, field.ErrorList{
+			return nil, apierrors.NewInvalid(res.qualifiedKind(), req.name, field.ErrorList{
 				field.Invalid(field.NewPath("metadata", "resourceVersion"), 0, "must be specified for an update"),
 			})
 		}
 	} else if rv != cur.GetResourceVersion() {
 		if _, err := parseRV(rv); err != nil {
-			return err
+			return nil, err
 		}
-		return conflict(req, "the object has been modified; please apply your changes to the latest version and try again")
+		return nil, conflict(req, "the object has been modified; please apply your changes to the latest version and try again")
 	}
-	desired.SetResourceVersion(cur.GetResourceVersion())
+	written.SetResourceVersion(cur.GetResourceVersion())
 	if res.kube != nil {
+		if typed != nil && (req.sub == "binding" || s.isServices(res)) {
+			// What follows changes the map.
+			if desired == nil {
+				desired = &unstructured.Unstructured{}
+			}
+			if err := res.kube.SetUnstructured(desired, typed); err != nil {
+				return nil, err
+			}
+			typed = nil
+		}
 		if req.sub == "binding" {
 			// A binding sets the pod's node directly, with no strategy,
 			// as kube-apiserver's binding storage does.
-			return res.kube.ReadBack(desired)
+			return nil, res.kube.ReadBack(desired)
 		}
 		if err := s.allocateServiceUpdate(ctx, req, desired, cur); err != nil {
-			return err
+			return nil, err
 		}
-		if err := res.kube.Update(ctx, s.kubeRequest(ctx, req, "update", req.name), desired, cur); err != nil {
-			return err
+		kr := s.kubeRequest(ctx, req, "update", req.name)
+		if typed == nil {
+			if err := res.kube.Update(ctx, kr, desired, cur); err != nil {
+				return nil, err
+			}
+			s.decorateService(req, desired)
+			return nil, nil
 		}
-		s.decorateService(req, desired)
-		return nil
+		out, err := res.kube.UpdateTyped(ctx, kr, typed, cur)
+		if err != nil {
+			return nil, err
+		}
+		return asObject(out)
 	}
 	if res.cr == nil {
-		return apierrors.NewInternalError(fmt.Errorf("apiserver: resource %v has no write rules", res.gvr()))
+		return nil, apierrors.NewInternalError(fmt.Errorf("apiserver: resource %v has no write rules", res.gvr()))
 	}
-	return s.updateCustom(ctx, req, cur, desired)
+	return nil, s.updateCustom(ctx, req, cur, desired)
 }
 
 func (s *Server) handleUpdate(w http.ResponseWriter, r *http.Request, req request) error {
@@ -425,24 +572,34 @@ func (s *Server) handleUpdate(w http.ResponseWriter, r *http.Request, req reques
 		// not create.
 		return err
 	}
-	u, ext, err := decodeRequest(w, r, req.res, body, false)
+	var u *unstructured.Unstructured
+	var ext runtime.Object
+	var obj object
+	if s.typedUpdate(req) {
+		// The body goes to the rules as its Go type, with no map.
+		obj, err = decodeNew(w, r, req.res, body)
+		ext = obj
+	} else {
+		u, ext, err = decodeRequest(w, r, req.res, body, false)
+		obj = u
+	}
 	if err != nil {
 		return err
 	}
-	if err := checkNamespace(req, u); err != nil {
+	if err := checkNamespace(req, obj); err != nil {
 		return err
 	}
-	if u.GetName() != req.name {
-		return badRequest("the name of the object (%s) does not match the name on the URL (%s)", u.GetName(), req.name)
+	if obj.GetName() != req.name {
+		return badRequest("the name of the object (%s) does not match the name on the URL (%s)", obj.GetName(), req.name)
 	}
-	uid := u.GetUID()
-	out, err := s.update(r.Context(), req, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	uid := obj.GetUID()
+	out, err := s.updateObject(r.Context(), req, func(cur *unstructured.Unstructured) (object, error) {
 		// Before the resourceVersion, as kube-apiserver's storage checks
 		// its preconditions before the update function runs.
 		if err := uidPrecondition(req, uid, cur.GetUID()); err != nil {
 			return nil, err
 		}
-		return deepCopy(u), nil
+		return copyObject(obj)
 	})
 	if apierrors.IsNotFound(err) && req.res.createOnUpdate && req.sub == "" {
 		// Nothing stored has the uid asked for, where an update would

@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -72,6 +73,16 @@ func TestUpdate(t *testing.T) {
 		after := c.mustDo("GET", rcPath+"/rc", "", "", 200)
 		if nested(sc, "spec.replicas") != float64(6) || nested(after, "spec.replicas") != float64(6) || nested(after, "metadata.generation") != float64(4) {
 			t.Errorf("scale patch: %v / %v", sc, after)
+		}
+		// The scale write stored the RC as a map encodes it (keys
+		// sorted); putting it back unchanged, which is encoded from its Go
+		// type (fields in their order), still writes nothing.
+		js, err := json.Marshal(after)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if same := c.mustDo("PUT", rcPath+"/rc", "", string(js), 200); str(same, "metadata.resourceVersion") != str(after, "metadata.resourceVersion") {
+			t.Errorf("no-op update after a scale moved resourceVersion %s -> %s", str(after, "metadata.resourceVersion"), str(same, "metadata.resourceVersion"))
 		}
 		r = c.do("PUT", rcPath+"/rc/scale", "", `{"metadata":{"name":"rc","resourceVersion":"1"},"spec":{"replicas":5}}`)
 		if r.code != 409 {

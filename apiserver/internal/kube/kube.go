@@ -218,34 +218,64 @@ func (k *Rules) Create(ctx context.Context, req Request, obj runtime.Object) (ru
 // what the write may not change is taken from old, the generation moves
 // when the spec does, and the result is validated against old.
 func (k *Rules) Update(ctx context.Context, req Request, u, old *unstructured.Unstructured) error {
-	strategy, err := k.updateStrategy(req.Subresource)
+	ext, err := k.external(u)
 	if err != nil {
 		return err
 	}
-	in, err := k.internal(u)
+	out, err := k.UpdateTyped(ctx, req, ext, old)
 	if err != nil {
 		return err
+	}
+	return k.setUnstructured(u, out)
+}
+
+// UpdateTyped is Update for ext, the written object as External makes it
+// (its Go type at the served version, defaulted), which it spends: it
+// returns the object to store, as kube-apiserver's storage reads it back.
+// It saves an update the conversions of the object to and from a map
+// where the caller holds it typed already (BenchmarkUpdatePod).
+func (k *Rules) UpdateTyped(ctx context.Context, req Request, ext runtime.Object, old *unstructured.Unstructured) (runtime.Object, error) {
+	strategy, err := k.updateStrategy(req.Subresource)
+	if err != nil {
+		return nil, err
+	}
+	in, err := k.toInternal(ext)
+	if err != nil {
+		return nil, err
 	}
 	oldIn, err := k.internal(old)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	ctx = k.context(ctx, req)
 	if err := k.admit(ctx, req, in, oldIn); err != nil {
-		return err
+		return nil, err
 	}
 	if req.Check != nil {
 		if err := req.Check(ctx, in, oldIn); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if err := rest.BeforeUpdate(strategy, ctx, in, oldIn); err != nil {
-		return err
+		return nil, err
 	}
 	if err := k.validate(ctx, req, in, oldIn); err != nil {
-		return err
+		return nil, err
 	}
-	return k.fromInternal(u, in)
+	return k.served(in)
+}
+
+// External is u, an object of the resource, as its Go type at the served
+// version with kube's defaults applied: what kube-apiserver's decoder
+// makes of a request's object. u is not changed.
+func (k *Rules) External(u *unstructured.Unstructured) (runtime.Object, error) {
+	return k.external(u)
+}
+
+// SetUnstructured sets u to ext, an object of the resource's Go type at
+// the served version.
+func (k *Rules) SetUnstructured(u *unstructured.Unstructured, ext runtime.Object) error {
+	return k.setUnstructured(u, ext)
 }
 
 func (k *Rules) updateStrategy(sub string) (rest.RESTUpdateStrategy, error) {
