@@ -416,43 +416,40 @@ func manageUpdate(req request, cur *unstructured.Unstructured, written object) (
 	desired, isMap := written.(*unstructured.Unstructured)
 	if !isMap {
 		req.res.kube.DefaultTyped(written)
-		if req.manage != nil && !req.manage.applied {
-			recordUpdate(req, cur, written)
-		}
-		return nil, written
 	}
 	if req.manage == nil || req.manage.applied {
-		return desired, nil
+		return desired, typedOrNil(written, isMap)
 	}
-	if req.sub == "scale" {
+	if req.sub == "scale" && isMap {
 		manageScale(req, cur, desired)
 		return desired, nil
 	}
-	if k := req.res.kube; k != nil {
-		ext, err := k.External(desired)
-		if err == nil {
-			if obj, err := asObject(ext); err == nil {
-				recordUpdate(req, cur, obj)
-				return desired, obj
-			}
-		}
-		// Left as it is: validation reports what is wrong.
-	} else {
-		objectDefaulter{res: req.res}.Default(desired)
-	}
-	recordUpdate(req, cur, desired)
-	return desired, nil
-}
-
-// recordUpdate sets obj's managedFields to the record of the update of cur
-// to obj under req's manager, or to cur's when none can be made.
-func recordUpdate(req request, cur *unstructured.Unstructured, obj object) {
 	fm, err := fieldManagerFor(req.res, req.sub)
 	if err != nil {
-		obj.SetManagedFields(cur.GetManagedFields())
-		return
+		written.SetManagedFields(cur.GetManagedFields())
+		return desired, typedOrNil(written, isMap)
 	}
-	obj.SetManagedFields(managedBy(fm, req, cur, obj))
+	if isMap && req.res.kube != nil {
+		// Left as it is when it does not convert: validation reports
+		// what is wrong.
+		if ext, err := req.res.kube.External(desired); err == nil {
+			if obj, err := asObject(ext); err == nil {
+				written, isMap = obj, false
+			}
+		}
+	} else if isMap {
+		objectDefaulter{res: req.res}.Default(desired)
+	}
+	written.SetManagedFields(managedBy(fm, req, cur, written))
+	return desired, typedOrNil(written, isMap)
+}
+
+// typedOrNil is obj when it is not a map, else nil.
+func typedOrNil(obj object, isMap bool) k8sruntime.Object {
+	if isMap {
+		return nil
+	}
+	return obj
 }
 
 // manageCreate records the create of obj in its managedFields under
