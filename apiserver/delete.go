@@ -88,7 +88,7 @@ func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request, req reques
 	return s.writeDeleteResult(w, r, req, opts, obj, gone)
 }
 
-func (s *Server) writeDeleteResult(w http.ResponseWriter, r *http.Request, req request, opts metav1.DeleteOptions, obj *unstructured.Unstructured, gone bool) error {
+func (s *Server) writeDeleteResult(w http.ResponseWriter, r *http.Request, req request, opts metav1.DeleteOptions, obj object, gone bool) error {
 	if gone && !req.res.returnDeleted {
 		// kube-apiserver's store answers with a Status that carries no
 		// code.
@@ -112,7 +112,10 @@ func (s *Server) writeDeleteResult(w http.ResponseWriter, r *http.Request, req r
 // delete applies kube-apiserver's deletion rules to req's object and
 // reports whether it is gone (else it is kept with a deletionTimestamp for
 // its finalizers or its node agent).
-func (s *Server) delete(ctx context.Context, req request, opts metav1.DeleteOptions) (*unstructured.Unstructured, bool, error) {
+//
+// A built-in object is returned as its Go type where the delete made it
+// so (a graceful delete), else as the map.
+func (s *Server) delete(ctx context.Context, req request, opts metav1.DeleteOptions) (object, bool, error) {
 	if req.res.kube != nil {
 		return s.deleteBuiltin(ctx, req, opts)
 	}
@@ -186,7 +189,7 @@ func (s *Server) current(ctx context.Context, req request, key string) (storage.
 // remove deletes key if it is still at rev, and sets out's resourceVersion
 // to the revision of the removal, which kube-apiserver answers a delete
 // with. storage.ErrConflict comes back as it is, for the caller to retry.
-func (s *Server) remove(ctx context.Context, req request, key string, rev int64, out *unstructured.Unstructured) error {
+func (s *Server) remove(ctx context.Context, req request, key string, rev int64, out metav1.Object) error {
 	_, drev, err := s.cfg.Storage.Delete(ctx, key, rev)
 	if errors.Is(err, storage.ErrConflict) {
 		return err
@@ -200,7 +203,7 @@ func (s *Server) remove(ctx context.Context, req request, key string, rev int64,
 
 // applyPropagation records the propagation policy as the garbage
 // collector's finalizers: orphan, foregroundDeletion, or neither.
-func applyPropagation(r *resource, u *unstructured.Unstructured, opts metav1.DeleteOptions) {
+func applyPropagation(r *resource, u metav1.Object, opts metav1.DeleteOptions) {
 	var policy metav1.DeletionPropagation
 	switch {
 	case opts.PropagationPolicy != nil:
@@ -273,7 +276,11 @@ func (s *Server) handleDeleteCollection(w http.ResponseWriter, r *http.Request, 
 		if err != nil {
 			return err
 		}
-		out.items = append(out.items, obj)
+		u, err := req.res.asMap(obj)
+		if err != nil {
+			return err
+		}
+		out.items = append(out.items, u)
 	}
 	return writeObject(w, r, req.res, http.StatusOK, listObject(req.res, out))
 }
@@ -292,7 +299,7 @@ var immortalNamespaces = map[string]bool{
 // that watchers see its deletionTimestamp) and then removed. The object is
 // returned with gone true when it was removed, at the revision of the
 // removal.
-func (s *Server) deleteBuiltin(ctx context.Context, req request, opts metav1.DeleteOptions) (*unstructured.Unstructured, bool, error) {
+func (s *Server) deleteBuiltin(ctx context.Context, req request, opts metav1.DeleteOptions) (object, bool, error) {
 	res := req.res
 	isNamespace := res.gvk == namespacesResource.gvk
 	if isNamespace && immortalNamespaces[req.name] {
@@ -324,20 +331,25 @@ func (s *Server) deleteBuiltin(ctx context.Context, req request, opts metav1.Del
 				return out, false, err
 			}
 		}
-		desired := deepCopy(cur)
-		graceful, pending, err := res.kube.BeforeDelete(ctx, kreq, desired, &o)
+		graceful, pending, deleting, err := res.kube.BeforeDeleteTyped(ctx, kreq, cur, &o)
 		if err != nil {
 			return nil, false, err
 		}
 		if pending {
 			return cur, false, nil
 		}
+		var desired object
+		if deleting == nil {
+			desired = deepCopy(cur)
+		} else if desired, err = asObject(deleting); err != nil {
+			return nil, false, err
+		}
 		applyPropagation(res, desired, o)
 		pendingFinalizers := len(desired.GetFinalizers()) > 0
 		if !graceful && pendingFinalizers {
 			markAsDeleting(desired)
 		}
-		out := cur
+		var out object = cur
 		if graceful || pendingFinalizers {
 			rev, err := s.writeDeleting(ctx, req, key, kv, cur, desired)
 			if errors.Is(err, storage.ErrConflict) {
@@ -369,12 +381,16 @@ func (s *Server) deleteBuiltin(ctx context.Context, req request, opts metav1.Del
 // decodes to cur): nothing when it is unchanged or the request is a dry
 // run. It returns the revision of what is stored and sets desired's
 // resourceVersion to it.
-func (s *Server) writeDeleting(ctx context.Context, req request, key string, kv storage.KeyValue, cur, desired *unstructured.Unstructured) (int64, error) {
+func (s *Server) writeDeleting(ctx context.Context, req request, key string, kv storage.KeyValue, cur *unstructured.Unstructured, desired object) (int64, error) {
 	value, err := req.res.encodeStored(desired)
 	if err != nil {
 		return 0, err
 	}
-	if unchanged(kv, value, cur, desired) || req.dryRun {
+	same, err := storedAlready(kv, value, cur, desired)
+	if err != nil {
+		return 0, err
+	}
+	if same || req.dryRun {
 		return kv.Revision, nil
 	}
 	rev, err := s.cfg.Storage.Update(ctx, key, value, kv.Revision)
@@ -392,7 +408,7 @@ func (s *Server) writeDeleting(ctx context.Context, req request, key string, kv 
 // finalizers, with a grace period of 0, and moves its generation the first
 // time, as kube-apiserver's store does for resources not deleted
 // gracefully.
-func markAsDeleting(u *unstructured.Unstructured) {
+func markAsDeleting(u metav1.Object) {
 	if u.GetDeletionTimestamp() != nil {
 		return
 	}

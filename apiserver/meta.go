@@ -8,7 +8,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // newUID returns a random RFC 4122 version 4 UUID.
@@ -55,12 +54,12 @@ const maxGeneratedNameLength = 63 - 5
 func now() metav1.Time { return metav1.NewTime(time.Now().UTC().Truncate(time.Second)) }
 
 // hasFinalizer reports whether u carries finalizer f.
-func hasFinalizer(u *unstructured.Unstructured, f string) bool {
+func hasFinalizer(u metav1.Object, f string) bool {
 	return slices.Contains(u.GetFinalizers(), f)
 }
 
 // setFinalizer adds (on) or removes f.
-func setFinalizer(u *unstructured.Unstructured, f string, on bool) {
+func setFinalizer(u metav1.Object, f string, on bool) {
 	fs := u.GetFinalizers()
 	has := slices.Contains(fs, f)
 	switch {

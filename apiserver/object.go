@@ -261,6 +261,18 @@ func deepCopy(u *unstructured.Unstructured) *unstructured.Unstructured {
 	return u.DeepCopy()
 }
 
+// asMap is obj, an object of r, as a map: obj itself when it is one.
+func (r *resource) asMap(obj object) (*unstructured.Unstructured, error) {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		return u, nil
+	}
+	if r.kube == nil {
+		return nil, apierrors.NewInternalError(fmt.Errorf("%v as %T", r.gvk, obj))
+	}
+	u := &unstructured.Unstructured{}
+	return u, r.kube.SetUnstructured(u, obj)
+}
+
 // copyObject is a deep copy of obj.
 func copyObject(obj object) (object, error) {
 	if u, ok := obj.(*unstructured.Unstructured); ok {

@@ -211,10 +211,14 @@ func (s *Server) decorateService(req request, obj runtime.Object) {
 	}
 }
 
-// serviceDeleted releases what u, a service just removed from storage,
+// serviceDeleted releases what obj, a service just removed from storage,
 // held; its resourceVersion is the revision of the removal.
-func (s *Server) serviceDeleted(ctx context.Context, res *resource, u *unstructured.Unstructured) {
+func (s *Server) serviceDeleted(ctx context.Context, res *resource, obj object) {
 	if !s.isServices(res) {
+		return
+	}
+	u, err := res.asMap(obj)
+	if err != nil {
 		return
 	}
 	rev, err := parseRV(u.GetResourceVersion())

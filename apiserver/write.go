@@ -313,8 +313,7 @@ func (s *Server) update(ctx context.Context, req request, mutate mutateFunc) (*u
 	if err != nil || out != nil {
 		return out, err
 	}
-	out = &unstructured.Unstructured{}
-	return out, req.res.kube.SetUnstructured(out, typed)
+	return req.res.asMap(typed)
 }
 
 // updateObject is update answering with the object as its Go type where
@@ -373,13 +372,9 @@ func (s *Server) updateTyped(ctx context.Context, req request, mutate mutateFunc
 				}
 				return decodeStored(value, kv.Revision)
 			}
-			same := typed == nil && unchanged(kv, value, cur, desired)
-			if typed != nil {
-				if same, err = unchangedTyped(kv, value, cur, asMap); err != nil {
-					return nil, err
-				}
-			}
-			if same {
+			if same, err := storedAlready(kv, value, cur, toStore); err != nil {
+				return nil, err
+			} else if same {
 				return nil, errNoChange{cur}
 			}
 			if req.dryRun {
@@ -449,26 +444,30 @@ func unchanged(kv storage.KeyValue, value []byte, cur, desired *unstructured.Uns
 // type.
 var typedPrefix = []byte(`{"kind":`)
 
-// unchangedTyped is unchanged for value encoded from a Go type, whose map
-// asMap makes. The same object encodes from its Go type to the same bytes,
-// and from a map to the same length, so the map is made and compared only
-// when kv, of the same length, was encoded from a map (its keys sorted,
-// apiVersion first, where a Go type's TypeMeta puts kind first).
-func unchangedTyped(kv storage.KeyValue, value []byte, cur *unstructured.Unstructured, asMap func() (*unstructured.Unstructured, error)) (bool, error) {
-	if len(value) != len(kv.Value) {
-		return false, nil
+// storedAlready reports whether obj, encoded as value to be stored over kv
+// (which decodes to cur), is what is stored already (unchanged). The same
+// object encodes from its Go type to the same bytes, and from a map to the
+// same length, so for obj of a Go type the map of value is made and
+// compared only when kv, of the same length, was encoded from a map (its
+// keys sorted, apiVersion first, where a Go type's TypeMeta puts kind
+// first).
+func storedAlready(kv storage.KeyValue, value []byte, cur *unstructured.Unstructured, obj object) (bool, error) {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		return unchanged(kv, value, cur, u), nil
 	}
-	if bytes.Equal(value, kv.Value) {
+	switch {
+	case len(value) != len(kv.Value):
+		return false, nil
+	case bytes.Equal(value, kv.Value):
 		return true, nil
-	}
-	if bytes.HasPrefix(kv.Value, typedPrefix) && bytes.HasPrefix(value, typedPrefix) {
+	case bytes.HasPrefix(kv.Value, typedPrefix) && bytes.HasPrefix(value, typedPrefix):
 		return false, nil
 	}
-	desired, err := asMap()
+	u, err := decodeStored(value, kv.Revision)
 	if err != nil {
 		return false, err
 	}
-	return unchanged(kv, value, cur, desired), nil
+	return unchanged(kv, value, cur, u), nil
 }
 
 // prepareUpdate turns desired into what may be stored over cur. ext, when

@@ -377,24 +377,26 @@ func badRequest(gvk schema.GroupVersionKind, err error) error {
 	}}
 }
 
-// BeforeDelete runs kube-apiserver's BeforeDelete on u in place: it
-// validates opts (422) and its preconditions (409), and, for a resource
-// deleted gracefully, sets u's deletionTimestamp and grace period (graceful
-// true) or reports a graceful deletion already pending with a period no
-// longer than asked (pending true). opts is completed as kube completes it.
-func (k *Rules) BeforeDelete(ctx context.Context, req Request, u *unstructured.Unstructured, opts *metav1.DeleteOptions) (graceful, pending bool, err error) {
+// BeforeDeleteTyped runs kube-apiserver's BeforeDelete on u: it validates
+// opts (422) and its preconditions (409), and, for a resource deleted
+// gracefully, returns u with its deletionTimestamp and grace period set,
+// as its Go type at the served version as kube-apiserver's storage reads
+// it back (graceful true), or reports a graceful deletion already pending
+// with a period no longer than asked (pending true). u is not changed; opts
+// is completed as kube completes it.
+func (k *Rules) BeforeDeleteTyped(ctx context.Context, req Request, u *unstructured.Unstructured, opts *metav1.DeleteOptions) (graceful, pending bool, out runtime.Object, err error) {
 	in, err := k.internal(u)
 	if err != nil {
-		return false, false, err
+		return false, false, nil, err
 	}
 	graceful, pending, err = rest.BeforeDelete(k.entry.main, k.context(ctx, req), in, opts)
 	if err != nil {
-		return false, false, err
+		return false, false, nil, err
 	}
 	if graceful {
-		if err := k.fromInternal(u, in); err != nil {
-			return false, false, err
+		if out, err = k.served(in); err != nil {
+			return false, false, nil, err
 		}
 	}
-	return graceful, pending, nil
+	return graceful, pending, out, nil
 }

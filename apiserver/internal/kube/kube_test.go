@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -182,15 +183,22 @@ func TestBeforeDelete(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var opts metav1.DeleteOptions
-			graceful, pending, err := tt.rules.BeforeDelete(ctx, Request{Verb: "delete", Namespace: "ns"}, tt.obj, &opts)
-			if err != nil || pending || graceful != tt.graceful {
-				t.Fatalf("BeforeDelete = %v, %v, %v; want graceful %v", graceful, pending, err, tt.graceful)
+			graceful, pending, out, err := tt.rules.BeforeDeleteTyped(ctx, Request{Verb: "delete", Namespace: "ns"}, tt.obj, &opts)
+			if err != nil || pending || graceful != tt.graceful || (out != nil) != graceful {
+				t.Fatalf("BeforeDeleteTyped = %v, %v, %T, %v; want graceful %v", graceful, pending, out, err, tt.graceful)
+			}
+			if tt.obj.GetDeletionTimestamp() != nil {
+				t.Errorf("the object given was changed: deletionTimestamp %v", tt.obj.GetDeletionTimestamp())
 			}
 			if !graceful {
 				return
 			}
-			if tt.obj.GetDeletionTimestamp() == nil || tt.obj.GetDeletionGracePeriodSeconds() == nil || *tt.obj.GetDeletionGracePeriodSeconds() != tt.wantGrace {
-				t.Errorf("deletionTimestamp %v, grace %v; want grace %d", tt.obj.GetDeletionTimestamp(), tt.obj.GetDeletionGracePeriodSeconds(), tt.wantGrace)
+			pod, ok := out.(*corev1.Pod)
+			if !ok {
+				t.Fatalf("graceful delete of a pod gave %T", out)
+			}
+			if pod.DeletionTimestamp == nil || pod.DeletionGracePeriodSeconds == nil || *pod.DeletionGracePeriodSeconds != tt.wantGrace {
+				t.Errorf("deletionTimestamp %v, grace %v; want grace %d", pod.DeletionTimestamp, pod.DeletionGracePeriodSeconds, tt.wantGrace)
 			}
 		})
 	}
