@@ -331,16 +331,6 @@ func (k *Rules) toInternal(ext runtime.Object) (runtime.Object, error) {
 	return in, nil
 }
 
-// fromInternal sets u to in at the served version, as read back from
-// storage.
-func (k *Rules) fromInternal(u *unstructured.Unstructured, in runtime.Object) error {
-	ext, err := k.served(in)
-	if err != nil {
-		return err
-	}
-	return k.setUnstructured(u, ext)
-}
-
 // served is in, of the internal version, at the served version as
 // kube-apiserver's storage reads it back, with its apiVersion and kind set.
 func (k *Rules) served(in runtime.Object) (runtime.Object, error) {
