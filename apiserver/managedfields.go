@@ -412,7 +412,7 @@ func (c objectCreater) New(kind schema.GroupVersionKind) (k8sruntime.Object, err
 // the map is left as it was written, or nil. Defaulting converts the object
 // to its Go type, and the strategies take it so (prepareUpdate), so the
 // conversion is made once.
-func manageUpdate(req request, cur *unstructured.Unstructured, written object) (*unstructured.Unstructured, k8sruntime.Object) {
+func manageUpdate(req request, cur *unstructured.Unstructured, written object) (*unstructured.Unstructured, object) {
 	desired, isMap := written.(*unstructured.Unstructured)
 	if !isMap {
 		req.res.kube.DefaultTyped(written)
@@ -445,7 +445,7 @@ func manageUpdate(req request, cur *unstructured.Unstructured, written object) (
 }
 
 // typedOrNil is obj when it is not a map, else nil.
-func typedOrNil(obj object, isMap bool) k8sruntime.Object {
+func typedOrNil(obj object, isMap bool) object {
 	if isMap {
 		return nil
 	}

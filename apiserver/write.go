@@ -470,19 +470,12 @@ func storedAlready(kv storage.KeyValue, value []byte, cur *unstructured.Unstruct
 	return unchanged(kv, value, cur, u), nil
 }
 
-// prepareUpdate turns desired into what may be stored over cur. ext, when
-// not nil, is desired as its Go type (manageUpdate), which stands for it
+// prepareUpdate turns desired into what may be stored over cur. typed,
+// when not nil, is desired as its Go type (manageUpdate), which stands for it
 // (desired may then be nil). When the result is of a Go type it returns
 // it, and desired is left as it was: the result stands for it.
-func (s *Server) prepareUpdate(ctx context.Context, req request, cur, desired *unstructured.Unstructured, ext runtime.Object) (object, error) {
+func (s *Server) prepareUpdate(ctx context.Context, req request, cur, desired *unstructured.Unstructured, typed object) (object, error) {
 	res := req.res
-	var typed object
-	if ext != nil {
-		var err error
-		if typed, err = asObject(ext); err != nil {
-			return nil, err
-		}
-	}
 	if (desired == nil && typed == nil) || (typed != nil && res.kube == nil) {
 		return nil, apierrors.NewInternalError(fmt.Errorf("apiserver: update of %v with no object", res.gvr()))
 	}

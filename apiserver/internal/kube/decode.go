@@ -90,7 +90,7 @@ func (k *Rules) DecodeError(js []byte) error {
 // EncodeJSON returns u as kube-apiserver's codec encodes it in JSON: the
 // document a JSON or merge patch of the stored object is applied to.
 func (k *Rules) EncodeJSON(u *unstructured.Unstructured) ([]byte, error) {
-	ext, err := k.external(u)
+	ext, err := k.External(u)
 	if err != nil {
 		return nil, err
 	}

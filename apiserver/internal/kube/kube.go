@@ -169,11 +169,11 @@ func (k *Rules) Graceful() bool {
 // object of the resource (a request body, or an object read from
 // storage).
 func (k *Rules) Default(u *unstructured.Unstructured) error {
-	ext, err := k.external(u)
+	ext, err := k.External(u)
 	if err != nil {
 		return err
 	}
-	return k.setUnstructured(u, ext)
+	return k.SetUnstructured(u, ext)
 }
 
 // Create applies defaulting and the resource's create strategy to obj, a
@@ -218,7 +218,7 @@ func (k *Rules) Create(ctx context.Context, req Request, obj runtime.Object) (ru
 // what the write may not change is taken from old, the generation moves
 // when the spec does, and the result is validated against old.
 func (k *Rules) Update(ctx context.Context, req Request, u, old *unstructured.Unstructured) error {
-	ext, err := k.external(u)
+	ext, err := k.External(u)
 	if err != nil {
 		return err
 	}
@@ -226,7 +226,7 @@ func (k *Rules) Update(ctx context.Context, req Request, u, old *unstructured.Un
 	if err != nil {
 		return err
 	}
-	return k.setUnstructured(u, out)
+	return k.SetUnstructured(u, out)
 }
 
 // UpdateTyped is Update for ext, the written object as External makes it
@@ -265,19 +265,6 @@ func (k *Rules) UpdateTyped(ctx context.Context, req Request, ext runtime.Object
 	return k.served(in)
 }
 
-// External is u, an object of the resource, as its Go type at the served
-// version with kube's defaults applied: what kube-apiserver's decoder
-// makes of a request's object. u is not changed.
-func (k *Rules) External(u *unstructured.Unstructured) (runtime.Object, error) {
-	return k.external(u)
-}
-
-// SetUnstructured sets u to ext, an object of the resource's Go type at
-// the served version.
-func (k *Rules) SetUnstructured(u *unstructured.Unstructured, ext runtime.Object) error {
-	return k.setUnstructured(u, ext)
-}
-
 func (k *Rules) updateStrategy(sub string) (rest.RESTUpdateStrategy, error) {
 	var s rest.RESTUpdateStrategy
 	switch sub {
@@ -296,9 +283,10 @@ func (k *Rules) updateStrategy(sub string) (rest.RESTUpdateStrategy, error) {
 	return s, nil
 }
 
-// external decodes u into the resource's Go type at its served version
-// and applies kube's defaults.
-func (k *Rules) external(u *unstructured.Unstructured) (runtime.Object, error) {
+// External is u, an object of the resource, as its Go type at the served
+// version with kube's defaults applied: what kube-apiserver's decoder
+// makes of a request's object. u is not changed.
+func (k *Rules) External(u *unstructured.Unstructured) (runtime.Object, error) {
 	ext, err := scheme.New(k.gvk)
 	if err != nil {
 		return nil, apierrors.NewInternalError(fmt.Errorf("no Go type for %v: %w", k.gvk, err))
@@ -312,7 +300,7 @@ func (k *Rules) external(u *unstructured.Unstructured) (runtime.Object, error) {
 
 // internal is u as the internal type the strategies take, defaulted.
 func (k *Rules) internal(u *unstructured.Unstructured) (runtime.Object, error) {
-	ext, err := k.external(u)
+	ext, err := k.External(u)
 	if err != nil {
 		return nil, err
 	}
@@ -348,7 +336,9 @@ func (k *Rules) served(in runtime.Object) (runtime.Object, error) {
 	return ext, nil
 }
 
-func (k *Rules) setUnstructured(u *unstructured.Unstructured, ext runtime.Object) error {
+// SetUnstructured sets u to ext, an object of the resource's Go type at
+// the served version.
+func (k *Rules) SetUnstructured(u *unstructured.Unstructured, ext runtime.Object) error {
 	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(ext)
 	if err != nil {
 		return apierrors.NewInternalError(fmt.Errorf("encode %v: %w", k.gvk, err))

@@ -238,7 +238,7 @@ func nested(obj map[string]any, path string) any {
 // createUnstructured runs k.Create on u, decoded into its Go type, and
 // sets u to the object Create returns.
 func createUnstructured(ctx context.Context, k *Rules, req Request, u *unstructured.Unstructured) error {
-	obj, err := k.external(u)
+	obj, err := k.External(u)
 	if err != nil {
 		return err
 	}
@@ -246,5 +246,5 @@ func createUnstructured(ctx context.Context, k *Rules, req Request, u *unstructu
 	if err != nil {
 		return err
 	}
-	return k.setUnstructured(u, stored)
+	return k.SetUnstructured(u, stored)
 }

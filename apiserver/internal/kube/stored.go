@@ -58,12 +58,12 @@ func (k *Rules) readBack(ext runtime.Object) (runtime.Object, error) {
 // going through its strategy (a pod bound by pods/binding), to what
 // kube-apiserver's storage reads back after storing it.
 func (k *Rules) ReadBack(u *unstructured.Unstructured) error {
-	ext, err := k.external(u)
+	ext, err := k.External(u)
 	if err != nil {
 		return err
 	}
 	if ext, err = k.readBack(ext); err != nil {
 		return err
 	}
-	return k.setUnstructured(u, ext)
+	return k.SetUnstructured(u, ext)
 }
