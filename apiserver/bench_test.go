@@ -57,14 +57,8 @@ func benchServer(b testing.TB) (*Server, storage.Interface, string) {
 // benchDo calls the API routes in-process, skipping the network: setup
 // writes are not what is measured. code 0 accepts any answer.
 func benchDo(b testing.TB, srv *Server, method, path, body string, code int) []byte {
-	req := httptest.NewRequest(method, path, bytes.NewReader([]byte(body)))
-	req.Header.Set("Content-Type", "application/json")
-	rec := httptest.NewRecorder()
-	srv.Handler().ServeHTTP(rec, req)
-	if code != 0 && rec.Code != code {
-		b.Fatalf("%s %s: %d %s, want %d", method, path, rec.Code, rec.Body.Bytes(), code)
-	}
-	return rec.Body.Bytes()
+	b.Helper()
+	return benchSend(b, srv, method, path, "application/json", body, code)
 }
 
 // benchPod is a pod of typical size (about 1 KiB of JSON): labels, an

@@ -393,8 +393,10 @@ func (s *Server) writeDeleting(ctx context.Context, req request, key string, kv 
 	if same || req.dryRun {
 		return kv.Revision, nil
 	}
+	withdraw := s.leaveHint(req.res, key, value, desired)
 	rev, err := s.cfg.Storage.Update(ctx, key, value, kv.Revision)
 	if err != nil {
+		withdraw()
 		if errors.Is(err, storage.ErrConflict) {
 			return 0, err
 		}

@@ -204,8 +204,9 @@ func (s *Server) Run(ctx context.Context) error {
 // servedCache is a resource's watch cache as the server runs it.
 type servedCache struct {
 	*watchcache.Cache[*unstructured.Unstructured]
-	stop context.CancelFunc // ends its Run; nil until runCache
-	done chan struct{}      // closed when its Run has returned
+	stop  context.CancelFunc // ends its Run; nil until runCache
+	done  chan struct{}      // closed when its Run has returned
+	hints writeHints         // the Go objects of writes it has yet to see
 }
 
 // runCache runs c until the server stops or c is closed.
@@ -259,10 +260,12 @@ func (s *Server) awaitCachesFor(ctx context.Context) bool {
 
 // newCache is the watch cache of r, whose stored objects decode reads.
 func (s *Server) newCache(r *resource, decode func(storage.KeyValue) (*unstructured.Unstructured, error)) (*servedCache, error) {
+	sc := &servedCache{}
 	c, err := watchcache.New(watchcache.Config[*unstructured.Unstructured]{
 		Storage: s.cfg.Storage,
 		Prefix:  prefixFor(r, ""),
 		Decode:  decode,
+		Preset:  sc.hints.preset,
 		Attrs: func(u *unstructured.Unstructured) (labels.Set, fields.Set, error) {
 			return labels.Set(u.GetLabels()), fieldSet(r, u.Object), nil
 		},
@@ -280,7 +283,20 @@ func (s *Server) newCache(r *resource, decode func(storage.KeyValue) (*unstructu
 	if err != nil {
 		return nil, err
 	}
-	return &servedCache{Cache: c}, nil
+	sc.Cache = c
+	return sc, nil
+}
+
+// leaveHint tells the watch cache of r that value, about to be stored at
+// key, is obj (writeHints); the returned func withdraws the hint, for a
+// write that failed. Only a built-in resource stored as it is served has
+// hints: its cache holds the version obj is.
+func (s *Server) leaveHint(r *resource, key string, value []byte, obj object) (withdraw func()) {
+	c := s.cacheFor(r)
+	if c == nil || r.kube == nil || r.storedAs != nil {
+		return func() {}
+	}
+	return c.hints.leave(key, value, obj)
 }
 
 // Handler returns the API routes: discovery, /version and resources.

@@ -56,6 +56,13 @@ func (s *Server) handleWatch(w http.ResponseWriter, r *http.Request, req request
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	defer cancel()
+	if enc == encProtobuf {
+		// From now on writes leave their Go objects for this watch's
+		// events (writeHints).
+		hints := &s.cacheFor(req.res).hints
+		hints.protoWatchers.Add(1)
+		defer hints.protoWatchers.Add(-1)
+	}
 	wch, err := s.cacheFor(req.res).Watch(ctx, watchcache.WatchOptions{
 		ResourceVersion:      o.rv,
 		ResourceVersionMatch: o.rvMatch,

@@ -142,7 +142,16 @@ func (s *Server) create(ctx context.Context, req request, obj object) (object, [
 		}
 		return obj, nil, nil
 	}
-	rev, err := s.cfg.Storage.Create(ctx, keyFor(res, obj.GetNamespace(), obj.GetName()), enc.stored())
+	store := func() (int64, error) {
+		key, value := keyFor(res, obj.GetNamespace(), obj.GetName()), enc.stored()
+		withdraw := s.leaveHint(res, key, value, obj)
+		rev, err := s.cfg.Storage.Create(ctx, key, value)
+		if err != nil {
+			withdraw()
+		}
+		return rev, err
+	}
+	rev, err := store()
 	// Five random characters clash now and then when thousands of objects
 	// share a generateName (an RC's pods); as kube-apiserver does, a
 	// generated name that is taken is drawn again rather than failing the
@@ -153,7 +162,7 @@ func (s *Server) create(ctx context.Context, req request, obj object) (object, [
 			return nil, nil, apierrors.NewInternalError(fmt.Errorf("encode: %w", err))
 		}
 		req.name = obj.GetName()
-		rev, err = s.cfg.Storage.Create(ctx, keyFor(res, obj.GetNamespace(), obj.GetName()), enc.stored())
+		rev, err = store()
 	}
 	if err != nil {
 		return nil, nil, s.storageErr(req, err)
@@ -340,6 +349,7 @@ func (s *Server) updateTyped(ctx context.Context, req request, mutate mutateFunc
 	for {
 		var out *unstructured.Unstructured
 		var outTyped object
+		withdraw := func() {}
 		rev, err := storage.GuaranteedUpdate(ctx, s.cfg.Storage, key, func(kv storage.KeyValue) ([]byte, error) {
 			cur, err := req.res.decodeKV(kv)
 			if err != nil {
@@ -397,8 +407,12 @@ func (s *Server) updateTyped(ctx context.Context, req request, mutate mutateFunc
 			if typed != nil {
 				out = nil
 			}
+			withdraw = s.leaveHint(req.res, key, value, toStore)
 			return value, nil
 		})
+		if err != nil {
+			withdraw()
+		}
 		var noChange errNoChange
 		var del errDeleteInstead
 		switch {

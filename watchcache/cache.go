@@ -49,6 +49,12 @@ type Config[T Object] struct {
 	// (metadata.name, metadata.namespace and per-resource fields such as
 	// spec.nodeName); nil means DefaultAttrs.
 	Attrs func(obj T) (labels.Set, fields.Set, error)
+	// Preset, when set, is called with each object decoded from storage,
+	// and the memo of its serializations, before any list or watch can
+	// see it: a caller that already holds the object in a form that
+	// serializes more cheaply than obj presets the memo
+	// (Encodings.Preset).
+	Preset func(kv storage.KeyValue, obj T, enc *Encodings)
 	// New returns an empty object, used for BOOKMARK events; nil allocates
 	// the type T points to.
 	New func() T
@@ -279,7 +285,11 @@ func (c *Cache[T]) newItem(kv storage.KeyValue) (*item[T], error) {
 	if err != nil {
 		return nil, fmt.Errorf("attributes of %s at %d: %w", kv.Key, kv.Revision, err)
 	}
-	return &item[T]{key: kv.Key, obj: obj, rev: kv.Revision, labels: ls, fields: fs}, nil
+	it := &item[T]{key: kv.Key, obj: obj, rev: kv.Revision, labels: ls, fields: fs}
+	if c.cfg.Preset != nil {
+		c.cfg.Preset(kv, obj, &it.enc)
+	}
+	return it, nil
 }
 
 // listStorage reads the whole prefix at storage's latest revision, page by

@@ -2,12 +2,15 @@ package watchcache
 
 import (
 	"context"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/listwatch/listwatch/storage"
 )
 
 // TestEncodingsGet checks the memo: one call per key however many
@@ -110,5 +113,79 @@ func TestObjectEncodingsShared(t *testing.T) {
 	again, err := lit.ObjectEncodings().Get("k", func() ([]byte, error) { return []byte("other"), nil })
 	if err != nil || string(again) != "v" {
 		t.Errorf("an event literal's memo is not kept: %q, %v", again, err)
+	}
+}
+
+// TestEncodingsPreset checks that a preset function takes the place of the
+// one Get is given, once, and that a key already asked for keeps its bytes.
+func TestEncodingsPreset(t *testing.T) {
+	encodeAs := func(s string) func() ([]byte, error) {
+		return func() ([]byte, error) { return []byte(s), nil }
+	}
+	for _, tc := range []struct {
+		name        string
+		getFirst    bool // Get before Preset
+		key, preset string
+		want        string
+	}{
+		{name: "preset used", key: "protobuf", want: "preset"},
+		{name: "asked for already", getFirst: true, key: "protobuf", want: "computed"},
+		{name: "other key", key: "json", want: "computed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var m Encodings
+			if tc.getFirst {
+				if _, err := m.Get("protobuf", encodeAs("computed")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			m.Preset("protobuf", encodeAs("preset"))
+			for range 2 {
+				got, err := m.Get(tc.key, encodeAs("computed"))
+				if err != nil || string(got) != tc.want {
+					t.Fatalf("Get(%s) = %q, %v; want %q", tc.key, got, err, tc.want)
+				}
+			}
+			for _, e := range m.memo {
+				if e.key == tc.key && e.preset != nil {
+					t.Error("the preset function is kept after it ran")
+				}
+			}
+		})
+	}
+}
+
+// TestConfigPreset checks that Config.Preset sees every object the cache
+// decodes, listed or written, before a list or watch can, with the value
+// it was decoded from, and that what it presets is what they serve.
+func TestConfigPreset(t *testing.T) {
+	st := newStore(t)
+	put(t, st, "ns", "listed", nil, corev1.PodPending)
+	var presets atomic.Int32
+	c := newPodCache(t, st, func(cfg *Config[*corev1.Pod]) {
+		cfg.Preset = func(kv storage.KeyValue, obj *corev1.Pod, enc *Encodings) {
+			if want := strconv.FormatInt(kv.Revision, 10); obj.ResourceVersion != want || kv.Key != podKey(obj.Namespace, obj.Name) {
+				t.Errorf("Preset of %s at %d with %s at %s", kv.Key, kv.Revision, obj.Name, obj.ResourceVersion)
+			}
+			presets.Add(1)
+			enc.Preset("name", func() ([]byte, error) { return []byte(obj.Name + "@" + obj.ResourceVersion), nil })
+		}
+	})
+	w, err := c.Watch(t.Context(), WatchOptions{ResourceVersion: "0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	rev := put(t, st, "ns", "written", nil, corev1.PodRunning)
+	for range 2 {
+		ev := <-w.Events()
+		got, err := ev.ObjectEncodings().Get("name", func() ([]byte, error) { return []byte("not preset"), nil })
+		if want := ev.Object.Name + "@" + ev.Object.ResourceVersion; err != nil || string(got) != want {
+			t.Errorf("%s event of %s: %q, %v; want %q", ev.Type, ev.Object.Name, got, err, want)
+		}
+	}
+	seen(c, rev)
+	if n := presets.Load(); n != 2 {
+		t.Errorf("Preset called %d times for one listed and one written object", n)
 	}
 }

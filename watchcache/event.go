@@ -72,6 +72,9 @@ type encoding struct {
 	once sync.Once
 	data []byte
 	err  error
+	// preset, when set, encodes in place of the first Get's function
+	// (Preset); it is dropped once it has run.
+	preset func() ([]byte, error)
 }
 
 // Get returns encode(), calling encode only once per key however many
@@ -92,6 +95,26 @@ func (m *Encodings) Get(key string, encode func() ([]byte, error)) ([]byte, erro
 	}
 	m.mu.Unlock()
 	// Other keys stay usable while this one encodes: only enc is held.
-	enc.once.Do(func() { enc.data, enc.err = encode() })
+	enc.once.Do(func() {
+		if enc.preset != nil {
+			encode, enc.preset = enc.preset, nil
+		}
+		enc.data, enc.err = encode()
+	})
 	return enc.data, enc.err
+}
+
+// Preset makes encode the function Get calls for key, whatever function
+// Get is then given: the owner of the value, knowing a cheaper way to the
+// same bytes, sets it before the value is shared. A key already asked for
+// is left as it is.
+func (m *Encodings) Preset(key string, encode func() ([]byte, error)) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, e := range m.memo {
+		if e.key == key {
+			return
+		}
+	}
+	m.memo = append(m.memo, &encoding{key: key, preset: encode})
 }
