@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 
 	corev1 "k8s.io/api/core/v1"
@@ -13,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	sigsjson "sigs.k8s.io/json"
+
+	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
 )
 
 // bindingResource describes v1 Binding for decoding bodies of
@@ -68,7 +71,7 @@ func (s *Server) handleBinding(w http.ResponseWriter, r *http.Request, req reque
 	if len(errs) > 0 {
 		return apierrors.NewInvalid(bindingResource.gvk.GroupKind(), req.name, errs)
 	}
-	_, err = s.update(r.Context(), req, func(cur *unstructured.Unstructured) (object, error) {
+	_, err = s.updateObject(r.Context(), req, func(cur *unstructured.Unstructured) (object, error) {
 		if err := uidPrecondition(req, b.UID, cur.GetUID()); err != nil {
 			return nil, err
 		}
@@ -78,26 +81,29 @@ func (s *Server) handleBinding(w http.ResponseWriter, r *http.Request, req reque
 		if cur.GetDeletionTimestamp() != nil {
 			return nil, bindingConflict(req, fmt.Sprintf("pod %s is being deleted, cannot be assigned to a host", req.name))
 		}
-		if node := nestedString(cur.Object, "spec", "nodeName"); node != "" {
-			return nil, bindingConflict(req, fmt.Sprintf("pod %s is already assigned to node %q", req.name, node))
+		// The pod as its Go type, so that it is stored and watched
+		// without going back to a map.
+		ext, err := req.res.kube.External(cur)
+		if err != nil {
+			return nil, err
 		}
-		if err := unstructured.SetNestedField(cur.Object, b.Target.Name, "spec", "nodeName"); err != nil {
-			return nil, apierrors.NewInternalError(err)
+		pod, ok := ext.(*corev1.Pod)
+		if !ok {
+			return nil, apierrors.NewInternalError(fmt.Errorf("apiserver: pod as %T", ext))
 		}
+		if pod.Spec.NodeName != "" {
+			return nil, bindingConflict(req, fmt.Sprintf("pod %s is already assigned to node %q", req.name, pod.Spec.NodeName))
+		}
+		// As kube-apiserver's binding storage sets the pod.
+		pod.Spec.NodeName = b.Target.Name
 		if len(b.Annotations) > 0 {
-			ann := cur.GetAnnotations()
-			if ann == nil {
-				ann = map[string]string{}
+			if pod.Annotations == nil {
+				pod.Annotations = map[string]string{}
 			}
-			for k, v := range b.Annotations {
-				ann[k] = v
-			}
-			cur.SetAnnotations(ann)
+			maps.Copy(pod.Annotations, b.Annotations)
 		}
-		if err := setPodScheduled(cur); err != nil {
-			return nil, apierrors.NewInternalError(err)
-		}
-		return cur, nil
+		podutil.UpdatePodCondition(&pod.Status, &corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionTrue})
+		return pod, nil
 	})
 	if err != nil {
 		return err
@@ -112,27 +118,4 @@ func (s *Server) handleBinding(w http.ResponseWriter, r *http.Request, req reque
 // conflicts are on pods).
 func bindingConflict(req request, msg string) error {
 	return apierrors.NewConflict(schema.GroupResource{Resource: "pods/binding"}, req.name, errors.New(msg))
-}
-
-// setPodScheduled sets the PodScheduled condition to True.
-func setPodScheduled(u *unstructured.Unstructured) error {
-	conds, _, err := unstructured.NestedSlice(u.Object, "status", "conditions")
-	if err != nil {
-		return err
-	}
-	cond := map[string]any{
-		"type":               string(corev1.PodScheduled),
-		"status":             string(corev1.ConditionTrue),
-		"lastTransitionTime": now().UTC().Format("2006-01-02T15:04:05Z"),
-	}
-	replaced := false
-	for i, c := range conds {
-		if m, ok := c.(map[string]any); ok && m["type"] == string(corev1.PodScheduled) {
-			conds[i], replaced = cond, true
-		}
-	}
-	if !replaced {
-		conds = append(conds, cond)
-	}
-	return unstructured.SetNestedSlice(u.Object, conds, "status", "conditions")
 }

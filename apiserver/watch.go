@@ -242,7 +242,7 @@ func (ww *watchWriter) frame(ev *watchEvent) ([]byte, error) {
 	}
 	if ww.enc == encProtobuf {
 		return ev.Encode("protobuf", func(ev *watchEvent) ([]byte, error) {
-			msg, err := objectProto(ev.Object, ev.ObjectEncodings())
+			msg, err := eventProto(ev)
 			if err != nil {
 				return nil, err
 			}

@@ -511,7 +511,20 @@ func (s *Server) prepareUpdate(ctx context.Context, req request, cur, desired *u
 	}
 	written.SetResourceVersion(cur.GetResourceVersion())
 	if res.kube != nil {
-		if typed != nil && (req.sub == "binding" || s.isServices(res)) {
+		if req.sub == "binding" {
+			// A binding sets the pod's node directly, with no strategy,
+			// as kube-apiserver's binding storage does (handleBinding
+			// gives the pod as its Go type).
+			if typed == nil {
+				return nil, apierrors.NewInternalError(fmt.Errorf("apiserver: binding of %s as a map", req.name))
+			}
+			out, err := res.kube.ReadBack(typed)
+			if err != nil {
+				return nil, err
+			}
+			return asObject(out)
+		}
+		if typed != nil && s.isServices(res) {
 			// What follows changes the map.
 			if desired == nil {
 				desired = &unstructured.Unstructured{}
@@ -520,11 +533,6 @@ func (s *Server) prepareUpdate(ctx context.Context, req request, cur, desired *u
 				return nil, err
 			}
 			typed = nil
-		}
-		if req.sub == "binding" {
-			// A binding sets the pod's node directly, with no strategy,
-			// as kube-apiserver's binding storage does.
-			return nil, res.kube.ReadBack(desired)
 		}
 		if err := s.allocateServiceUpdate(ctx, req, desired, cur); err != nil {
 			return nil, err

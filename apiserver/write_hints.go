@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"bytes"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -20,23 +21,26 @@ import (
 // the watch handlers). The server's own writes hold that Go type: a
 // writer leaves it, with the bytes it stores, as a hint for the cache of
 // its resource, which presets the object's protobuf memo from it when
-// the event it decodes carries those very bytes. A hint that does not
-// match (another writer's bytes won) is dropped and the event is
-// converted as before, so a hint can make an encoding cheaper but never
-// other than it would be.
+// the event it decodes carries those very bytes. An event no hint matches
+// (another writer's, who left none) is converted as before, so a hint
+// can make an encoding cheaper but never other than it would be.
 
-// writeHints are the hints of one watch cache, by storage key: at most
-// one per key, the last writer's.
+// writeHints are the hints of one watch cache, by storage key, in the
+// order they were left: a key has several while writers race (a
+// controller's status write and another's scale), and each event takes
+// the one that carries its bytes.
 type writeHints struct {
 	// protoWatchers counts the cache's protobuf watches: without one
 	// no hint is left, since nothing would read it.
 	protoWatchers atomic.Int32
 
 	mu sync.Mutex
-	m  map[string]*writeHint
-	// used and missed count hints presetting a memo, and hints dropped
-	// because the event carried other bytes.
-	used, missed atomic.Int64
+	m  map[string][]*writeHint
+	n  int // hints in m
+	// used counts hints presetting a memo, unmatched events decoded while
+	// their key had hints, none of which carried the event's bytes (those
+	// were another writer's, who left none).
+	used, unmatched atomic.Int64
 }
 
 // writeHint is a Go object about to be stored as value.
@@ -51,10 +55,13 @@ type protoObject interface {
 	protoMessage
 }
 
-// maxWriteHints bounds the hints kept: each lives from its write to its
-// event, so only writes the cache never sees (it relisted meanwhile) stay
-// longer.
-const maxWriteHints = 4096
+// Each hint lives from its write to its event, or to its withdrawal when
+// the write fails, so these bounds are only reached by writes the cache
+// never sees (it relisted meanwhile): the hints of a key and of a cache.
+const (
+	maxKeyHints   = 8
+	maxWriteHints = 4096
+)
 
 // leave records that value, about to be stored at key, is obj, when a
 // protobuf watch is open; obj is copied, so the writer keeps it. The
@@ -74,35 +81,52 @@ func (h *writeHints) leave(key string, value []byte, obj object) (withdraw func(
 	hint := &writeHint{value: value, obj: cp}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.m == nil {
-		h.m = map[string]*writeHint{}
-	}
-	if _, replaces := h.m[key]; !replaces && len(h.m) >= maxWriteHints {
+	if h.n >= maxWriteHints || len(h.m[key]) >= maxKeyHints {
 		return func() {}
 	}
-	h.m[key] = hint
+	if h.m == nil {
+		h.m = map[string][]*writeHint{}
+	}
+	h.m[key] = append(h.m[key], hint)
+	h.n++
 	return func() {
 		h.mu.Lock()
 		defer h.mu.Unlock()
-		if h.m[key] == hint {
-			delete(h.m, key)
-		}
+		h.takeLocked(key, func(x *writeHint) bool { return x == hint })
 	}
 }
 
-// preset is the watch cache's Config.Preset: it takes the hint of kv's
-// key and, when kv holds the hint's bytes, has the object's protobuf
-// message marshalled from the hint's Go object at kv's revision.
+// takeLocked removes and returns the first hint of key that match
+// accepts, or nil.
+func (h *writeHints) takeLocked(key string, match func(*writeHint) bool) *writeHint {
+	hints := h.m[key]
+	for i, x := range hints {
+		if !match(x) {
+			continue
+		}
+		if len(hints) == 1 {
+			delete(h.m, key)
+		} else {
+			h.m[key] = slices.Delete(hints, i, i+1)
+		}
+		h.n--
+		return x
+	}
+	return nil
+}
+
+// preset is the watch cache's Config.Preset: when a hint of kv's key
+// carries kv's bytes, it takes it and has the object's protobuf message
+// marshalled from the hint's Go object at kv's revision.
 func (h *writeHints) preset(kv storage.KeyValue, _ *unstructured.Unstructured, enc *watchcache.Encodings) {
 	h.mu.Lock()
-	hint := h.m[kv.Key]
-	delete(h.m, kv.Key)
+	pending := len(h.m[kv.Key]) > 0
+	hint := h.takeLocked(kv.Key, func(x *writeHint) bool { return bytes.Equal(x.value, kv.Value) })
 	h.mu.Unlock()
 	if hint == nil {
-		return
-	}
-	if !bytes.Equal(hint.value, kv.Value) {
-		h.missed.Add(1)
+		if pending {
+			h.unmatched.Add(1)
+		}
 		return
 	}
 	h.used.Add(1)

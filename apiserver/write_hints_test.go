@@ -21,7 +21,8 @@ import (
 // final delete) while a protobuf watch is open on each resource, and checks
 // that every event whose protobuf message was marshalled from the writer's
 // Go object (writeHints) carries the bytes converting the cached map gives,
-// and that hints were used: most events, and none dropped.
+// and that hints were used; and that the DELETED event, whose message is
+// made from its last version's, carries the same bytes too.
 func TestWriteHintsServeTheSameBytes(t *testing.T) {
 	srv, _, _ := benchServer(t)
 	type watched struct {
@@ -81,7 +82,7 @@ func TestWriteHintsServeTheSameBytes(t *testing.T) {
 		benchSend(t, srv, s.method, s.path, contentType, s.body, s.code)
 	}
 	// Every resource's events up to the last write.
-	events := 0
+	events, deleted := 0, 0
 	for _, wd := range all {
 		rev := srv.cacheFor(wd.res).ResourceVersion()
 		for done := false; !done; {
@@ -89,42 +90,55 @@ func TestWriteHintsServeTheSameBytes(t *testing.T) {
 			if ev.Revision >= rev {
 				done = true
 			}
-			if ev.Type == watch.Bookmark || ev.Type == watch.Deleted {
+			switch ev.Type {
+			case watch.Bookmark:
 				continue
+			case watch.Deleted:
+				// Its message is made from its last version's, which
+				// this loop made when it had that version's event.
+				if _, ok := ev.BaseEncodings().Done(memoProto); !ok {
+					t.Errorf("DELETED %s: the last version's message is not made", ev.Object.GetName())
+				}
+				deleted++
+			default:
+				events++
 			}
-			events++
-			got, err := objectProto(ev.Object, ev.ObjectEncodings())
+			got, err := eventProto(ev)
 			if err != nil {
 				t.Fatal(err)
 			}
-			want, err := objectProto(ev.Object, new(watchcache.Encodings))
+			want, err := protoOf(ev.Object)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if !bytes.Equal(got, want) {
-				t.Errorf("%s %s %s at %d: the hinted message differs from the converted one:\n%q\n%q", ev.Type, ev.Object.GetKind(), ev.Object.GetName(), ev.Revision, got, want)
+				t.Errorf("%s %s %s at %d: the message made from the hint or the last version differs from the converted one:\n%q\n%q", ev.Type, ev.Object.GetKind(), ev.Object.GetName(), ev.Revision, got, want)
 			}
 		}
 	}
-	var used, missed int64
+	var used int64
 	for _, wd := range all {
-		h := &srv.cacheFor(wd.res).hints
-		used, missed = used+h.used.Load(), missed+h.missed.Load()
+		used += srv.cacheFor(wd.res).hints.used.Load()
 	}
-	// The writes without a Go object: the RC scale and the status patch
-	// go through maps; every other write leaves a hint.
-	if missed != 0 || used < int64(events)/2 {
-		t.Errorf("%d of %d events hinted, %d hints dropped", used, events, missed)
+	// Every write but the ReplicaSet's scale (whose object is a map)
+	// leaves a hint its event takes.
+	if used != int64(events)-1 {
+		t.Errorf("%d of %d events hinted, want all but the scale", used, events)
+	}
+	if deleted != 1 {
+		t.Errorf("%d DELETED events, want the pod's", deleted)
 	}
 	t.Logf("%d events, %d hinted", events, used)
 }
 
 // TestWriteHints checks the hints' bookkeeping: a hint presets the memo
-// only for the bytes it was left with, is left only while a protobuf
-// watch is open and for a Go object, and a withdrawn one is gone.
+// only for the bytes it was left with, and is left only while a protobuf
+// watch is open and for a Go object; one whose event has not come stays,
+// and a withdrawn one is gone.
 func TestWriteHints(t *testing.T) {
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns"}}
 	value := []byte(`{"kind":"Pod"}`)
+	other := []byte(`{"kind":"Pod","x":1}`)
 	const key = "/pods/ns/p"
 	for _, tc := range []struct {
 		name      string
@@ -134,10 +148,12 @@ func TestWriteHints(t *testing.T) {
 		stored    []byte
 		wantUsed  bool
 		wantMiss  bool
-		wantPreOK bool
+		wantLeft  int
+		leaveMore bool // a second hint, for other, before the event
 	}{
 		{name: "same bytes", watchers: 1, obj: p, stored: value, wantUsed: true},
-		{name: "other bytes", watchers: 1, obj: p, stored: []byte(`{"kind":"Pod","x":1}`), wantMiss: true},
+		{name: "other bytes", watchers: 1, obj: p, stored: other, wantMiss: true, wantLeft: 1},
+		{name: "the second of two", watchers: 1, obj: p, stored: other, leaveMore: true, wantUsed: true, wantLeft: 1},
 		{name: "no protobuf watch", watchers: 0, obj: p, stored: value},
 		{name: "a map", watchers: 1, obj: &unstructured.Unstructured{Object: map[string]any{}}, stored: value},
 		{name: "withdrawn", watchers: 1, obj: p, stored: value, withdraw: true},
@@ -146,6 +162,9 @@ func TestWriteHints(t *testing.T) {
 			var h writeHints
 			h.protoWatchers.Store(tc.watchers)
 			withdraw := h.leave(key, value, tc.obj)
+			if tc.leaveMore {
+				h.leave(key, other, p)
+			}
 			if tc.withdraw {
 				withdraw()
 			}
@@ -169,22 +188,28 @@ func TestWriteHints(t *testing.T) {
 					t.Error("the writer's object was changed")
 				}
 			}
-			if h.used.Load() == 1 != tc.wantUsed || h.missed.Load() == 1 != tc.wantMiss {
-				t.Errorf("used %d, missed %d", h.used.Load(), h.missed.Load())
+			if h.used.Load() == 1 != tc.wantUsed || h.unmatched.Load() == 1 != tc.wantMiss {
+				t.Errorf("used %d, unmatched %d", h.used.Load(), h.unmatched.Load())
 			}
-			if len(h.m) != 0 {
-				t.Errorf("%d hints left after the event", len(h.m))
+			if len(h.m[key]) != tc.wantLeft || h.n != tc.wantLeft {
+				t.Errorf("%d hints left after the event (count %d), want %d", len(h.m[key]), h.n, tc.wantLeft)
 			}
 		})
 	}
 	t.Run("bounded", func(t *testing.T) {
 		var h writeHints
 		h.protoWatchers.Store(1)
-		for i := range maxWriteHints + 10 {
+		for range 2 * maxKeyHints {
+			h.leave("/pods/ns/one", value, p)
+		}
+		if n := len(h.m["/pods/ns/one"]); n != maxKeyHints {
+			t.Errorf("%d hints of one key, want at most %d", n, maxKeyHints)
+		}
+		for i := range maxWriteHints {
 			h.leave(fmt.Sprintf("/pods/ns/p%d", i), value, p)
 		}
-		if len(h.m) != maxWriteHints {
-			t.Errorf("%d hints kept, want at most %d", len(h.m), maxWriteHints)
+		if h.n != maxWriteHints {
+			t.Errorf("%d hints kept, want at most %d", h.n, maxWriteHints)
 		}
 	})
 }

@@ -105,6 +105,12 @@ func TestObjectEncodingsShared(t *testing.T) {
 	if deleted.ObjectEncodings() == modified.ObjectEncodings() {
 		t.Error("DELETED event (another resourceVersion) shares the live object's memo")
 	}
+	if deleted.BaseEncodings() != modified.ObjectEncodings() {
+		t.Error("DELETED event's base is not the memo of the version it copies")
+	}
+	if modified.BaseEncodings() != nil || initial.BaseEncodings() != nil {
+		t.Error("an ADDED or MODIFIED event has a base")
+	}
 	lit := &Event[*corev1.Pod]{Type: watch.Bookmark, Object: &corev1.Pod{}}
 	first := lit.ObjectEncodings()
 	if _, err := first.Get("k", func() ([]byte, error) { return []byte("v"), nil }); err != nil {
@@ -152,6 +158,29 @@ func TestEncodingsPreset(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestEncodingsDone checks that Done gives only what Get has made, and
+// makes nothing itself.
+func TestEncodingsDone(t *testing.T) {
+	var m Encodings
+	if _, ok := m.Done("json"); ok {
+		t.Error("Done before any Get")
+	}
+	m.Preset("json", func() ([]byte, error) { return []byte("preset"), nil })
+	if _, ok := m.Done("json"); ok {
+		t.Error("Done of a preset key no Get asked for")
+	}
+	if _, err := m.Get("json", func() ([]byte, error) { return nil, nil }); err != nil {
+		t.Fatal(err)
+	}
+	if b, ok := m.Done("json"); !ok || string(b) != "preset" {
+		t.Errorf("Done after Get: %q, %v", b, ok)
+	}
+	_, _ = m.Get("fails", func() ([]byte, error) { return nil, context.Canceled })
+	if _, ok := m.Done("fails"); ok {
+		t.Error("Done of a key whose encoding failed")
 	}
 }
 

@@ -2,6 +2,7 @@ package watchcache
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"k8s.io/apimachinery/pkg/watch"
 )
@@ -29,6 +30,8 @@ type Event[T Object] struct {
 	frames Encodings
 	objEnc *Encodings
 	own    Encodings // objEnc's stand-in for events built without one
+	// base is, for a DELETED event, the memo of the version Object copies.
+	base *Encodings
 }
 
 // Encode returns encode(e), calling encode only once per key for the life of
@@ -53,6 +56,13 @@ func (e *Event[T]) ObjectEncodings() *Encodings {
 	return e.objEnc
 }
 
+// BaseEncodings is, for a DELETED event, the memo of the object version
+// its Object is a copy of at the delete's resourceVersion: a serialization
+// already made of that version (Encodings.Done) can be changed into one of
+// Object more cheaply than Object can be serialized. It is nil for other
+// events.
+func (e *Event[T]) BaseEncodings() *Encodings { return e.base }
+
 // newEvent builds an event whose object serializations are memoized in enc
 // (nil: the event's own).
 func newEvent[T Object](t watch.EventType, obj T, rev int64, enc *Encodings) *Event[T] {
@@ -75,6 +85,8 @@ type encoding struct {
 	// preset, when set, encodes in place of the first Get's function
 	// (Preset); it is dropped once it has run.
 	preset func() ([]byte, error)
+	// done is set once data and err are.
+	done atomic.Bool
 }
 
 // Get returns encode(), calling encode only once per key however many
@@ -100,8 +112,25 @@ func (m *Encodings) Get(key string, encode func() ([]byte, error)) ([]byte, erro
 			encode, enc.preset = enc.preset, nil
 		}
 		enc.data, enc.err = encode()
+		enc.done.Store(true)
 	})
 	return enc.data, enc.err
+}
+
+// Done returns the bytes of key when an earlier Get has made them
+// without an error, and does not make them otherwise.
+func (m *Encodings) Done(key string) ([]byte, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, e := range m.memo {
+		if e.key == key {
+			if !e.done.Load() || e.err != nil {
+				return nil, false
+			}
+			return e.data, true
+		}
+	}
+	return nil, false
 }
 
 // Preset makes encode the function Get calls for key, whatever function

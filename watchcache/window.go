@@ -40,7 +40,7 @@ func (r *record[T]) event(t watch.EventType) *Event[T] {
 		return r.modified.ev
 	default:
 		r.deleted.once.Do(func() {
-			r.deleted.ev = &Event[T]{Type: watch.Deleted, Object: withRevision(r.prev.obj, r.rev), Revision: r.rev}
+			r.deleted.ev = &Event[T]{Type: watch.Deleted, Object: withRevision(r.prev.obj, r.rev), Revision: r.rev, base: &r.prev.enc}
 		})
 		return r.deleted.ev
 	}

@@ -329,11 +329,7 @@ func (k *Rules) served(in runtime.Object) (runtime.Object, error) {
 	if err := scheme.Convert(in, ext, nil); err != nil {
 		return nil, apierrors.NewInternalError(fmt.Errorf("convert %v from internal: %w", k.gvk, err))
 	}
-	if ext, err = k.readBack(ext); err != nil {
-		return nil, err
-	}
-	ext.GetObjectKind().SetGroupVersionKind(k.gvk)
-	return ext, nil
+	return k.ReadBack(ext)
 }
 
 // SetUnstructured sets u to ext, an object of the resource's Go type at

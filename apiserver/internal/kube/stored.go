@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 )
@@ -24,9 +23,12 @@ import (
 // objects.
 var storageCodec = protobuf.NewSerializer(scheme, scheme)
 
-// readBack returns ext, an object of the served version, as
-// kube-apiserver's storage reads it back after storing it.
-func (k *Rules) readBack(ext runtime.Object) (runtime.Object, error) {
+// ReadBack returns ext, an object of the served version, as
+// kube-apiserver's storage reads it back after storing it, with its
+// apiVersion and kind set: what is stored
+// of an object that goes through no strategy (a pod bound by
+// pods/binding), and the last step of one that does.
+func (k *Rules) ReadBack(ext runtime.Object) (runtime.Object, error) {
 	ext.GetObjectKind().SetGroupVersionKind(k.gvk)
 	var buf bytes.Buffer
 	if err := storageCodec.Encode(ext, &buf); err != nil {
@@ -51,19 +53,6 @@ func (k *Rules) readBack(ext runtime.Object) (runtime.Object, error) {
 	if err := scheme.Convert(in, served, nil); err != nil {
 		return nil, apierrors.NewInternalError(fmt.Errorf("convert %v from internal: %w", k.gvk, err))
 	}
+	served.GetObjectKind().SetGroupVersionKind(k.gvk)
 	return served, nil
-}
-
-// ReadBack sets u, an object of the resource about to be stored without
-// going through its strategy (a pod bound by pods/binding), to what
-// kube-apiserver's storage reads back after storing it.
-func (k *Rules) ReadBack(u *unstructured.Unstructured) error {
-	ext, err := k.External(u)
-	if err != nil {
-		return err
-	}
-	if ext, err = k.readBack(ext); err != nil {
-		return err
-	}
-	return k.SetUnstructured(u, ext)
 }
