@@ -71,6 +71,27 @@ func BenchmarkUpdatePod(b *testing.B) {
 	b.ReportMetric(float64((processCPU(b)-start).Nanoseconds())/float64(n), "cpu-ns/op")
 }
 
+// BenchmarkPatchPod writes BenchmarkUpdatePod's change as a merge patch
+// of the label, as controllers and kubectl patch: the patch applied to the
+// stored object and the result decoded, besides the update's work.
+func BenchmarkPatchPod(b *testing.B) {
+	srv, _, _ := benchServer(b)
+	benchSend(b, srv, http.MethodPost, "/api/v1/namespaces/default/serviceaccounts", "application/json", `{"metadata":{"name":"default"}}`, http.StatusCreated)
+	for i := range benchApplyPods {
+		benchSend(b, srv, http.MethodPost, "/api/v1/namespaces/default/pods?fieldManager=bench", "application/json", benchPodGen(i, 0), http.StatusCreated)
+	}
+	b.ReportAllocs()
+	start := processCPU(b)
+	n := 0
+	for b.Loop() {
+		i := n % benchApplyPods
+		patch := fmt.Sprintf(`{"metadata":{"labels":{"gen":"%09d"}}}`, n+1)
+		benchSend(b, srv, http.MethodPatch, fmt.Sprintf("/api/v1/namespaces/default/pods/pod-%06d?fieldManager=bench", i), "application/merge-patch+json", patch, http.StatusOK)
+		n++
+	}
+	b.ReportMetric(float64((processCPU(b)-start).Nanoseconds())/float64(n), "cpu-ns/op")
+}
+
 func BenchmarkApplyPod(b *testing.B) {
 	srv, _, _ := benchServer(b)
 	benchSend(b, srv, http.MethodPost, "/api/v1/namespaces/default/serviceaccounts", "application/json", `{"metadata":{"name":"default"}}`, http.StatusCreated)

@@ -364,35 +364,51 @@ func (s *Server) handlePatch(w http.ResponseWriter, r *http.Request, req request
 	// none), so the patched object is checked; the last attempt's findings
 	// are the ones reported.
 	var problems []string
+	typed := s.typedUpdate(req)
 	out, err := s.updateObject(r.Context(), req, func(cur *unstructured.Unstructured) (object, error) {
 		patched, err := p.apply(cur)
 		if err != nil {
 			return nil, err
 		}
-		// An object that cannot be decoded is refused before its unknown
-		// fields, as kube-apiserver does.
-		u, err := decodeBody(req.res, patched)
-		if err != nil {
-			return nil, p.decodeFailed(cur, patched, err)
+		var obj object
+		if typed {
+			// Where the update goes on as the Go type, one strict pass
+			// decodes the object and finds its unknown fields. One that
+			// does not decode so goes the map's way below, which words
+			// the error as it always has.
+			if _, ext, found, err := decodeTyped(req.res, patched, true); err == nil {
+				if obj, err = newObject(nil, ext); err == nil {
+					problems = found
+				}
+			}
 		}
-		if fv != fieldValidationIgnore {
-			problems = strictProblems(req.res, patched)
+		if obj == nil {
+			// An object that cannot be decoded is refused before its
+			// unknown fields, as kube-apiserver does.
+			u, err := decodeBody(req.res, patched)
+			if err != nil {
+				return nil, p.decodeFailed(cur, patched, err)
+			}
+			if fv != fieldValidationIgnore {
+				problems = strictProblems(req.res, patched)
+			}
+			obj = u
 		}
 		if fv == fieldValidationStrict && len(problems) > 0 {
 			return nil, p.strictInvalid(cur, patched, problems)
 		}
-		if u.GetName() != req.name {
-			return nil, badRequest("the name of the object (%s) does not match the name on the URL (%s)", u.GetName(), req.name)
+		if obj.GetName() != req.name {
+			return nil, badRequest("the name of the object (%s) does not match the name on the URL (%s)", obj.GetName(), req.name)
 		}
-		if err := checkNamespace(req, u); err != nil {
+		if err := checkNamespace(req, obj); err != nil {
 			return nil, err
 		}
-		if u.GetResourceVersion() == "" {
+		if obj.GetResourceVersion() == "" {
 			// A patch that drops resourceVersion applies to the current
 			// version: a patch is unconditional unless it names one.
-			u.SetResourceVersion(cur.GetResourceVersion())
+			obj.SetResourceVersion(cur.GetResourceVersion())
 		}
-		return u, nil
+		return obj, nil
 	})
 	if err != nil {
 		return err

@@ -407,6 +407,8 @@ func (s *Server) updateTyped(ctx context.Context, req request, mutate mutateFunc
 			if typed != nil {
 				out = nil
 			}
+			// An earlier attempt's write was refused: its hint goes.
+			withdraw()
 			withdraw = s.leaveHint(req.res, key, value, toStore)
 			return value, nil
 		})
