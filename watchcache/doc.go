@@ -89,7 +89,13 @@
 // out with it by Event.ObjectEncodings (ADDED and MODIFIED events, initial
 // events) and ListResult.Encodings, so that an object is serialized once per
 // format however many lists and watches carry it, for as long as the cache
-// holds that version.
+// holds that version. Config.Preset lets the cache's owner, who may hold a
+// version in a form that serializes more cheaply (the object its own write
+// stored), preset that memo before anyone reads it (Encodings.Preset). A
+// DELETED event's object is a copy of the last version at the delete's
+// revision, with a memo of its own; Event.BaseEncodings hands out the last
+// version's, whose finished serializations (Encodings.Done) can be changed
+// into the copy's.
 //
 // # Errors
 //
