@@ -307,7 +307,13 @@ func runControllersSide(w cpWorkload, n int) (cpRun, map[string]int64, error) {
 		return cpRun{}, nil, fmt.Errorf("controller-manager: %w", err)
 	}
 	defer stopManager()
-	// The caches' initial lists are not part of the measure.
+	// The caches' initial lists are not part of the measure, nor is the
+	// controllers' own start-up on a new control plane (the namespaces'
+	// default service accounts and root CA config maps, the aggregated
+	// cluster roles): it is over once they have sent nothing for a while.
+	if err := awaitQuiet(ctx, counter, cpQuiet); err != nil {
+		return cpRun{}, nil, fmt.Errorf("controller-manager start-up: %w", err)
+	}
 	counter.reset()
 
 	driver, err := client.New(cp.clientConfig(nil))
@@ -708,6 +714,33 @@ var cpTrace = flag.Bool("trace", false, "control-plane rows: print on stderr whe
 // whatever their outcome: a retried or refused request still cost a trip.
 // With -trace it also keeps when each completed, from start (set by
 // reset), and snapshot prints their spread.
+// cpQuiet is how long the controller-manager must send no request for its
+// start-up to be taken as over (awaitQuiet).
+const cpQuiet = 300 * time.Millisecond
+
+// awaitQuiet waits until the client counted by c has sent no request for
+// quiet.
+func awaitQuiet(ctx context.Context, c *requestCounter, quiet time.Duration) error {
+	total := func() (n int64) {
+		for _, v := range c.snapshot() {
+			n += v
+		}
+		return n
+	}
+	last, since := total(), time.Now()
+	for time.Since(since) < quiet {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(quiet / 10):
+		}
+		if n := total(); n != last {
+			last, since = n, time.Now()
+		}
+	}
+	return nil
+}
+
 type requestCounter struct {
 	mu     sync.Mutex
 	counts map[string]int64
