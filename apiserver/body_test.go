@@ -310,6 +310,27 @@ func TestBinding(t *testing.T) {
 			t.Errorf("protobuf binding: %v", got)
 		}
 
+		// A PodScheduled condition already True keeps its transition time
+		// and loses its reason (kube's UpdatePodCondition; golden
+		// core-pods:get-bound-prescheduled, whose masks hide the time); one
+		// that was False moves to now.
+		for _, tt := range []struct{ name, status string }{{"was-true", "True"}, {"was-false", "False"}} {
+			c.mustDo("POST", pods, "", `{"metadata":{"name":"`+tt.name+`"},"spec":{"containers":[{"name":"c","image":"i"}]}}`, 201)
+			c.mustDo("PATCH", pods+"/"+tt.name+"/status", "application/merge-patch+json",
+				`{"status":{"conditions":[{"type":"PodScheduled","status":"`+tt.status+`","reason":"Before","lastTransitionTime":"2020-01-01T00:00:00Z"}]}}`, 200)
+			c.mustDo("POST", pods+"/"+tt.name+"/binding", "", `{"metadata":{"name":"`+tt.name+`"},"target":{"name":"n1"}}`, 201)
+			got := c.mustDo("GET", pods+"/"+tt.name, "", "", 200)
+			conds, _ := nested(got, "status.conditions").([]any)
+			if len(conds) != 1 {
+				t.Fatalf("%s: conditions %v", tt.name, conds)
+			}
+			cond := conds[0].(map[string]any)
+			kept := str(cond, "lastTransitionTime") == "2020-01-01T00:00:00Z"
+			if str(cond, "status") != "True" || str(cond, "reason") != "" || kept != (tt.status == "True") {
+				t.Errorf("%s: condition after binding %v", tt.name, cond)
+			}
+		}
+
 		c.mustDo("POST", pods, "", `{"metadata":{"name":"gone"},"spec":{"containers":[{"name":"c","image":"i"}]}}`, 201)
 		c.mustDo("POST", pods, "", `{"metadata":{"name":"fin","finalizers":["x/y"]},"spec":{"containers":[{"name":"c","image":"i"}]}}`, 201)
 		c.mustDo("DELETE", pods+"/fin", "", "", 200)
