@@ -7,6 +7,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/listwatch/listwatch/client"
@@ -14,24 +15,31 @@ import (
 )
 
 // sharedTyped are the Go types whose typed informers the other controllers
-// of this module hold (the ReplicationManager, the endpoints controller,
-// the pod lifecycle controller; deployments for the Deployment
-// controller): the collector shares those rather than keeping a metadata
-// informer of its own beside them.
+// of this module hold (the ReplicationManager, the ReplicaSet and
+// Deployment controllers, the endpoints controller, the pod lifecycle
+// controller, the service account, root CA and cluster role aggregation
+// controllers): the collector shares those rather than keeping a metadata
+// informer of its own beside them, which would be a second watch of the
+// same objects and a second decode of each of their events.
 var sharedTyped = map[reflect.Type]Subscriber{
 	reflect.TypeFor[*corev1.Pod]():                   InformerOf[*corev1.Pod](),
 	reflect.TypeFor[*corev1.ReplicationController](): InformerOf[*corev1.ReplicationController](),
 	reflect.TypeFor[*corev1.Service]():               InformerOf[*corev1.Service](),
 	//lint:ignore SA1019 core/v1 Endpoints are still served, owned and informed on.
-	reflect.TypeFor[*corev1.Endpoints]():  InformerOf[*corev1.Endpoints](),
-	reflect.TypeFor[*appsv1.Deployment](): InformerOf[*appsv1.Deployment](),
+	reflect.TypeFor[*corev1.Endpoints]():      InformerOf[*corev1.Endpoints](),
+	reflect.TypeFor[*corev1.ServiceAccount](): InformerOf[*corev1.ServiceAccount](),
+	reflect.TypeFor[*corev1.ConfigMap]():      InformerOf[*corev1.ConfigMap](),
+	reflect.TypeFor[*appsv1.Deployment]():     InformerOf[*appsv1.Deployment](),
+	reflect.TypeFor[*appsv1.ReplicaSet]():     InformerOf[*appsv1.ReplicaSet](),
+	reflect.TypeFor[*rbacv1.ClusterRole]():    InformerOf[*rbacv1.ClusterRole](),
 }
 
 // BuiltinResources returns every built-in resource of the resource
 // registry (package resources) that can be listed, watched and deleted:
 // all of them, namespaced and cluster-scoped. Those whose typed informers
-// other controllers hold (pods, replication controllers, services,
-// endpoints, deployments) subscribe through the informer of their Go type,
+// other controllers hold (sharedTyped: pods, replication controllers,
+// services, endpoints, service accounts, config maps, deployments, replica
+// sets, cluster roles) subscribe through the informer of their Go type,
 // so that the collector shares it; every other one through a metadata-only
 // informer (Metadata), as Kubernetes' collector does, which caches no
 // object's spec or data. Add custom resources with a nil Subscribe.

@@ -11,6 +11,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -36,8 +37,12 @@ func TestBuiltinResources(t *testing.T) {
 		corev1.SchemeGroupVersion.WithResource("replicationcontrollers"): synced[*corev1.ReplicationController],
 		corev1.SchemeGroupVersion.WithResource("services"):               synced[*corev1.Service],
 		//lint:ignore SA1019 core/v1 Endpoints are shared with the endpoints controller.
-		corev1.SchemeGroupVersion.WithResource("endpoints"):   synced[*corev1.Endpoints],
-		appsv1.SchemeGroupVersion.WithResource("deployments"): synced[*appsv1.Deployment],
+		corev1.SchemeGroupVersion.WithResource("endpoints"):       synced[*corev1.Endpoints],
+		appsv1.SchemeGroupVersion.WithResource("deployments"):     synced[*appsv1.Deployment],
+		appsv1.SchemeGroupVersion.WithResource("replicasets"):     synced[*appsv1.ReplicaSet],
+		corev1.SchemeGroupVersion.WithResource("serviceaccounts"): synced[*corev1.ServiceAccount],
+		corev1.SchemeGroupVersion.WithResource("configmaps"):      synced[*corev1.ConfigMap],
+		rbacv1.SchemeGroupVersion.WithResource("clusterroles"):    synced[*rbacv1.ClusterRole],
 	}
 	synctest.Test(t, func(t *testing.T) {
 		sources := map[schema.GroupVersionResource]cache.ListerWatcher[cache.Object]{}
@@ -151,10 +156,9 @@ func allSeen(seen map[schema.GroupVersionKind]bool, want []string) bool {
 
 // TestGarbageCollectorOnBuiltinResources collects among resources the
 // collector did not watch before it covered the whole registry, each
-// subscribed as BuiltinResources subscribes it (metadata informers): a
-// ConfigMap owned by a Secret, a namespaced RoleBinding owned by a
-// cluster-scoped ClusterRole, and a Job deleted in the foreground, which
-// waits for the Secret that blocks it.
+// subscribed through a metadata informer: a ConfigMap owned by a Secret, a
+// namespaced RoleBinding owned by a cluster-scoped ClusterRole, and a Job
+// deleted in the foreground, which waits for the Secret that blocks it.
 func TestGarbageCollectorOnBuiltinResources(t *testing.T) {
 	byResource := map[string]Resource{}
 	for _, r := range BuiltinResources() {
@@ -162,6 +166,10 @@ func TestGarbageCollectorOnBuiltinResources(t *testing.T) {
 	}
 	secrets, configmaps, jobs := byResource["secrets"], byResource["configmaps"], byResource["jobs"]
 	clusterroles, rolebindings := byResource["clusterroles"], byResource["rolebindings"]
+	// The fake API serves maps, which only metadata informers read: config
+	// maps and cluster roles share typed informers in BuiltinResources
+	// (TestBuiltinResources checks each subscription).
+	configmaps.Subscribe, clusterroles.Subscribe = Metadata(), Metadata()
 	all := []Resource{secrets, configmaps, jobs, clusterroles, rolebindings}
 	// mk creates r/name with owners, in the namespace of the tests unless r
 	// is cluster-scoped.
