@@ -54,6 +54,7 @@ import (
 	"github.com/listwatch/listwatch/apiserver"
 	"github.com/listwatch/listwatch/apiserver/filters"
 	"github.com/listwatch/listwatch/apiserver/serve"
+	"github.com/listwatch/listwatch/cache"
 	"github.com/listwatch/listwatch/client"
 	"github.com/listwatch/listwatch/controller"
 	"github.com/listwatch/listwatch/controllermanager"
@@ -84,9 +85,9 @@ func init() {
 
 // cpWorkload is what the controllers are asked to do: prepare, when set,
 // does what comes before the measure (neither timed nor counted); start
-// makes the change that is timed; done reports whether they have finished,
-// and what to say if they never do. creates is the number of pods the work needs created,
-// and deletes that of the pods it needs deleted: each such pod is deleted
+// makes the change that is timed; await returns once they have finished
+// (awaitObject). creates is the number of pods the work needs created, and
+// deletes that of the pods it needs deleted: each such pod is deleted
 // twice, gracefully by its controller and then by the simulated kubelet
 // once it has stopped, and the second delete of some may not have come yet
 // when the work is done.
@@ -94,7 +95,7 @@ type cpWorkload struct {
 	name, metric string
 	prepare      func(ctx context.Context, c *client.Client, n int32) error
 	start        func(ctx context.Context, c *client.Client, n int32) error
-	done         func(ctx context.Context, c *client.Client, n int32) (bool, string, error)
+	await        func(ctx context.Context, c *client.Client, n int32) error
 	creates      func(n int) int
 	deletes      func(n int) int
 }
@@ -124,12 +125,10 @@ var rcWorkload = cpWorkload{
 		_, err := client.For[*corev1.ReplicationController](c, cpNamespace).Create(ctx, rc, metav1.CreateOptions{})
 		return err
 	},
-	done: func(ctx context.Context, c *client.Client, n int32) (bool, string, error) {
-		got, err := client.For[*corev1.ReplicationController](c, cpNamespace).Get(ctx, cpRCName, metav1.GetOptions{})
-		if err != nil {
-			return false, "", err
-		}
-		return got.Status.ReadyReplicas == n, fmt.Sprintf("RC at %d of %d ready", got.Status.ReadyReplicas, n), nil
+	await: func(ctx context.Context, c *client.Client, n int32) error {
+		return awaitObject(ctx, client.For[*corev1.ReplicationController](c, cpNamespace), cpRCName, func(rc *corev1.ReplicationController) (bool, string) {
+			return rc.Status.ReadyReplicas == n, fmt.Sprintf("RC at %d of %d ready", rc.Status.ReadyReplicas, n)
+		})
 	},
 	creates: times(1), deletes: times(0),
 }
@@ -140,7 +139,7 @@ var deploymentWorkload = cpWorkload{
 	start: func(ctx context.Context, c *client.Client, n int32) error {
 		return createDeployment(ctx, c, n, appsv1.DeploymentStrategy{})
 	},
-	done:    deploymentComplete,
+	await:   awaitDeployment,
 	creates: times(1), deletes: times(0),
 }
 
@@ -158,14 +157,14 @@ var rolloutWorkload = cpWorkload{
 		if err := createDeployment(ctx, c, n, strategy); err != nil {
 			return err
 		}
-		return waitDone(ctx, deploymentWorkload, c, n)
+		return awaitDeployment(ctx, c, n)
 	},
 	start: func(ctx context.Context, c *client.Client, n int32) error {
 		patch := []byte(`{"spec":{"template":{"spec":{"containers":[{"name":"web","image":"nginx:1.28"}]}}}}`)
 		_, err := client.For[*appsv1.Deployment](c, cpNamespace).Patch(ctx, cpRCName, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
 		return err
 	},
-	done:    deploymentComplete,
+	await:   awaitDeployment,
 	creates: times(1), deletes: times(1),
 }
 
@@ -185,16 +184,15 @@ func createDeployment(ctx context.Context, c *client.Client, n int32, strategy a
 	return err
 }
 
-// deploymentComplete is kubectl rollout status's test: the controller saw
-// the last change, and every replica is updated and available.
-func deploymentComplete(ctx context.Context, c *client.Client, n int32) (bool, string, error) {
-	d, err := client.For[*appsv1.Deployment](c, cpNamespace).Get(ctx, cpRCName, metav1.GetOptions{})
-	if err != nil {
-		return false, "", err
-	}
-	s := d.Status
-	ok := s.ObservedGeneration >= d.Generation && s.UpdatedReplicas == n && s.Replicas == n && s.AvailableReplicas == n
-	return ok, fmt.Sprintf("Deployment at %d updated, %d available of %d", s.UpdatedReplicas, s.AvailableReplicas, n), nil
+// awaitDeployment waits for kubectl rollout status's test to hold: the
+// controller saw the last change, and every replica is updated and
+// available.
+func awaitDeployment(ctx context.Context, c *client.Client, n int32) error {
+	return awaitObject(ctx, client.For[*appsv1.Deployment](c, cpNamespace), cpRCName, func(d *appsv1.Deployment) (bool, string) {
+		s := d.Status
+		ok := s.ObservedGeneration >= d.Generation && s.UpdatedReplicas == n && s.Replicas == n && s.AvailableReplicas == n
+		return ok, fmt.Sprintf("Deployment at %d updated, %d available of %d", s.UpdatedReplicas, s.AvailableReplicas, n)
+	})
 }
 
 // cpPodLifecycle is the stand-in kubelet of every row: the zero value
@@ -333,7 +331,7 @@ func runControllersSide(w cpWorkload, n int) (cpRun, map[string]int64, error) {
 	if err := w.start(ctx, driver, replicas); err != nil {
 		return cpRun{}, nil, fmt.Errorf("start %s: %w", w.name, err)
 	}
-	err = waitDone(ctx, w, driver, replicas)
+	err = w.await(ctx, driver, replicas)
 	endProfile()
 	if err != nil {
 		return cpRun{}, nil, err
@@ -343,27 +341,75 @@ func runControllersSide(w cpWorkload, n int) (cpRun, map[string]int64, error) {
 	return cpRun{elapsed, cpu1 - cpu0}, counter.snapshot(), nil
 }
 
-// waitDone polls w.done until it holds. Polling every few milliseconds
-// costs the server little next to n pods and bounds the error of the
-// measure by the period.
-func waitDone(ctx context.Context, w cpWorkload, c *client.Client, n int32) error {
-	t0, last := time.Now(), ""
-	for {
-		ok, state, err := w.done(ctx, c, n)
-		if *cpTrace && state != last {
-			fmt.Fprintf(os.Stderr, "trace: %6.2fs %s\n", time.Since(t0).Seconds(), state)
-			last = state
+// awaitObject waits until done holds for the object name of r, watching it
+// as kubectl rollout status does: from a GET, then through a watch of that
+// one object (watched again from the last resourceVersion seen when the
+// stream ends, and from a new GET when it is refused). done also says
+// what state the object is in, for -trace and for the error when it never
+// gets there.
+//
+// The watch makes the measure exact and costs the server one event per
+// change. Polling did neither: it rounded the time up by its period, and
+// its GETs, every few milliseconds, were work only the controllers' side
+// paid (the floor polls nothing).
+func awaitObject[T cache.Object](ctx context.Context, r *client.Resource[T], name string, done func(T) (bool, string)) error {
+	t0, state := time.Now(), ""
+	holds := func(obj T) bool {
+		ok, now := done(obj)
+		if *cpTrace && now != state {
+			fmt.Fprintf(os.Stderr, "trace: %6.2fs %s\n", time.Since(t0).Seconds(), now)
 		}
+		state = now
+		return ok
+	}
+	rv := ""
+	for {
+		if rv == "" {
+			obj, err := r.Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return fmt.Errorf("%s: %w", state, err)
+			}
+			if holds(obj) {
+				return nil
+			}
+			rv = obj.GetResourceVersion()
+		}
+		w, err := r.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name, ResourceVersion: rv, AllowWatchBookmarks: true})
 		if err != nil {
-			return fmt.Errorf("%s: %w", w.name, err)
+			return fmt.Errorf("%s: %w", state, err)
+		}
+		ok, err := func() (bool, error) {
+			defer w.Stop()
+			for {
+				ev, err := w.Next()
+				if errors.Is(err, io.EOF) && ctx.Err() == nil {
+					return false, nil
+				}
+				if err != nil {
+					return false, err
+				}
+				switch ev.Type {
+				case cache.EventAdded, cache.EventModified:
+					rv = ev.Object.GetResourceVersion()
+					if holds(ev.Object) {
+						return true, nil
+					}
+				case cache.EventBookmark:
+					rv = ev.Object.GetResourceVersion()
+				case cache.EventDeleted:
+					return false, errors.New("deleted")
+				case cache.EventError:
+					// Too old a resourceVersion, say: read it again.
+					rv = ""
+					return false, nil
+				}
+			}
+		}()
+		if err != nil {
+			return fmt.Errorf("%s: %w", state, err)
 		}
 		if ok {
 			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%s: %w", state, ctx.Err())
-		case <-time.After(5 * time.Millisecond):
 		}
 	}
 }

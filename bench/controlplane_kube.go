@@ -171,7 +171,7 @@ func benchKubeControllerManager(name string, w cpWorkload, n int) ([]Row, error)
 	if err := w.start(ctx, driver, replicas); err != nil {
 		return nil, fmt.Errorf("start %s: %w", w.name, err)
 	}
-	if err := waitDone(ctx, w, driver, replicas); err != nil {
+	if err := w.await(ctx, driver, replicas); err != nil {
 		return nil, err
 	}
 	elapsed := time.Since(start)
