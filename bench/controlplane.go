@@ -33,6 +33,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"math"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -214,14 +215,43 @@ func benchControlPlane(name string, w cpWorkload, n int) ([]Row, error) {
 		// Another cluster's controllers (controlplane_kube.go).
 		return benchKubeControllerManager(name, w, n)
 	}
-	lw, lwReqs, err := runControllersSide(w, n)
-	if err != nil {
-		return nil, fmt.Errorf("controller-manager: %w", err)
+	// Each round runs both sides, the one that went second last round
+	// first, so that neither always has the machine in the state the other
+	// left it in; the rows are the medians.
+	var lws, floors []cpRun
+	var lwReqs, floorReqs []map[string]int64
+	for round := range max(*cpRounds, 1) {
+		lwFirst := round%2 == 0
+		for side := range 2 {
+			if (side == 0) == lwFirst {
+				run, reqs, err := runControllersSide(w, n)
+				if err != nil {
+					return nil, fmt.Errorf("controller-manager: %w", err)
+				}
+				// Pod writes beyond the replicas are what an expectation
+				// miss costs (a sync acting on a cache that had not seen
+				// its own creations): the measure of a controller-manager
+				// that does them is not one.
+				if got, deleted := reqs["create pods"], reqs["delete pods"]; !w.podWritesOK(n, got, deleted) {
+					return nil, fmt.Errorf("the controller-manager created %d pods and deleted %d for %d replicas, want %d and %d to %d (in %.2fs)",
+						got, deleted, n, w.creates(n), w.deletes(n), 2*w.deletes(n), run.wall.Seconds())
+				}
+				lws, lwReqs = append(lws, run), append(lwReqs, reqs)
+			} else {
+				run, reqs, err := runFloorSide(w, n)
+				if err != nil {
+					return nil, fmt.Errorf("floor: %w", err)
+				}
+				floors, floorReqs = append(floors, run), append(floorReqs, reqs)
+			}
+		}
+		if *cpRounds > 1 {
+			l, f := lws[len(lws)-1], floors[len(floors)-1]
+			fmt.Fprintf(os.Stderr, "%s round %d: %.3fs / %.3fs = %.2fx, cpu %.2fs / %.2fs\n", name, round+1,
+				l.wall.Seconds(), f.wall.Seconds(), l.wall.Seconds()/f.wall.Seconds(), l.cpu.Seconds(), f.cpu.Seconds())
+		}
 	}
-	floor, floorReqs, err := runFloorSide(w, n)
-	if err != nil {
-		return nil, fmt.Errorf("floor: %w", err)
-	}
+	lw, floor := medianRun(lws), medianRun(floors)
 	rows := []Row{
 		{Workload: name, Impl: implListwatch, Metric: w.metric + "=" + strconv.Itoa(n), Value: lw.wall.Seconds(), Unit: "s"},
 		{Workload: name, Impl: implFloor, Metric: w.metric + "=" + strconv.Itoa(n), Value: floor.wall.Seconds(), Unit: "s"},
@@ -235,13 +265,14 @@ func benchControlPlane(name string, w cpWorkload, n int) ([]Row, error) {
 			Row{Workload: name, Impl: implFloor, Metric: "cpu time", Value: floor.cpu.Seconds(), Unit: "s"})
 	}
 	var total, floorTotal float64
-	for _, k := range unionKeys(lwReqs, floorReqs) {
+	lwMedian, floorMedian := medianCounts(lwReqs), medianCounts(floorReqs)
+	for _, k := range unionKeys(lwMedian, floorMedian) {
 		metric := "requests " + k
-		if v, ok := lwReqs[k]; ok {
+		if v, ok := lwMedian[k]; ok {
 			rows = append(rows, Row{Workload: name, Impl: implListwatch, Metric: metric, Value: float64(v), Unit: "count"})
 			total += float64(v)
 		}
-		if v, ok := floorReqs[k]; ok {
+		if v, ok := floorMedian[k]; ok {
 			rows = append(rows, Row{Workload: name, Impl: implFloor, Metric: metric, Value: float64(v), Unit: "count"})
 			floorTotal += float64(v)
 		}
@@ -249,13 +280,6 @@ func benchControlPlane(name string, w cpWorkload, n int) ([]Row, error) {
 	rows = append(rows,
 		Row{Workload: name, Impl: implListwatch, Metric: "requests total", Value: total, Unit: "count"},
 		Row{Workload: name, Impl: implFloor, Metric: "requests total", Value: floorTotal, Unit: "count"})
-	// Pod writes beyond the replicas are what an expectation miss costs
-	// (a sync acting on a cache that had not seen its own creations):
-	// the measure of a controller-manager that does them is not one.
-	if got, deleted := lwReqs["create pods"], lwReqs["delete pods"]; !w.podWritesOK(n, got, deleted) {
-		return nil, fmt.Errorf("the controller-manager created %d pods and deleted %d for %d replicas, want %d and %d to %d (in %.2fs, floor %.2fs)",
-			got, deleted, n, w.creates(n), w.deletes(n), 2*w.deletes(n), lw.wall.Seconds(), floor.wall.Seconds())
-	}
 	return rows, nil
 }
 
@@ -265,10 +289,33 @@ type cpRun struct {
 	wall, cpu time.Duration
 }
 
-func unionKeys(a, b map[string]int64) []string {
+// medianRun is the median of runs' times and, apart, of their CPU times.
+func medianRun(runs []cpRun) cpRun {
+	wall, cpu := make([]float64, len(runs)), make([]float64, len(runs))
+	for i, r := range runs {
+		wall[i], cpu[i] = float64(r.wall), float64(r.cpu)
+	}
+	return cpRun{wall: time.Duration(median(wall)), cpu: time.Duration(median(cpu))}
+}
+
+// medianCounts is the median of each request count over the runs (one
+// some runs did not make counts 0 in those).
+func medianCounts(runs []map[string]int64) map[string]int64 {
+	out := map[string]int64{}
+	for _, k := range unionKeys(runs...) {
+		v := make([]float64, len(runs))
+		for i, m := range runs {
+			v[i] = float64(m[k])
+		}
+		out[k] = int64(math.Round(median(v)))
+	}
+	return out
+}
+
+func unionKeys(ms ...map[string]int64) []string {
 	seen := map[string]bool{}
 	var keys []string
-	for _, m := range []map[string]int64{a, b} {
+	for _, m := range ms {
 		for k := range m {
 			if !seen[k] {
 				seen[k] = true
@@ -753,6 +800,8 @@ func (cp *controlPlane) close() {
 // cpTrace asks the control-plane rows for a timeline on stderr: each
 // state the driver polls, and, for each kind of request, when the first,
 // the 10th, 50th and 90th percentile and the last of them completed.
+var cpRounds = flag.Int("rounds", 1, "control-plane rows: run each side this many times, alternating which goes first, and report the medians (each round's times on stderr)")
+
 var cpTrace = flag.Bool("trace", false, "control-plane rows: print on stderr when each kind of request completed and each state the driver saw")
 
 // requestCounter counts the requests through a transport by verb and
