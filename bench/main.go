@@ -9,6 +9,8 @@
 //	go run . -quick     # every workload at a tenth of its size
 //	go run . -json      # also one JSON object per row
 //	go run . -run sync  # only workloads whose name matches the regexp
+//	go run . -run 'controlplane-deployment-1k$' -rounds 7
+//	                    # a control-plane row's medians over 7 rounds of both sides
 package main
 
 import (
