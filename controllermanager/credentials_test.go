@@ -1,9 +1,6 @@
 package controllermanager_test
 
 import (
-	"context"
-	"io"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -32,31 +29,17 @@ func TestServiceAccountCredentials(t *testing.T) {
 	// controllers' accounts.
 	env := envtest.Start(t, envtest.Options{})
 	cc := &client.Config{REST: env.Config, QPS: -1}
-	m, err := controllermanager.New(controllermanager.Config{
-		Client:                    cc,
-		Controllers:               []string{controllermanager.ReplicaSet},
-		LeaderElection:            controllermanager.LeaderElection{Disabled: true},
-		Logger:                    slog.New(slog.NewTextHandler(io.Discard, nil)),
-		ServiceAccountCredentials: true,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if user, ok := controllermanager.ControllerUser(controllermanager.ReplicaSet); !ok || user != "system:serviceaccount:kube-system:replicaset-controller" {
 		t.Fatalf("ControllerUser(%s) = %q, %v", controllermanager.ReplicaSet, user, ok)
 	}
 	if _, ok := controllermanager.ControllerUser(controllermanager.PodLifecycle); ok {
 		t.Errorf("%s, the stand-in for kubelets, has a controller account", controllermanager.PodLifecycle)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- m.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
+	m := runManager(t, controllermanager.Config{
+		Client:                    cc,
+		Controllers:               []string{controllermanager.ReplicaSet},
+		ServiceAccountCredentials: true,
+	})
 
 	admin, err := client.New(cc)
 	if err != nil {

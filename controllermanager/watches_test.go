@@ -1,9 +1,6 @@
 package controllermanager_test
 
 import (
-	"context"
-	"io"
-	"log/slog"
 	"net/http"
 	"sync"
 	"testing"
@@ -36,23 +33,7 @@ func TestOneWatchPerResource(t *testing.T) {
 			return rt.RoundTrip(req)
 		})
 	}
-	m, err := controllermanager.New(controllermanager.Config{
-		Client:         &client.Config{REST: cfg, QPS: -1},
-		LeaderElection: controllermanager.LeaderElection{Disabled: true},
-		Logger:         slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- m.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
+	m := runManager(t, controllermanager.Config{Client: &client.Config{REST: cfg, QPS: -1}})
 	for deadline := time.Now().Add(30 * time.Second); !m.Ready(); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the controllers never synced")
@@ -72,7 +53,3 @@ func TestOneWatchPerResource(t *testing.T) {
 		}
 	}
 }
-
-type roundTripFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
