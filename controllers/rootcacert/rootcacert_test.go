@@ -8,6 +8,7 @@ import (
 	"maps"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"go.uber.org/goleak"
@@ -143,65 +144,60 @@ func TestController(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			nss := cachetest.New[*corev1.Namespace]()
-			if _, err := nss.Create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "a"}, Status: corev1.NamespaceStatus{Phase: corev1.NamespaceActive}}); err != nil {
-				t.Fatal(err)
-			}
-			api := &fakeAPI{configMaps: cachetest.New[*corev1.ConfigMap](), fail: tt.fail}
-			for _, cm := range tt.configMaps {
-				if _, err := api.configMaps.Create(cm); err != nil {
-					t.Fatal(err)
-				}
-			}
-			nsInf := cache.NewSharedIndexInformer[*corev1.Namespace](nss, cache.SharedInformerOptions{Reflector: cache.ReflectorOptions{Logger: quiet}})
-			cmInf := cache.NewSharedIndexInformer[*corev1.ConfigMap](api.configMaps, cache.SharedInformerOptions{Reflector: cache.ReflectorOptions{Logger: quiet}})
-			c, err := New(nsInf, cmInf, api, []byte(ca), Options{Controller: controller.Options{
-				Logger: quiet, RetryBaseDelay: time.Millisecond, RetryMaxDelay: 10 * time.Millisecond,
-			}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(t.Context())
-			var wg sync.WaitGroup
-			defer func() { cancel(); wg.Wait() }()
-			wg.Go(func() { nsInf.Run(ctx) })
-			wg.Go(func() { cmInf.Run(ctx) })
-			wg.Go(func() { _ = c.Run(ctx) })
-			if !cache.WaitForCacheSync(ctx, nsInf.HasSynced, cmInf.HasSynced) {
-				t.Fatal("caches not synced")
-			}
-			if tt.then != nil {
-				// The change comes after the controller's first pass, once
-				// the ConfigMap is published: the writes of that pass, if
-				// any, are counted before it, however late they come.
-				time.Sleep(50 * time.Millisecond)
-				for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-					if got, _ := api.configMaps.Get("a", ConfigMapName); same(got, published("a")) {
-						break
-					}
-					if time.Now().After(deadline) {
-						t.Fatal("ConfigMap not published before the change")
-					}
-				}
-				before := api.writeCount()
-				tt.then(api)
-				tt.wantWrites += before
-			}
-			deadline := time.Now().Add(5 * time.Second)
-			for {
-				got, _ := api.configMaps.Get("a", ConfigMapName)
-				if same(got, tt.want) && api.writeCount() == tt.wantWrites {
-					time.Sleep(50 * time.Millisecond)
-					if api.writeCount() == tt.wantWrites {
-						return
-					}
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("ConfigMap %+v (want %+v), %d writes (want %d)", got, tt.want, api.writeCount(), tt.wantWrites)
-				}
-				time.Sleep(5 * time.Millisecond)
-			}
+			synctest.Test(t, func(t *testing.T) { runPublisherCase(t, tt.configMaps, tt.fail, tt.then, tt.want, tt.wantWrites) })
 		})
+	}
+}
+
+// runPublisherCase runs the controller over namespace "a" and
+// configMaps, its first writes failing with fail, applies then once the
+// ConfigMap is published, and checks that the controller settles on want
+// after wantWrites writes (then's own not counted). In a synctest bubble:
+// settling is every goroutine blocked with every retry's delay passed.
+func runPublisherCase(t *testing.T, configMaps []*corev1.ConfigMap, fail []error, then func(*fakeAPI), want *corev1.ConfigMap, wantWrites int) {
+	nss := cachetest.New[*corev1.Namespace]()
+	if _, err := nss.Create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "a"}, Status: corev1.NamespaceStatus{Phase: corev1.NamespaceActive}}); err != nil {
+		t.Fatal(err)
+	}
+	api := &fakeAPI{configMaps: cachetest.New[*corev1.ConfigMap](), fail: fail}
+	for _, cm := range configMaps {
+		if _, err := api.configMaps.Create(cm); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nsInf := cache.NewSharedIndexInformer[*corev1.Namespace](nss, cache.SharedInformerOptions{Reflector: cache.ReflectorOptions{Logger: quiet}})
+	cmInf := cache.NewSharedIndexInformer[*corev1.ConfigMap](api.configMaps, cache.SharedInformerOptions{Reflector: cache.ReflectorOptions{Logger: quiet}})
+	c, err := New(nsInf, cmInf, api, []byte(ca), Options{Controller: controller.Options{
+		Logger: quiet, RetryBaseDelay: time.Millisecond, RetryMaxDelay: 10 * time.Millisecond,
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	wg.Go(func() { nsInf.Run(ctx) })
+	wg.Go(func() { cmInf.Run(ctx) })
+	wg.Go(func() { _ = c.Run(ctx) })
+	settle := func() {
+		time.Sleep(time.Second)
+		synctest.Wait()
+	}
+	settle()
+	if then != nil {
+		// The change comes after the controller's first pass, once the
+		// ConfigMap is published: the writes of that pass are counted
+		// before it.
+		if got, _ := api.configMaps.Get("a", ConfigMapName); !same(got, published("a")) {
+			t.Fatalf("ConfigMap %+v not published before the change", got)
+		}
+		before := api.writeCount()
+		then(api)
+		wantWrites += before
+		settle()
+	}
+	if got, _ := api.configMaps.Get("a", ConfigMapName); !same(got, want) || api.writeCount() != wantWrites {
+		t.Fatalf("ConfigMap %+v (want %+v), %d writes (want %d)", got, want, api.writeCount(), wantWrites)
 	}
 }
 
