@@ -163,6 +163,9 @@ func (s *Server) serveTokenRequest(w http.ResponseWriter, r *http.Request, gv sc
 
 var tokenRequestKind = authenticationv1.SchemeGroupVersion.WithKind("TokenRequest")
 
+// serviceAccountKind is the kind whose resource has the token subresource.
+var serviceAccountKind = corev1.SchemeGroupVersion.WithKind("ServiceAccount")
+
 // request issues the token r asks for service account name in namespace,
 // with kube-apiserver's TokenRequest rules: the body's name and namespace
 // must match the path's, audiences default to the API's, the request is

@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,74 +13,141 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/validation/field"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	sigsjson "sigs.k8s.io/json"
 
+	apipod "k8s.io/kubernetes/pkg/api/pod"
 	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
+	"k8s.io/kubernetes/pkg/features"
+
+	"github.com/listwatch/listwatch/apiserver/internal/kube"
+	"github.com/listwatch/listwatch/resources"
 )
 
 // bindingResource describes v1 Binding for decoding bodies of
-// pods/{name}/binding.
+// pods/{name}/binding and of the bindings resource.
 var bindingResource = &resource{
 	gvk:    corev1.SchemeGroupVersion.WithKind("Binding"),
 	plural: "bindings",
 }
 
-// handleBinding assigns a pod to a node, as a scheduler does: spec.nodeName
-// is set once (409 Conflict when the pod is already bound or is being
-// deleted), the Binding's annotations are copied onto the pod and the
-// PodScheduled condition becomes True. The answer is a 201 Success Status,
-// as kube-apiserver's.
+// handleBinding serves pods/{name}/binding: it assigns the pod to a node,
+// as a scheduler does (bind).
 func (s *Server) handleBinding(w http.ResponseWriter, r *http.Request, req request) error {
-	body, err := readBody(r)
+	b, err := decodeBinding(r, req)
 	if err != nil {
 		return err
+	}
+	return s.bind(w, r, req, req.res.gvk.GroupVersion().WithResource(req.res.plural), b)
+}
+
+// serveBindings serves the bindings resource of core/v1, which takes only
+// creates, each binding the pod its Binding names as pods/{name}/binding
+// does, and answers as kube-apiserver does: 405 to any other method on
+// the collection, 404 under it. It reports whether the path was its.
+func (s *Server) serveBindings(w http.ResponseWriter, r *http.Request, gv schema.GroupVersion, rest []string) bool {
+	if gv != corev1.SchemeGroupVersion || len(rest) < 3 || rest[0] != "namespaces" || rest[1] == "" || rest[2] != bindingResource.plural {
+		return false
+	}
+	err := func() error {
+		if len(rest) > 3 {
+			return notFoundPath()
+		}
+		if r.Method != http.MethodPost {
+			return methodNotAllowedPath(r)
+		}
+		pods := s.reg.lookup(gv, "pods")
+		if pods == nil || !pods.binding {
+			return notFoundPath()
+		}
+		req := request{res: pods, namespace: rest[1], sub: resources.Binding, warn: func(text string) { addWarning(w, text) }}
+		var err error
+		if req.dryRun, err = dryRun(r); err != nil {
+			return err
+		}
+		b, err := decodeBinding(r, req)
+		if err != nil {
+			return err
+		}
+		// The pod is the one the Binding names.
+		req.name = b.Name
+		return s.bind(w, r, req, gv.WithResource(bindingResource.plural), b)
+	}()
+	if err != nil {
+		WriteStatus(w, err)
+	}
+	return true
+}
+
+// decodeBinding reads the Binding of a request for req's pod (whose
+// namespace it must be in).
+func decodeBinding(r *http.Request, req request) (*corev1.Binding, error) {
+	body, err := readBody(r)
+	if err != nil {
+		return nil, err
 	}
 	format, err := requestFormat(r, bindingResource, true)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	js, err := toJSONBody(bindingResource, format, body)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	u, err := decodeBody(bindingResource, js)
 	if err != nil {
-		return err
+		if format != bodyProtobuf && len(bytes.TrimSpace(js)) > 0 {
+			// Answered with kube-apiserver's decoder's error, when that
+			// refuses the body too.
+			if kerr := kube.BindingBodyError(js); kerr != nil {
+				err = kerr
+			}
+		}
+		return nil, err
 	}
 	var b corev1.Binding
 	raw, err := json.Marshal(u.Object)
 	if err != nil {
-		return apierrors.NewInternalError(err)
+		return nil, apierrors.NewInternalError(err)
 	}
 	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(raw, &b); err != nil {
-		return cannotHandle(bindingResource, err)
+		return nil, cannotHandle(bindingResource, err)
 	}
 	if b.Namespace != "" && b.Namespace != req.namespace {
-		return badRequest("the namespace of the provided object does not match the namespace sent on the request")
+		return nil, badRequest("the namespace of the provided object does not match the namespace sent on the request")
 	}
-	if b.Name != "" && b.Name != req.name {
-		return badRequest("name in URL does not match name in Binding object")
+	return &b, nil
+}
+
+// bind assigns req's pod to the node b targets, as kube-apiserver's
+// binding storage does (pkg/registry/core/pod/storage, BindingREST):
+// after admission and its checks (kube.Binding), the pod, with b's UID
+// and resourceVersion as preconditions, gets spec.nodeName once (409
+// Conflict when it is bound already, being deleted, or still has
+// scheduling gates), loses its nominatedNodeName, takes b's annotations
+// (less the init-container ones kube drops) and labels, and its
+// PodScheduled condition becomes True. The answer is a 201 Success
+// Status. resource is what was posted to: pods (pods/{name}/binding) or
+// bindings.
+func (s *Server) bind(w http.ResponseWriter, r *http.Request, req request, resource schema.GroupVersionResource, b *corev1.Binding) error {
+	kr := s.kubeRequest(r.Context(), req, "create", req.name)
+	if resource.Resource != req.res.plural {
+		kr.Subresource = ""
 	}
-	var errs field.ErrorList
-	if b.Target.Kind != "" && b.Target.Kind != "Node" {
-		errs = append(errs, field.NotSupported(field.NewPath("target", "kind"), b.Target.Kind, []string{"Node", "<empty>"}))
+	b, err := kube.Binding(r.Context(), kr, resource, b)
+	if err != nil {
+		return err
 	}
-	if b.Target.Name == "" {
-		errs = append(errs, field.Required(field.NewPath("target", "name"), ""))
-	}
-	if len(errs) > 0 {
-		return apierrors.NewInvalid(bindingResource.gvk.GroupKind(), req.name, errs)
+	if req.name == "" {
+		// kube's storage finds no key for the pod.
+		return badRequest("Name parameter required.")
 	}
 	_, err = s.updateObject(r.Context(), req, func(cur *unstructured.Unstructured) (object, error) {
 		if err := uidPrecondition(req, b.UID, cur.GetUID()); err != nil {
 			return nil, err
 		}
-		if b.ResourceVersion != "" && b.ResourceVersion != cur.GetResourceVersion() {
-			return nil, conflict(req, "the object has been modified; please apply your changes to the latest version and try again")
-		}
-		if cur.GetDeletionTimestamp() != nil {
-			return nil, bindingConflict(req, fmt.Sprintf("pod %s is being deleted, cannot be assigned to a host", req.name))
+		if err := rvPrecondition(req, b.ResourceVersion, cur.GetResourceVersion()); err != nil {
+			return nil, err
 		}
 		// The pod as its Go type, so that it is stored and watched
 		// without going back to a map.
@@ -91,16 +159,28 @@ func (s *Server) handleBinding(w http.ResponseWriter, r *http.Request, req reque
 		if !ok {
 			return nil, apierrors.NewInternalError(fmt.Errorf("apiserver: pod as %T", ext))
 		}
-		if pod.Spec.NodeName != "" {
-			return nil, bindingConflict(req, fmt.Sprintf("pod %s is already assigned to node %q", req.name, pod.Spec.NodeName))
+		switch {
+		case pod.DeletionTimestamp != nil:
+			return nil, bindingConflict(req, fmt.Sprintf("pod %s is being deleted, cannot be assigned to a host", pod.Name))
+		case pod.Spec.NodeName != "":
+			return nil, bindingConflict(req, fmt.Sprintf("pod %s is already assigned to node %q", pod.Name, pod.Spec.NodeName))
+		case len(pod.Spec.SchedulingGates) != 0:
+			return nil, bindingConflict(req, fmt.Sprintf("pod %s has non-empty .spec.schedulingGates", pod.Name))
 		}
-		// As kube-apiserver's binding storage sets the pod.
 		pod.Spec.NodeName = b.Target.Name
-		if len(b.Annotations) > 0 {
-			if pod.Annotations == nil {
-				pod.Annotations = map[string]string{}
+		if utilfeature.DefaultFeatureGate.Enabled(features.ClearingNominatedNodeNameAfterBinding) {
+			pod.Status.NominatedNodeName = ""
+		}
+		if pod.Annotations == nil {
+			pod.Annotations = map[string]string{}
+		}
+		maps.Copy(pod.Annotations, b.Annotations)
+		apipod.DropInitContainerAnnotations(pod.Annotations)
+		if utilfeature.DefaultFeatureGate.Enabled(features.PodTopologyLabelsAdmission) && len(b.Labels) > 0 {
+			if pod.Labels == nil {
+				pod.Labels = map[string]string{}
 			}
-			maps.Copy(pod.Annotations, b.Annotations)
+			maps.Copy(pod.Labels, b.Labels)
 		}
 		podutil.UpdatePodCondition(&pod.Status, &corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionTrue})
 		return pod, nil

@@ -157,15 +157,26 @@ func (s *Server) resourceList(gv schema.GroupVersion) (any, error) {
 		// apiVersion.
 		list.APIVersion = ""
 	}
-	list.APIResources = discoveryResources(s.reg.resources(gv.String()))
+	list.APIResources = s.discoveryResources(s.reg.resources(gv.String()))
 	return list, nil
 }
 
 // discoveryResources is the legacy discovery list of rs (sorted by
-// plural), each followed by its subresources.
-func discoveryResources(rs []*resource) []metav1.APIResource {
+// plural), each followed by its subresources: those of its definition and,
+// on a server that issues service account tokens, serviceaccounts/token
+// (served by serveTokenRequest). Where pods are bound, the bindings
+// resource (serveBindings) is listed in its place among them.
+func (s *Server) discoveryResources(rs []*resource) []metav1.APIResource {
 	out := []metav1.APIResource{}
+	bindings := slices.ContainsFunc(rs, func(r *resource) bool { return r.binding })
 	for _, r := range rs {
+		if bindings && r.plural > bindingResource.plural {
+			out = append(out, metav1.APIResource{
+				Name: bindingResource.plural, SingularName: "binding", Namespaced: true,
+				Kind: bindingResource.gvk.Kind, Verbs: metav1.Verbs{"create"},
+			})
+			bindings = false
+		}
 		verbs := collectionVerbs
 		if r.def != nil {
 			verbs = r.def.DiscoveryVerbs()
@@ -201,6 +212,11 @@ func discoveryResources(rs []*resource) []metav1.APIResource {
 		}
 		if r.hasStatus {
 			out = append(out, sub(resources.Status, r.gvk.Kind, subVerbs))
+		}
+		if s.saTokens != nil && r.gvk == serviceAccountKind {
+			tr := sub("token", tokenRequestKind.Kind, metav1.Verbs{"create"})
+			tr.Group, tr.Version = tokenRequestKind.Group, tokenRequestKind.Version
+			out = append(out, tr)
 		}
 	}
 	return out

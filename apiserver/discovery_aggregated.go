@@ -110,7 +110,7 @@ func (s *Server) builtinVersionDiscovery(gv schema.GroupVersion) apidiscoveryv2.
 		}
 	}
 	slices.SortFunc(rs, byPlural)
-	legacy := discoveryResources(rs)
+	legacy := s.discoveryResources(rs)
 	if reviews := s.reviewAPIResources(gv); reviews != nil {
 		legacy = reviews
 	}

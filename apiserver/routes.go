@@ -81,7 +81,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		WriteStatus(w, apierrors.NewTooManyRequests("storage is (re)initializing", 1))
 		return
 	}
-	if s.serveReview(w, r, gv, rest) || s.serveTokenRequest(w, r, gv, rest) {
+	if s.serveReview(w, r, gv, rest) || s.serveTokenRequest(w, r, gv, rest) || s.serveBindings(w, r, gv, rest) {
 		return
 	}
 	req, err := s.parseResourcePath(gv, rest)

@@ -657,6 +657,16 @@ func uidPrecondition(req request, sent, stored types.UID) error {
 	return conflict(req, kubestorage.NewInvalidObjError(kubeStorageKey(req.res, req.namespace, req.name), msg).Error())
 }
 
+// rvPrecondition is uidPrecondition for a resourceVersion sent as a
+// precondition ("" for none) against the stored one.
+func rvPrecondition(req request, sent, stored string) error {
+	if sent == "" || sent == stored {
+		return nil
+	}
+	msg := "Precondition failed: ResourceVersion in precondition: " + sent + ", ResourceVersion in object meta: " + stored
+	return conflict(req, kubestorage.NewInvalidObjError(kubeStorageKey(req.res, req.namespace, req.name), msg).Error())
+}
+
 // bodyUID reads metadata.uid from a JSON body; "" when there is none or
 // the body cannot be read (decoding it reports that).
 func bodyUID(js []byte) types.UID {

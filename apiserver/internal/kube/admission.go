@@ -242,6 +242,11 @@ func (req Request) chain() (*Admission, error) {
 // attributes describes a write of obj (internal; old is the stored object
 // of an update) to the plugins, as kube-apiserver's handlers do.
 func (k *Rules) attributes(req Request, obj, old runtime.Object) admission.Attributes {
+	return attributesOf(req, k.gvk, k.gvr, obj, old)
+}
+
+// attributesOf describes a write of obj, of kind gvk, to resource gvr.
+func attributesOf(req Request, gvk schema.GroupVersionKind, gvr schema.GroupVersionResource, obj, old runtime.Object) admission.Attributes {
 	op, opts := admission.Create, runtime.Object(&metav1.CreateOptions{})
 	if old != nil {
 		op, opts = admission.Update, &metav1.UpdateOptions{}
@@ -252,7 +257,7 @@ func (k *Rules) attributes(req Request, obj, old runtime.Object) admission.Attri
 	if req.User.Name != "" {
 		u = &user.DefaultInfo{Name: req.User.Name, UID: req.User.UID, Groups: req.User.Groups}
 	}
-	return admission.NewAttributesRecord(obj, old, k.gvk, req.Namespace, req.Name, k.gvr, req.Subresource, op, opts, req.DryRun, u)
+	return admission.NewAttributesRecord(obj, old, gvk, req.Namespace, req.Name, gvr, req.Subresource, op, opts, req.DryRun, u)
 }
 
 // admit runs the mutating plugins on obj, in place.

@@ -31,16 +31,19 @@ var jsonSerializer = func() runtime.Serializer {
 // version and kind the body names (the resource's by default). It returns
 // the version and kind found and the decoder's error, nil when the body
 // decodes. Unknown and duplicate fields are not errors here.
-func (k *Rules) decode(js []byte) (*schema.GroupVersionKind, error) {
-	internal := k.gvk.GroupKind().WithVersion(runtime.APIVersionInternal)
+func (k *Rules) decode(js []byte) (*schema.GroupVersionKind, error) { return decodeAs(k.gvk, js) }
+
+// decodeAs is decode for a body of kind gvk.
+func decodeAs(gvk schema.GroupVersionKind, js []byte) (*schema.GroupVersionKind, error) {
+	internal := gvk.GroupKind().WithVersion(runtime.APIVersionInternal)
 	into, err := scheme.New(internal)
 	if err != nil {
-		return nil, apierrors.NewInternalError(fmt.Errorf("no internal type for %v: %w", k.gvk, err))
+		return nil, apierrors.NewInternalError(fmt.Errorf("no internal type for %v: %w", gvk, err))
 	}
 	dec := legacyscheme.Codecs.DecoderToVersion(jsonSerializer, internal.GroupVersion())
-	defaultGVK := k.gvk
-	_, gvk, err := dec.Decode(js, &defaultGVK, into)
-	return gvk, err
+	defaultGVK := gvk
+	_, found, err := dec.Decode(js, &defaultGVK, into)
+	return found, err
 }
 
 // BodyError is kube-apiserver's answer, a 400, to the JSON body of a
@@ -49,15 +52,21 @@ func (k *Rules) decode(js []byte) (*schema.GroupVersionKind, error) {
 // decoder's error (k8s.io/apiserver/pkg/endpoints/handlers'
 // transformDecodeError): the kind and version the body names, or, when it
 // names none that can be read, the start of the body.
-func (k *Rules) BodyError(js []byte) error {
-	gvk, err := k.decode(js)
+func (k *Rules) BodyError(js []byte) error { return bodyError(k.gvk, js) }
+
+// BindingBodyError is BodyError for the body of a v1 Binding
+// (pods/{name}/binding, bindings).
+func BindingBodyError(js []byte) error { return bodyError(bindingKind, js) }
+
+func bodyError(want schema.GroupVersionKind, js []byte) error {
+	gvk, err := decodeAs(want, js)
 	switch {
 	case err == nil:
 		return nil
 	case gvk != nil && gvk.Kind != "":
-		return apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: %v", gvk.Kind, gvk.Version, k.gvk.Kind, err))
+		return apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: %v", gvk.Kind, gvk.Version, want.Kind, err))
 	}
-	return apierrors.NewBadRequest(fmt.Sprintf("the object provided is unrecognized (must be of type %s): %v (%s)", k.gvk.Kind, err, summarizeData(js, 30)))
+	return apierrors.NewBadRequest(fmt.Sprintf("the object provided is unrecognized (must be of type %s): %v (%s)", want.Kind, err, summarizeData(js, 30)))
 }
 
 // summarizeData is how kube-apiserver's handlers quote a body they cannot
