@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"go.uber.org/goleak"
@@ -76,7 +77,8 @@ func TestController(t *testing.T) {
 		accounts   []*corev1.ServiceAccount
 		names      []string
 		fail       []error
-		// then runs once the controller has synced, before waiting.
+		// then runs once the controller has settled, before it settles
+		// again.
 		then func(api *fakeAPI)
 		// wantAccounts are the accounts that must come to exist;
 		// wantCreates the creates asked, in any order.
@@ -136,62 +138,56 @@ func TestController(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			nss := cachetest.New[*corev1.Namespace]()
-			for _, ns := range tt.namespaces {
-				if _, err := nss.Create(ns); err != nil {
+			// In a synctest bubble: the controller has settled when every
+			// goroutine is blocked with every retry's delay passed.
+			synctest.Test(t, func(t *testing.T) {
+				nss := cachetest.New[*corev1.Namespace]()
+				for _, ns := range tt.namespaces {
+					if _, err := nss.Create(ns); err != nil {
+						t.Fatal(err)
+					}
+				}
+				api := &fakeAPI{accounts: cachetest.New[*corev1.ServiceAccount](), fail: tt.fail}
+				for _, sa := range tt.accounts {
+					if _, err := api.accounts.Create(sa); err != nil {
+						t.Fatal(err)
+					}
+				}
+				opts := cache.SharedInformerOptions{Reflector: cache.ReflectorOptions{Logger: quiet}}
+				nsInf := cache.NewSharedIndexInformer[*corev1.Namespace](nss, opts)
+				saInf := cache.NewSharedIndexInformer[*corev1.ServiceAccount](api.accounts, opts)
+				c, err := New(nsInf, saInf, api, Options{Names: tt.names, Controller: controller.Options{
+					Logger: quiet, RetryBaseDelay: time.Millisecond, RetryMaxDelay: 10 * time.Millisecond,
+				}})
+				if err != nil {
 					t.Fatal(err)
 				}
-			}
-			api := &fakeAPI{accounts: cachetest.New[*corev1.ServiceAccount](), fail: tt.fail}
-			for _, sa := range tt.accounts {
-				if _, err := api.accounts.Create(sa); err != nil {
-					t.Fatal(err)
+				ctx, cancel := context.WithCancel(t.Context())
+				var wg sync.WaitGroup
+				defer func() { cancel(); wg.Wait() }()
+				wg.Go(func() { nsInf.Run(ctx) })
+				wg.Go(func() { saInf.Run(ctx) })
+				wg.Go(func() { _ = c.Run(ctx) })
+				settle := func() {
+					time.Sleep(time.Second)
+					synctest.Wait()
 				}
-			}
-			opts := cache.SharedInformerOptions{Reflector: cache.ReflectorOptions{Logger: quiet}}
-			nsInf := cache.NewSharedIndexInformer[*corev1.Namespace](nss, opts)
-			saInf := cache.NewSharedIndexInformer[*corev1.ServiceAccount](api.accounts, cache.SharedInformerOptions{Reflector: cache.ReflectorOptions{Logger: quiet}})
-			c, err := New(nsInf, saInf, api, Options{Names: tt.names, Controller: controller.Options{
-				Logger: quiet, RetryBaseDelay: time.Millisecond, RetryMaxDelay: 10 * time.Millisecond,
-			}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(t.Context())
-			var wg sync.WaitGroup
-			defer func() { cancel(); wg.Wait() }()
-			wg.Go(func() { nsInf.Run(ctx) })
-			wg.Go(func() { saInf.Run(ctx) })
-			wg.Go(func() { _ = c.Run(ctx) })
-			if !cache.WaitForCacheSync(ctx, nsInf.HasSynced, saInf.HasSynced) {
-				t.Fatal("caches not synced")
-			}
-			if tt.then != nil {
-				time.Sleep(50 * time.Millisecond)
-				tt.then(api)
-			}
-			var got []string
-			deadline := time.Now().Add(5 * time.Second)
-			for {
-				got = got[:0]
+				settle()
+				if tt.then != nil {
+					tt.then(api)
+					settle()
+				}
+				var got []string
 				for _, sa := range api.accounts.Items() {
 					got = append(got, sa.Namespace+"/"+sa.Name)
 				}
 				slices.Sort(got)
 				creates := api.created()
 				slices.Sort(creates)
-				if slices.Equal(got, tt.wantAccounts) && slices.Equal(creates, tt.wantCreates) {
-					// Nothing more may come: give the controller a moment.
-					time.Sleep(50 * time.Millisecond)
-					if again := api.created(); len(again) == len(creates) {
-						return
-					}
-				}
-				if time.Now().After(deadline) {
+				if !slices.Equal(got, tt.wantAccounts) || !slices.Equal(creates, tt.wantCreates) {
 					t.Fatalf("accounts %v (want %v), creates %v (want %v)", got, tt.wantAccounts, creates, tt.wantCreates)
 				}
-				time.Sleep(5 * time.Millisecond)
-			}
+			})
 		})
 	}
 }
