@@ -38,7 +38,7 @@ func (s *Server) handleBinding(w http.ResponseWriter, r *http.Request, req reque
 	if err != nil {
 		return err
 	}
-	return s.bind(w, r, req, req.res.gvk.GroupVersion().WithResource(req.res.plural), b)
+	return s.bind(w, r, req, req.res.gvr(), b)
 }
 
 // serveBindings serves the bindings resource of core/v1, which takes only
@@ -143,10 +143,7 @@ func (s *Server) bind(w http.ResponseWriter, r *http.Request, req request, resou
 		return badRequest("Name parameter required.")
 	}
 	_, err = s.updateObject(r.Context(), req, func(cur *unstructured.Unstructured) (object, error) {
-		if err := uidPrecondition(req, b.UID, cur.GetUID()); err != nil {
-			return nil, err
-		}
-		if err := rvPrecondition(req, b.ResourceVersion, cur.GetResourceVersion()); err != nil {
+		if err := preconditions(req, b.UID, b.ResourceVersion, cur.GetUID(), cur.GetResourceVersion()); err != nil {
 			return nil, err
 		}
 		// The pod as its Go type, so that it is stored and watched

@@ -646,25 +646,32 @@ func (s *Server) handleUpdate(w http.ResponseWriter, r *http.Request, req reques
 
 // uidPrecondition is the conflict kube-apiserver answers when the uid a
 // PUT body carries, which it takes as a precondition, is not the stored
-// object's (stored is "" when nothing is stored): its storage's
-// invalid-object error, which quotes the object's etcd key. An empty uid
-// is no precondition.
+// object's (stored is "" when nothing is stored). An empty uid is no
+// precondition.
 func uidPrecondition(req request, sent, stored types.UID) error {
-	if sent == "" || sent == stored {
-		return nil
-	}
-	msg := "Precondition failed: UID in precondition: " + string(sent) + ", UID in object meta: " + string(stored)
-	return conflict(req, kubestorage.NewInvalidObjError(kubeStorageKey(req.res, req.namespace, req.name), msg).Error())
+	return preconditions(req, sent, "", stored, "")
 }
 
-// rvPrecondition is uidPrecondition for a resourceVersion sent as a
-// precondition ("" for none) against the stored one.
-func rvPrecondition(req request, sent, stored string) error {
-	if sent == "" || sent == stored {
+// preconditions checks a uid and a resourceVersion a request sent ("" for
+// none) against the stored object's with kube's own storage check
+// (storage.Preconditions.Check), whose invalid-object error, quoting the
+// object's etcd key, kube-apiserver answers as a 409 Conflict.
+func preconditions(req request, uid types.UID, rv string, storedUID types.UID, storedRV string) error {
+	if (uid == "" || uid == storedUID) && (rv == "" || rv == storedRV) {
 		return nil
 	}
-	msg := "Precondition failed: ResourceVersion in precondition: " + sent + ", ResourceVersion in object meta: " + stored
-	return conflict(req, kubestorage.NewInvalidObjError(kubeStorageKey(req.res, req.namespace, req.name), msg).Error())
+	var p kubestorage.Preconditions
+	if uid != "" {
+		p.UID = &uid
+	}
+	if rv != "" {
+		p.ResourceVersion = &rv
+	}
+	stored := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{UID: storedUID, ResourceVersion: storedRV}}
+	if err := p.Check(kubeStorageKey(req.res, req.namespace, req.name), stored); err != nil {
+		return conflict(req, err.Error())
+	}
+	return nil
 }
 
 // bodyUID reads metadata.uid from a JSON body; "" when there is none or
