@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -138,6 +139,17 @@ type DeltaFIFO[T Object] struct {
 	knownObjects KeyListerGetter[T]
 	transform    TransformFunc[T]
 	closed       bool
+
+	// enqueuedRV is the newest resourceVersion handed to the queue (an
+	// event's object, a list, a bookmark); poppedRV the newest such that
+	// every change at or below it has been popped and processed (see
+	// PoppedResourceVersion). rvChanged, when not nil, is closed when
+	// poppedRV moves. held counts queued keys put back by a requeue, whose
+	// deltas are older than their place in the queue says: poppedRV stays
+	// while any is queued.
+	enqueuedRV, poppedRV string
+	rvChanged            chan struct{}
+	held                 int
 }
 
 // NewDeltaFIFO returns an empty DeltaFIFO.
@@ -195,7 +207,11 @@ func (f *DeltaFIFO[T]) queueAction(t DeltaType, obj T) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.populated = true
-	return f.queueActionLocked(key, Delta[T]{Type: t, Object: obj})
+	if err := f.queueActionLocked(key, Delta[T]{Type: t, Object: obj}); err != nil {
+		return err
+	}
+	f.noteResourceVersionLocked(obj.GetResourceVersion())
+	return nil
 }
 
 // Delete queues a Deleted delta. A key that is neither queued nor known to
@@ -209,14 +225,25 @@ func (f *DeltaFIFO[T]) Delete(obj T) error {
 	defer f.mu.Unlock()
 	f.populated = true
 	if _, queued := f.items[key]; !queued {
-		if f.knownObjects == nil {
+		known := f.knownObjects != nil
+		if known {
+			_, exists, err := f.knownObjects.GetByKey(key)
+			if err != nil {
+				return err
+			}
+			known = exists
+		}
+		if !known {
+			// Nothing to delete, but the queue has still seen the event.
+			f.noteResourceVersionLocked(obj.GetResourceVersion())
 			return nil
 		}
-		if _, known, err := f.knownObjects.GetByKey(key); err != nil || !known {
-			return err
-		}
 	}
-	return f.queueActionLocked(key, Delta[T]{Type: Deleted, Object: obj})
+	if err := f.queueActionLocked(key, Delta[T]{Type: Deleted, Object: obj}); err != nil {
+		return err
+	}
+	f.noteResourceVersionLocked(obj.GetResourceVersion())
+	return nil
 }
 
 // queueActionLocked appends d to key's deltas, queueing the key if it was not.
@@ -249,7 +276,7 @@ func (f *DeltaFIFO[T]) queueActionLocked(key string, d Delta[T]) error {
 	f.items[key] = deltas
 	f.itemsPeak = max(f.itemsPeak, len(f.items))
 	if !queued {
-		f.queue.push(key)
+		f.queue.push(queuedKey{key: key, after: f.enqueuedRV})
 		f.cond.Signal()
 	}
 	return nil
@@ -323,6 +350,7 @@ func (f *DeltaFIFO[T]) Replace(list []T, resourceVersion string) error {
 	}
 	if !needListed {
 		f.markPopulatedLocked()
+		f.noteResourceVersionLocked(resourceVersion)
 		return nil
 	}
 
@@ -361,6 +389,7 @@ func (f *DeltaFIFO[T]) Replace(list []T, resourceVersion string) error {
 		}
 	}
 	f.markPopulatedLocked()
+	f.noteResourceVersionLocked(resourceVersion)
 	return nil
 }
 
@@ -400,7 +429,9 @@ func (f *DeltaFIFO[T]) Resync() error {
 }
 
 // AddIfNotPresent queues deltas for key unless the key is already queued, in
-// which case the queued deltas are newer and win.
+// which case the queued deltas are newer and win. Deltas queued so are
+// taken to be older than anything queued since (as those of a requeue
+// are): PoppedResourceVersion stays until they are popped.
 func (f *DeltaFIFO[T]) AddIfNotPresent(key string, deltas Deltas[T]) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -417,7 +448,8 @@ func (f *DeltaFIFO[T]) addIfNotPresentLocked(key string, deltas Deltas[T]) {
 	}
 	f.items[key] = deltas
 	f.itemsPeak = max(f.itemsPeak, len(f.items))
-	f.queue.push(key)
+	f.queue.push(queuedKey{key: key, held: true})
+	f.held++
 	f.cond.Signal()
 }
 
@@ -441,7 +473,11 @@ func (f *DeltaFIFO[T]) Pop(process PopProcessFunc[T]) error {
 		f.cond.Wait()
 	}
 	isInInitialList := !f.hasSyncedLocked()
-	key := f.queue.pop()
+	qk := f.queue.pop()
+	key := qk.key
+	if qk.held {
+		f.held--
+	}
 	if f.initialPopulationCount > 0 {
 		f.initialPopulationCount--
 	}
@@ -461,7 +497,94 @@ func (f *DeltaFIFO[T]) Pop(process PopProcessFunc[T]) error {
 		}
 	}
 	f.recycle(deltas)
+	f.advancePoppedLocked()
 	return err
+}
+
+// UpdateResourceVersion tells the queue that its source has delivered
+// every change up to resourceVersion, with no object to queue: a watch's
+// bookmark. The Reflector calls it on any store that has it.
+func (f *DeltaFIFO[T]) UpdateResourceVersion(resourceVersion string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.noteResourceVersionLocked(resourceVersion)
+}
+
+// PoppedResourceVersion returns the resourceVersion the popped state
+// reflects: every change given to the queue at or below it (by an event,
+// a list or a bookmark) has been popped and processed, so a cache fed by
+// Pop holds that state or newer. It never moves backwards, and is ""
+// until the first change is processed.
+//
+// It rests on the queue's order: a key is popped only after every key
+// queued before it, so when a key reaches the head, every change given
+// before it entered the queue belongs to a key already popped.
+func (f *DeltaFIFO[T]) PoppedResourceVersion() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.poppedRV
+}
+
+// WaitForResourceVersion waits until PoppedResourceVersion reaches
+// resourceVersion, ordered by CompareResourceVersion, or ctx is done. It
+// returns at once an error wrapping ErrResourceVersionNotComparable when
+// the two cannot be ordered, and ctx's error, wrapped, when ctx ends first.
+func (f *DeltaFIFO[T]) WaitForResourceVersion(ctx context.Context, resourceVersion string) error {
+	if err := checkComparable(resourceVersion); err != nil {
+		return err
+	}
+	for {
+		f.mu.Lock()
+		cur := f.poppedRV
+		if cur != "" {
+			c, err := CompareResourceVersion(cur, resourceVersion)
+			if err != nil || c >= 0 {
+				f.mu.Unlock()
+				return err
+			}
+		}
+		if f.rvChanged == nil {
+			f.rvChanged = make(chan struct{})
+		}
+		ch := f.rvChanged
+		f.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("cache: waiting for resourceVersion %s (at %q): %w", resourceVersion, cur, context.Cause(ctx))
+		}
+	}
+}
+
+// noteResourceVersionLocked records that the queue was given every change
+// up to rv, and, when nothing is queued, that they have all been popped.
+func (f *DeltaFIFO[T]) noteResourceVersionLocked(rv string) {
+	f.enqueuedRV = newerResourceVersion(f.enqueuedRV, rv)
+	f.advancePoppedLocked()
+}
+
+// advancePoppedLocked moves poppedRV after a pop or a note: to everything
+// given when the queue is empty, else to what had been given when the key
+// now at the head entered the queue.
+func (f *DeltaFIFO[T]) advancePoppedLocked() {
+	var rv string
+	switch {
+	case f.queue.len() == 0:
+		rv = f.enqueuedRV
+	case f.held == 0:
+		rv = f.queue.peek().after
+	default:
+		return
+	}
+	next := newerResourceVersion(f.poppedRV, rv)
+	if next == f.poppedRV {
+		return
+	}
+	f.poppedRV = next
+	if f.rvChanged != nil {
+		close(f.rvChanged)
+		f.rvChanged = nil
+	}
 }
 
 // recycle keeps a short Deltas slice for reuse by a later key, so that a
@@ -539,16 +662,25 @@ func (f *DeltaFIFO[T]) GetByKey(key string) (Deltas[T], bool) {
 // keyQueue is a FIFO of keys on a ring buffer, so that a long-running queue
 // neither reallocates on every pop nor holds popped keys alive.
 type keyQueue struct {
-	buf  []string
+	buf  []queuedKey
 	head int
 	n    int
 }
 
+// queuedKey is a key in the queue with what PoppedResourceVersion needs of
+// it: the newest resourceVersion given to the queue before the key entered
+// it, and whether it was put back by a requeue.
+type queuedKey struct {
+	key   string
+	after string
+	held  bool
+}
+
 func (q *keyQueue) len() int { return q.n }
 
-func (q *keyQueue) push(k string) {
+func (q *keyQueue) push(k queuedKey) {
 	if q.n == len(q.buf) {
-		nb := make([]string, max(16, 2*len(q.buf)))
+		nb := make([]queuedKey, max(16, 2*len(q.buf)))
 		copied := copy(nb, q.buf[q.head:])
 		copy(nb[copied:], q.buf[:q.head])
 		q.buf, q.head = nb, 0
@@ -557,9 +689,11 @@ func (q *keyQueue) push(k string) {
 	q.n++
 }
 
-func (q *keyQueue) pop() string {
+func (q *keyQueue) peek() queuedKey { return q.buf[q.head] }
+
+func (q *keyQueue) pop() queuedKey {
 	k := q.buf[q.head]
-	q.buf[q.head] = ""
+	q.buf[q.head] = queuedKey{}
 	q.head = (q.head + 1) % len(q.buf)
 	q.n--
 	return k
@@ -575,7 +709,7 @@ func (q *keyQueue) shrink() {
 func (q *keyQueue) list() []string {
 	out := make([]string, q.n)
 	for i := range out {
-		out[i] = q.buf[(q.head+i)%len(q.buf)]
+		out[i] = q.buf[(q.head+i)%len(q.buf)].key
 	}
 	return out
 }

@@ -26,6 +26,14 @@ type ReflectorStore[T Object] interface {
 	Resync() error
 }
 
+// ResourceVersionUpdater is a ReflectorStore that wants to know of the
+// watch's progress that carries no object: a Reflector calls
+// UpdateResourceVersion with each bookmark's resourceVersion. DeltaFIFO is
+// one.
+type ResourceVersionUpdater interface {
+	UpdateResourceVersion(resourceVersion string)
+}
+
 // WatchErrorHandler is told about every failure of a Reflector's list or
 // watch, before it backs off and retries. It must not block for long.
 type WatchErrorHandler func(ctx context.Context, err error)
@@ -470,7 +478,11 @@ func (r *Reflector[T]) apply(ev Event[T]) error {
 		if isNil(ev.Object) {
 			return errors.New("BOOKMARK event without an object")
 		}
-		r.setLastSyncRV(ev.Object.GetResourceVersion())
+		rv := ev.Object.GetResourceVersion()
+		if u, ok := r.store.(ResourceVersionUpdater); ok {
+			u.UpdateResourceVersion(rv)
+		}
+		r.setLastSyncRV(rv)
 		return nil
 	case EventError:
 		return eventError(ev.Status)

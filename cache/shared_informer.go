@@ -90,6 +90,9 @@ type SharedIndexInformer[T Object] struct {
 	transform         TransformFunc[T]
 	watchErrorHandler WatchErrorHandler
 	controller        *Controller[T]
+	// fifo is the informer's queue, made with it so that its
+	// resourceVersion can be waited on before Run.
+	fifo *DeltaFIFO[T]
 }
 
 // NewSharedIndexInformer returns a SharedIndexInformer over lw, configured
@@ -106,6 +109,7 @@ func NewSharedIndexInformer[T Object](lw ListerWatcher[T], opts SharedInformerOp
 		typed:             t,
 		log:               log,
 		indexer:           newThreadSafeStore(t.keyFunc, t.indexers, true),
+		fifo:              NewDeltaFIFO(DeltaFIFOOptions[T]{KeyFunc: t.keyFunc}),
 		processor:         newProcessor[T](),
 		resyncCheckPeriod: max(opts.ResyncPeriod, 0),
 		transform:         t.transform,
@@ -178,6 +182,26 @@ func (s *SharedIndexInformer[T]) LastSyncResourceVersion() string {
 	return c.LastSyncResourceVersion()
 }
 
+// LastStoreSyncResourceVersion returns the resourceVersion the cache
+// reflects: every change the server made at or below it (event, list or
+// bookmark) has been applied to the cache and handed to the handlers. It
+// never moves backwards, and is "" until the first change is applied.
+// Unlike LastSyncResourceVersion, which says what the reflector has
+// received, it does not run ahead of what the cache holds (client-go 1.36
+// states it likewise, for KEP-5647's stale-read protection).
+func (s *SharedIndexInformer[T]) LastStoreSyncResourceVersion() string {
+	return s.fifo.PoppedResourceVersion()
+}
+
+// WaitForStoreResourceVersion waits until LastStoreSyncResourceVersion
+// reaches resourceVersion (as CompareResourceVersion orders them) or ctx
+// is done, and says which: nil once reached; ctx's error, wrapped; or an
+// error wrapping ErrResourceVersionNotComparable when the versions cannot
+// be ordered. It may be called before Run.
+func (s *SharedIndexInformer[T]) WaitForStoreResourceVersion(ctx context.Context, resourceVersion string) error {
+	return s.fifo.WaitForResourceVersion(ctx, resourceVersion)
+}
+
 // IsStopped reports whether Run has returned.
 func (s *SharedIndexInformer[T]) IsStopped() bool { return s.stopped.Load() }
 
@@ -201,11 +225,11 @@ func (s *SharedIndexInformer[T]) Run(ctx context.Context) {
 		return
 	}
 	s.started = true
-	fifo := NewDeltaFIFO(DeltaFIFOOptions[T]{
-		KeyFunc:      s.typed.keyFunc,
-		KnownObjects: s.indexer,
-		Transform:    s.transform,
-	})
+	// The queue was made with the informer, so that waiters for its
+	// resourceVersion need no Run; what may be set until Run is set now.
+	fifo := s.fifo
+	fifo.knownObjects = s.indexer
+	fifo.transform = s.transform
 	ropts := s.opts.Reflector
 	ropts.WatchErrorHandler = s.status.wrapHandler(s.watchErrorHandler, s.log)
 	s.controller = NewController(Config[T]{
