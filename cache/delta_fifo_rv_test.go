@@ -179,7 +179,7 @@ func TestPoppedResourceVersionProperty(t *testing.T) {
 		server := map[string]*corev1.Pod{}
 		rv := 0
 		known := podStore{}
-		applied := map[string]int{}   // per key, the version of what was last applied
+		applied := map[string]int{}     // per key, the version of what was last applied
 		tombstoneAt := map[string]int{} // per key, the list that queued its tombstone
 		f := NewDeltaFIFO(DeltaFIFOOptions[*corev1.Pod]{KnownObjects: known})
 		missing := false // the watch missed writes: the next delivery is a relist
