@@ -270,7 +270,11 @@ func (r *Resource[T]) Get(ctx context.Context, name string, opts metav1.GetOptio
 		var zero T
 		return zero, err
 	}
-	return r.object(req, resp)
+	obj, err := r.object(req, resp)
+	if err == nil {
+		RecordWrite(ctx, r.gvr.GroupResource(), obj.GetResourceVersion())
+	}
+	return obj, err
 }
 
 // List reads one page of the collection: opts.Limit objects at most, from
@@ -364,7 +368,11 @@ func (r *Resource[T]) write(ctx context.Context, verb, path string, q url.Values
 		var zero T
 		return zero, err
 	}
-	return r.object(req, resp)
+	obj, err := r.object(req, resp)
+	if err == nil {
+		RecordWrite(ctx, r.gvr.GroupResource(), obj.GetResourceVersion())
+	}
+	return obj, err
 }
 
 func (r *Resource[T]) encode(obj T) ([]byte, error) {

@@ -84,6 +84,11 @@ type Options struct {
 	// CacheSyncPollInterval is how often the sources' HasSynced are polled
 	// before the workers start; zero means 100ms.
 	CacheSyncPollInterval time.Duration
+	// StaleReadTimeout bounds how long a key's sync waits for the
+	// informers to show the controller's own last write of it (stale-read
+	// protection, see StaleSyncs); zero means 10s, and a negative value
+	// turns the protection off.
+	StaleReadTimeout time.Duration
 }
 
 const (
@@ -129,6 +134,10 @@ type Controller[K comparable] struct {
 	// test's before it), since a queue with metrics runs a goroutine.
 	queueOnce sync.Once
 	queue     *workqueue.RateLimitingQueue[K]
+
+	// fresh is stale-read protection's record of the syncs' writes; nil
+	// when Options turn it off.
+	fresh *freshness[K]
 }
 
 // ErrAlreadyRun is returned by a second call of Run.
@@ -156,13 +165,24 @@ func New[K comparable](name string, sync SyncHandler[K], opts Options, sources .
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Controller[K]{
+	c := &Controller[K]{
 		name:    name,
 		sync:    sync,
 		sources: sources,
 		opts:    opts,
 		log:     log.With("controller", name),
-	}, nil
+	}
+	if opts.StaleReadTimeout >= 0 {
+		c.fresh = &freshness[K]{timeout: opts.StaleReadTimeout}
+		if c.fresh.timeout == 0 {
+			c.fresh.timeout = defaultStaleReadTimeout
+		}
+		if m, ok := opts.Metrics.(StaleSyncMetricsProvider); ok {
+			c.fresh.skips = m.NewStaleSyncSkipsMetric(name)
+			c.fresh.timeouts = m.NewStaleSyncTimeoutsMetric(name)
+		}
+	}
+	return c, nil
 }
 
 // Name returns the controller's name.

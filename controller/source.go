@@ -29,7 +29,10 @@ func (f sourceFunc[K]) Register(c *Controller[K]) (func() bool, func(), error) {
 // controller's Queue. K, the controller's key type, is not inferred:
 // Handle[string](pods, handler).
 func Handle[K comparable, T cache.Object](inf cache.Informer[T], handler cache.ResourceEventHandler[T]) Source[K] {
-	return sourceFunc[K](func(*Controller[K]) (func() bool, func(), error) {
+	return sourceFunc[K](func(c *Controller[K]) (func() bool, func(), error) {
+		if s, ok := inf.(versionedStore); ok && c.fresh != nil {
+			c.fresh.addStore(s)
+		}
 		reg, err := inf.AddEventHandler(handler)
 		if err != nil {
 			return nil, nil, err

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"time"
+
+	"github.com/listwatch/listwatch/client"
 )
 
 // processNextWorkItem takes one key off the queue, hands it to the sync
@@ -16,12 +19,23 @@ import (
 //   - success: Forget, and AddAfter when the Result asks for a later look.
 //
 // Done is always called, so a key queued again meanwhile is synced next.
+// Before the sync, stale-read protection may put the key back instead
+// (see StaleSyncs).
 func (c *Controller[K]) processNextWorkItem(ctx context.Context) bool {
 	key, ok := c.queue.Get()
 	if !ok {
 		return false
 	}
 	defer c.queue.Done(key)
+	if c.fresh != nil {
+		if wait, waited := c.fresh.stale(key, time.Now()); wait {
+			c.queue.AddAfter(key, staleRetryDelay)
+			return true
+		} else if waited > 0 {
+			c.log.Warn("syncing before the informers show this controller's last write", "item", key, "waited", waited)
+		}
+		ctx = client.WithWriteRecorder(ctx, c.fresh.recorder(key))
+	}
 	res, err := c.syncHandler(ctx, key)
 	var pe *PanicError
 	switch {

@@ -139,6 +139,9 @@ type Informer[T cache.Object] struct {
 	resource schema.GroupResource
 }
 
+// GroupResource returns the resource the informer holds.
+func (i *Informer[T]) GroupResource() schema.GroupResource { return i.resource }
+
 // Lister returns a Lister over the informer's cache.
 func (i *Informer[T]) Lister() cache.Lister[T] {
 	return i.SharedIndexInformer.Lister(i.resource)

@@ -19,6 +19,12 @@ const (
 	unfinishedWorkMetricName = "unfinished_work_seconds"
 	longestRunningMetricName = "longest_running_processor_seconds"
 	retriesMetricName        = "retries_total"
+
+	// Stale-read protection's counters, kept by the controller package
+	// (controller.StaleSyncMetricsProvider) under the controller's name.
+	controllerSubsystem         = "controller"
+	staleSyncSkipsMetricName    = "stale_sync_skips_total"
+	staleSyncTimeoutsMetricName = "stale_sync_timeouts_total"
 )
 
 // PrometheusProvider is a MetricsProvider that records into Prometheus
@@ -32,6 +38,8 @@ type PrometheusProvider struct {
 	unfinishedWork *prometheus.GaugeVec
 	longestRunning *prometheus.GaugeVec
 	retries        *prometheus.CounterVec
+	staleSkips     *prometheus.CounterVec
+	staleTimeouts  *prometheus.CounterVec
 }
 
 // NewPrometheusProvider creates the workqueue collectors and registers them
@@ -75,6 +83,14 @@ func NewPrometheusProvider(reg prometheus.Registerer) (*PrometheusProvider, erro
 			Subsystem: metricsSubsystem, Name: retriesMetricName,
 			Help: "Total number of retries handled by the workqueue.",
 		}, labels),
+		staleSkips: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Subsystem: controllerSubsystem, Name: staleSyncSkipsMetricName,
+			Help: "Syncs put back because an informer had not yet shown the controller's own last write of the key.",
+		}, labels),
+		staleTimeouts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Subsystem: controllerSubsystem, Name: staleSyncTimeoutsMetricName,
+			Help: "Keys synced after waiting the stale-read timeout for an informer to show the controller's own last write.",
+		}, labels),
 	}
 	var err error
 	if p.depth, err = register(reg, p.depth); err != nil {
@@ -96,6 +112,12 @@ func NewPrometheusProvider(reg prometheus.Registerer) (*PrometheusProvider, erro
 		return nil, err
 	}
 	if p.retries, err = register(reg, p.retries); err != nil {
+		return nil, err
+	}
+	if p.staleSkips, err = register(reg, p.staleSkips); err != nil {
+		return nil, err
+	}
+	if p.staleTimeouts, err = register(reg, p.staleTimeouts); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -153,4 +175,16 @@ func (p *PrometheusProvider) NewLongestRunningProcessorSecondsMetric(name string
 // NewRetriesMetric returns the retries counter of queue name.
 func (p *PrometheusProvider) NewRetriesMetric(name string) CounterMetric {
 	return p.retries.WithLabelValues(name)
+}
+
+// NewStaleSyncSkipsMetric returns the stale-sync skips counter of
+// controller name.
+func (p *PrometheusProvider) NewStaleSyncSkipsMetric(name string) CounterMetric {
+	return p.staleSkips.WithLabelValues(name)
+}
+
+// NewStaleSyncTimeoutsMetric returns the stale-sync timeouts counter of
+// controller name.
+func (p *PrometheusProvider) NewStaleSyncTimeoutsMetric(name string) CounterMetric {
+	return p.staleTimeouts.WithLabelValues(name)
 }

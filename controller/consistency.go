@@ -1,0 +1,167 @@
+package controller
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/listwatch/listwatch/cache"
+	"github.com/listwatch/listwatch/client"
+	"github.com/listwatch/listwatch/workqueue"
+)
+
+// Stale-read protection (KEP-5647's, on for every controller): the writes
+// a sync makes through a client (client.WithWriteRecorder is in its
+// context) are recorded per key, with the resourceVersion each answered;
+// the next sync of that key runs only once the informers of the resources
+// written have shown those versions (cache.CompareResourceVersion orders
+// them). Until then the key is put back, with a short delay, and counted
+// as a stale sync skipped; the informer's own event for the write queues
+// it again too. A key that waits past Options.StaleReadTimeout is synced
+// anyway, counted and logged, so a lagging informer costs time, never a
+// hang. Entries go once the caches show the write, so memory is bounded
+// by the keys whose writes are still in flight.
+//
+// Unlike client-go's gate, which a controller wires by hand for the
+// resources it names, this one needs nothing of the controller: every
+// source registered on an informer that states its store's
+// resourceVersion (the factory's informers do) is checked, and every
+// write made under the sync's context is recorded.
+
+// versionedStore is an informer whose store states the resourceVersion it
+// reflects, and of which resource.
+type versionedStore interface {
+	GroupResource() schema.GroupResource
+	LastStoreSyncResourceVersion() string
+}
+
+// StaleSyncMetricsProvider is a workqueue.MetricsProvider that also
+// counts stale-read protection's skips and timeouts; the controller
+// manager's provider is one.
+type StaleSyncMetricsProvider interface {
+	// NewStaleSyncSkipsMetric counts the syncs put back because an
+	// informer had not yet shown the controller's own last write.
+	NewStaleSyncSkipsMetric(name string) workqueue.CounterMetric
+	// NewStaleSyncTimeoutsMetric counts the keys synced anyway after
+	// waiting StaleReadTimeout for an informer.
+	NewStaleSyncTimeoutsMetric(name string) workqueue.CounterMetric
+}
+
+const (
+	defaultStaleReadTimeout = 10 * time.Second
+	// staleRetryDelay is how soon a key put back is looked at again when
+	// no event queues it first.
+	staleRetryDelay = 5 * time.Millisecond
+)
+
+// freshness is a controller's record of its own writes per key.
+type freshness[K comparable] struct {
+	timeout time.Duration
+
+	mu      sync.Mutex
+	stores  map[schema.GroupResource]versionedStore
+	written map[K]*pendingWrites
+	skipped, timedOut atomic.Int64
+	skips, timeouts   workqueue.CounterMetric
+}
+
+// pendingWrites are the versions one key's syncs wrote that the caches
+// have not shown yet, and when a sync of the key was first put back for
+// them.
+type pendingWrites struct {
+	versions  map[schema.GroupResource]string
+	waitingAt time.Time
+}
+
+func (f *freshness[K]) addStore(s versionedStore) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.stores == nil {
+		f.stores = map[schema.GroupResource]versionedStore{}
+	}
+	f.stores[s.GroupResource()] = s
+}
+
+// recorder returns the client.WriteRecorder of one sync of key.
+func (f *freshness[K]) recorder(key K) client.WriteRecorder {
+	return keyRecorder[K]{f: f, key: key}
+}
+
+type keyRecorder[K comparable] struct {
+	f   *freshness[K]
+	key K
+}
+
+func (r keyRecorder[K]) RecordWrite(gr schema.GroupResource, rv string) {
+	f := r.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, watched := f.stores[gr]; !watched {
+		return // no informer of ours to wait for
+	}
+	if f.written == nil {
+		f.written = map[K]*pendingWrites{}
+	}
+	p := f.written[r.key]
+	if p == nil {
+		p = &pendingWrites{versions: map[schema.GroupResource]string{}}
+		f.written[r.key] = p
+	}
+	if cur, ok := p.versions[gr]; !ok {
+		p.versions[gr] = rv
+	} else if c, err := cache.CompareResourceVersion(rv, cur); err == nil && c > 0 {
+		p.versions[gr] = rv
+	}
+}
+
+// stale reports whether key's sync must wait: an informer has not yet
+// shown a version the key's earlier syncs wrote, and the key has not
+// waited for it past the timeout.
+func (f *freshness[K]) stale(key K, now time.Time) (wait bool, waited time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p := f.written[key]
+	if p == nil {
+		return false, 0
+	}
+	for gr, rv := range p.versions {
+		cur := f.stores[gr].LastStoreSyncResourceVersion()
+		// Versions that cannot be ordered cannot be waited for.
+		if c, err := cache.CompareResourceVersion(cur, rv); err != nil || c >= 0 {
+			delete(p.versions, gr)
+		}
+	}
+	if len(p.versions) == 0 {
+		delete(f.written, key)
+		return false, 0
+	}
+	if p.waitingAt.IsZero() {
+		p.waitingAt = now
+	}
+	if waited = now.Sub(p.waitingAt); waited >= f.timeout {
+		delete(f.written, key)
+		f.timedOut.Add(1)
+		if f.timeouts != nil {
+			f.timeouts.Inc()
+		}
+		return false, waited
+	}
+	f.skipped.Add(1)
+	if f.skips != nil {
+		f.skips.Inc()
+	}
+	return true, waited
+}
+
+// StaleSyncs reports how many syncs stale-read protection has put back,
+// and how many keys it let sync after waiting Options.StaleReadTimeout.
+func (c *Controller[K]) StaleSyncs() (skipped, timedOut int64) {
+	if c.fresh == nil {
+		return 0, 0
+	}
+	return c.fresh.skipped.Load(), c.fresh.timedOut.Load()
+}
+
+var _ StaleSyncMetricsProvider = (*workqueue.PrometheusProvider)(nil)
