@@ -60,9 +60,9 @@ const (
 type freshness[K comparable] struct {
 	timeout time.Duration
 
-	mu      sync.Mutex
-	stores  map[schema.GroupResource]versionedStore
-	written map[K]*pendingWrites
+	mu                sync.Mutex
+	stores            map[schema.GroupResource]versionedStore
+	written           map[K]*pendingWrites
 	skipped, timedOut atomic.Int64
 	skips, timeouts   workqueue.CounterMetric
 }
