@@ -558,9 +558,22 @@ func (f *DeltaFIFO[T]) WaitForResourceVersion(ctx context.Context, resourceVersi
 
 // noteResourceVersionLocked records that the queue was given every change
 // up to rv, and, when nothing is queued, that they have all been popped.
+//
+// enqueuedRV takes rv as it comes, unordered: the watch delivers versions
+// in order, and one that goes back (a relist served older) only makes
+// the keys queued after it wait for less than they could. poppedRV, which
+// callers see, is kept from moving back by advancePoppedLocked. With
+// something queued the head is unchanged, so poppedRV is too: the check
+// is left to the next pop. (BenchmarkDeltaFIFOAddPop: ordering and
+// advancing here on every event cost about 40% of an Add and Pop.)
 func (f *DeltaFIFO[T]) noteResourceVersionLocked(rv string) {
-	f.enqueuedRV = newerResourceVersion(f.enqueuedRV, rv)
-	f.advancePoppedLocked()
+	if rv == "" {
+		return
+	}
+	f.enqueuedRV = rv
+	if f.queue.len() == 0 {
+		f.advancePoppedLocked()
+	}
 }
 
 // advancePoppedLocked moves poppedRV after a pop or a note: to everything
@@ -574,6 +587,9 @@ func (f *DeltaFIFO[T]) advancePoppedLocked() {
 	case f.held == 0:
 		rv = f.queue.peek().after
 	default:
+		return
+	}
+	if rv == f.poppedRV {
 		return
 	}
 	next := newerResourceVersion(f.poppedRV, rv)
