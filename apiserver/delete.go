@@ -256,7 +256,7 @@ func (s *Server) handleDeleteCollection(w http.ResponseWriter, r *http.Request, 
 		return err
 	}
 	req.dryRun = req.dryRun || len(opts.DryRun) > 0
-	lo, err := parseListOptions(req.res, r.URL.Query(), false)
+	lo, err := parseListOptions(req.res, r.URL.Query(), false, !s.cfg.DisableWatchList)
 	if err != nil {
 		return err
 	}

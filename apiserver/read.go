@@ -8,8 +8,11 @@ import (
 	"strconv"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
+	metavalidation "k8s.io/apimachinery/pkg/apis/meta/internalversion/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/listwatch/listwatch/storage"
 	"github.com/listwatch/listwatch/watchcache"
@@ -73,7 +76,10 @@ type listOptions struct {
 	sendInitialEvents *bool
 }
 
-func parseListOptions(r *resource, q url.Values, watch bool) (listOptions, error) {
+// parseListOptions parses the list options of a list, a watch (watch) or
+// a deletecollection, and validates them as kube-apiserver does, with its
+// WatchList feature gate as watchList says.
+func parseListOptions(r *resource, q url.Values, watch, watchList bool) (listOptions, error) {
 	o := listOptions{
 		rv:         q.Get("resourceVersion"),
 		rvMatch:    metav1.ResourceVersionMatch(q.Get("resourceVersionMatch")),
@@ -108,10 +114,14 @@ func parseListOptions(r *resource, q url.Values, watch bool) (listOptions, error
 		}
 		o.sendInitialEvents = &b
 	}
-	if o.sendInitialEvents != nil {
-		if !watch {
-			return o, badRequest("sendInitialEvents is forbidden for list")
-		}
+	if errs := metavalidation.ValidateListOptions(&metainternalversion.ListOptions{
+		Watch:                watch,
+		ResourceVersion:      o.rv,
+		ResourceVersionMatch: o.rvMatch,
+		Continue:             o.continueTo,
+		SendInitialEvents:    o.sendInitialEvents,
+	}, watchList); len(errs) > 0 {
+		return o, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "ListOptions"}, "", errs)
 	}
 	return o, nil
 }
@@ -149,7 +159,7 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request, req request)
 	if req.sub != "" {
 		return methodNotAllowed(r, req)
 	}
-	o, err := parseListOptions(req.res, r.URL.Query(), false)
+	o, err := parseListOptions(req.res, r.URL.Query(), false, !s.cfg.DisableWatchList)
 	if err != nil {
 		return err
 	}

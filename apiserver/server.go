@@ -74,6 +74,10 @@ type Config struct {
 	// reads nothing for this long is dropped. Zero is
 	// DefaultWatchWriteTimeout, kube-apiserver's minute.
 	WatchWriteTimeout time.Duration
+	// DisableWatchList refuses streaming lists (watches with
+	// sendInitialEvents) as kube-apiserver does with its WatchList feature
+	// gate off: 422, which clients take as the sign to list instead.
+	DisableWatchList bool
 }
 
 // Server serves the Kubernetes REST API over a storage backend.

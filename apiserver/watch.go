@@ -36,7 +36,7 @@ func (s *Server) handleWatch(w http.ResponseWriter, r *http.Request, req request
 	if req.sub != "" {
 		return methodNotAllowed(r, req)
 	}
-	o, err := parseListOptions(req.res, r.URL.Query(), true)
+	o, err := parseListOptions(req.res, r.URL.Query(), true, !s.cfg.DisableWatchList)
 	if err != nil {
 		return err
 	}

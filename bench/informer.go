@@ -221,6 +221,9 @@ func startListwatch(items []*corev1.Pod, events []lwcache.Event[*corev1.Pod], ga
 		WatchFunc: func(context.Context, metav1.ListOptions) (lwcache.Watcher[*corev1.Pod], error) {
 			return newSliceWatcher(events, gate), nil
 		},
+		// A replay, not a server: list it, as client-go's side does
+		// (noWatchList).
+		NoWatchList: true,
 	}
 	indexer, ctrl := lwcache.NewIndexerInformer[*corev1.Pod](lw, listwatchHandler(c), lwcache.InformerOptions{})
 	return startRunning(ctrl.Run, ctrl.HasSynced, indexer)

@@ -105,6 +105,9 @@ func startListwatchShared(items []*corev1.Pod, events []lwcache.Event[*corev1.Po
 		WatchFunc: func(context.Context, metav1.ListOptions) (lwcache.Watcher[*corev1.Pod], error) {
 			return newSliceWatcher(events, gate), nil
 		},
+		// A replay, not a server: list it, as client-go's side does
+		// (noWatchList).
+		NoWatchList: true,
 	}
 	inf := lwcache.NewSharedIndexInformer[*corev1.Pod](lw, lwcache.SharedInformerOptions{})
 	for _, h := range hs {

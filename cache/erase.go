@@ -103,3 +103,7 @@ func (u unerasedWatcher[T]) Next() (Event[T], error) {
 }
 
 func (u unerasedWatcher[T]) Stop() { u.w.Stop() }
+
+func (e erased[T]) SupportsWatchList() bool { return SupportsWatchList(e.lw) }
+
+func (u unerased[T]) SupportsWatchList() bool { return SupportsWatchList(u.lw) }

@@ -25,6 +25,10 @@ func (l *replayLW) List(context.Context, metav1.ListOptions) (*cache.List[*corev
 	return &cache.List[*corev1.Pod]{Items: l.items, ResourceVersion: "1"}, nil
 }
 
+// SupportsWatchList says the replay cannot stream a list: reflectors list
+// it at once.
+func (l *replayLW) SupportsWatchList() bool { return false }
+
 func (l *replayLW) Watch(ctx context.Context, _ metav1.ListOptions) (cache.Watcher[*corev1.Pod], error) {
 	return &replayWatcher{ctx: ctx, events: l.events, stop: make(chan struct{})}, nil
 }

@@ -277,7 +277,7 @@ func TestNewInformer_KeyFuncErrorIsReportedAndRetried(t *testing.T) {
 		src := cachetest.New[*corev1.Pod]()
 		mustCreate(t, src, "ns", "a")
 		errs := &errLog{}
-		store, c := cache.NewInformer(src, nil, cache.InformerOptions{Reflector: cache.ReflectorOptions{WatchErrorHandler: errs.handle}},
+		store, c := cache.NewInformer(src, nil, cache.InformerOptions{Reflector: cache.ReflectorOptions{WatchErrorHandler: errs.handle, DisableWatchList: true}},
 			cache.WithKeyFunc(func(p *corev1.Pod) (string, error) {
 				if p.Labels["unkeyable"] != "" {
 					return "", fmt.Errorf("cannot key %s", p.Name)

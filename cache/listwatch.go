@@ -73,11 +73,37 @@ type ListerWatcher[T Object] interface {
 	Watch(ctx context.Context, opts metav1.ListOptions) (Watcher[T], error)
 }
 
+// WatchListSupporter is implemented by a ListerWatcher that knows whether
+// its Watch honours sendInitialEvents (a streaming list). One that does not
+// implement it is taken to honour it, as a Kubernetes API server does; a
+// ListerWatcher over something else (a fake, a filter of another source)
+// says false, so that reflectors list at once rather than wait for initial
+// events that never come.
+type WatchListSupporter interface {
+	SupportsWatchList() bool
+}
+
+// SupportsWatchList reports whether lw's Watch honours sendInitialEvents:
+// what lw says if it is a WatchListSupporter, true otherwise. A wrapper of
+// another ListerWatcher forwards the question with it.
+func SupportsWatchList[T Object](lw ListerWatcher[T]) bool {
+	if s, ok := lw.(WatchListSupporter); ok {
+		return s.SupportsWatchList()
+	}
+	return true
+}
+
 // ListWatch adapts a pair of functions to ListerWatcher.
 type ListWatch[T Object] struct {
 	ListFunc  func(ctx context.Context, opts metav1.ListOptions) (*List[T], error)
 	WatchFunc func(ctx context.Context, opts metav1.ListOptions) (Watcher[T], error)
+	// NoWatchList says WatchFunc does not honour sendInitialEvents
+	// (WatchListSupporter), so that reflectors list rather than stream.
+	NoWatchList bool
 }
+
+// SupportsWatchList reports !NoWatchList.
+func (lw ListWatch[T]) SupportsWatchList() bool { return !lw.NoWatchList }
 
 var errNoFunc = errors.New("cache: ListWatch function not set")
 

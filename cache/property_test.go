@@ -84,7 +84,7 @@ func runHistory(t *testing.T, seed uint64) historyStats {
 		Reflector: cache.ReflectorOptions{
 			Logger:            quiet,
 			WatchErrorHandler: func(context.Context, error) {},
-			UseWatchList:      rng.IntN(4) == 0,
+			DisableWatchList:  rng.IntN(4) != 0,
 		},
 	}
 	idx, c := cache.NewIndexerInformer[*corev1.Pod](src, rec, opts)

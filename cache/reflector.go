@@ -52,12 +52,17 @@ type ReflectorOptions struct {
 	// each watch asks for a random timeout between it and twice it, so that
 	// the watches of many clients do not all end at once. 5 minutes when 0.
 	MinWatchTimeout time.Duration
-	// UseWatchList makes the reflector build its state from a streaming list
-	// (a watch with sendInitialEvents=true) instead of a list. It falls back
-	// to list, for good, when the server does not support it: when the watch
-	// is refused as a bad request, or the initial events do not end within
-	// WatchListTimeout (1 minute when 0).
-	UseWatchList     bool
+	// DisableWatchList makes the reflector build its state from a paged
+	// list. By default it streams it instead, as client-go 1.35 and later
+	// do: one watch with sendInitialEvents=true sends every object and then
+	// a bookmark, which costs the server no list and the client no pages.
+	// The reflector falls back to list, for good, when the server does not
+	// support streaming (the watch is refused as a bad request or invalid,
+	// as kube-apiserver with its WatchList feature gate off refuses it, or
+	// the initial events do not end within WatchListTimeout, 1 minute when
+	// 0), and at once when the ListerWatcher says it cannot stream
+	// (WatchListSupporter).
+	DisableWatchList bool
 	WatchListTimeout time.Duration
 	// ExpectedGVK, when set, makes the reflector reject objects that say
 	// they are of another kind, which only untyped objects can be.
@@ -241,7 +246,7 @@ func (r *Reflector[T]) ListAndWatch(ctx context.Context) error {
 	defer cancel()
 
 	var w Watcher[T]
-	if r.opts.UseWatchList && !r.watchListDisabled() {
+	if r.streams() {
 		var err error
 		w, err = r.watchList(ctx)
 		if err != nil {
@@ -267,10 +272,15 @@ func (r *Reflector[T]) ListAndWatch(ctx context.Context) error {
 	return r.watchLoop(ctx, w)
 }
 
-func (r *Reflector[T]) watchListDisabled() bool {
+// streams reports whether the next initial state is to come from a
+// streaming list.
+func (r *Reflector[T]) streams() bool {
+	if r.opts.DisableWatchList || !SupportsWatchList(r.lw) {
+		return false
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.watchListOff
+	return !r.watchListOff
 }
 
 func (r *Reflector[T]) resyncLoop(ctx context.Context) {

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/listwatch/listwatch/cache"
 	"github.com/listwatch/listwatch/cache/cachetest"
@@ -115,7 +116,17 @@ type rig struct {
 	done   chan struct{}
 }
 
+// startRig starts a reflector that lists: most tests here are of the list
+// and watch path, which is also every reflector's fallback.
 func startRig(t *testing.T, src *podSource, lw cache.ListerWatcher[*corev1.Pod], opts cache.ReflectorOptions) *rig {
+	t.Helper()
+	opts.DisableWatchList = true
+	return startStreamingRig(t, src, lw, opts)
+}
+
+// startStreamingRig starts a reflector with opts as given, which, by
+// default, starts with a streaming list.
+func startStreamingRig(t *testing.T, src *podSource, lw cache.ListerWatcher[*corev1.Pod], opts cache.ReflectorOptions) *rig {
 	t.Helper()
 	if lw == nil {
 		lw = src
@@ -649,7 +660,7 @@ func TestReflector_StreamingList(t *testing.T) {
 		src := cachetest.New[*corev1.Pod]()
 		mustCreate(t, src, "ns", "a")
 		mustCreate(t, src, "ns", "b")
-		g := startRig(t, src, nil, cache.ReflectorOptions{UseWatchList: true})
+		g := startStreamingRig(t, src, nil, cache.ReflectorOptions{})
 		if n := src.ListCalls(); n != 0 {
 			t.Errorf("list calls = %d, want none", n)
 		}
@@ -672,16 +683,17 @@ func TestReflector_StreamingList(t *testing.T) {
 	})
 }
 
-// oldServer ignores sendInitialEvents, as servers that predate it do.
+// oldServer ignores sendInitialEvents, as servers that predate it do, or
+// refuses it with refuse, as servers that have it turned off do.
 type oldServer struct {
 	*podSource
-	badRequest bool
+	refuse error
 }
 
 func (s oldServer) Watch(ctx context.Context, opts metav1.ListOptions) (cache.Watcher[*corev1.Pod], error) {
 	if opts.SendInitialEvents != nil {
-		if s.badRequest {
-			return nil, apierrors.NewBadRequest("unknown parameter sendInitialEvents")
+		if s.refuse != nil {
+			return nil, s.refuse
 		}
 		opts.SendInitialEvents = nil
 		opts.ResourceVersionMatch = ""
@@ -690,19 +702,24 @@ func (s oldServer) Watch(ctx context.Context, opts metav1.ListOptions) (cache.Wa
 }
 
 func TestReflector_StreamingListFallsBackToList(t *testing.T) {
+	// What kube-apiserver answers with its WatchList feature gate off.
+	gateOff := apierrors.NewInvalid(schema.GroupKind{Group: "meta.k8s.io", Kind: "ListOptions"}, "", field.ErrorList{
+		field.Forbidden(field.NewPath("sendInitialEvents"), "sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled"),
+	})
 	for _, tc := range []struct {
-		name       string
-		badRequest bool
-		settle     time.Duration
+		name   string
+		refuse error
+		settle time.Duration
 	}{
-		{"refused as bad request", true, 0},
-		{"no end bookmark within the time limit", false, 61 * time.Second},
+		{"refused as bad request", apierrors.NewBadRequest("unknown parameter sendInitialEvents"), 0},
+		{"refused as invalid", gateOff, 0},
+		{"no end bookmark within the time limit", nil, 61 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				src := cachetest.New[*corev1.Pod]()
 				mustCreate(t, src, "ns", "a")
-				g := startRig(t, src, oldServer{src, tc.badRequest}, cache.ReflectorOptions{UseWatchList: true})
+				g := startStreamingRig(t, src, oldServer{src, tc.refuse}, cache.ReflectorOptions{})
 				time.Sleep(tc.settle)
 				synctest.Wait()
 				if n := src.ListCalls(); n != 1 {
@@ -717,6 +734,47 @@ func TestReflector_StreamingListFallsBackToList(t *testing.T) {
 				synctest.Wait()
 				if n := src.ListCalls(); n != 2 {
 					t.Errorf("list calls = %d, want a second list", n)
+				}
+			})
+		})
+	}
+}
+
+// A ListerWatcher that says it cannot stream is listed at once, with no
+// watch tried first; the wrappers of the package pass the answer on.
+func TestReflector_ListsWhenTheListerWatcherCannotStream(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		lw   func(*podSource) cache.ListerWatcher[*corev1.Pod]
+		// streams is whether the first request is a streaming list.
+		streams bool
+	}{
+		{"ListWatch", func(s *podSource) cache.ListerWatcher[*corev1.Pod] {
+			return cache.ListWatch[*corev1.Pod]{ListFunc: s.List, WatchFunc: s.Watch}
+		}, true},
+		{"ListWatch with NoWatchList", func(s *podSource) cache.ListerWatcher[*corev1.Pod] {
+			return cache.ListWatch[*corev1.Pod]{ListFunc: s.List, WatchFunc: s.Watch, NoWatchList: true}
+		}, false},
+		{"erased and back", func(s *podSource) cache.ListerWatcher[*corev1.Pod] {
+			noStream := cache.ListWatch[*corev1.Pod]{ListFunc: s.List, WatchFunc: s.Watch, NoWatchList: true}
+			return cache.Unerase[*corev1.Pod](cache.Erase[*corev1.Pod](noStream))
+		}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				src := cachetest.New[*corev1.Pod]()
+				mustCreate(t, src, "ns", "a")
+				g := startStreamingRig(t, src, tc.lw(src), cache.ReflectorOptions{})
+				w := src.Requests(cachetest.OpWatch)
+				if len(w) == 0 {
+					t.Fatal("no watch")
+				}
+				streamed := w[0].SendInitialEvents != nil && *w[0].SendInitialEvents
+				if lists := src.ListCalls(); streamed != tc.streams || lists != map[bool]int{true: 0, false: 1}[tc.streams] {
+					t.Errorf("first watch streams: %v, lists: %d; want streaming %v", streamed, lists, tc.streams)
+				}
+				if got := g.storeKeys(); !slices.Equal(got, []string{"ns/a"}) {
+					t.Errorf("store = %v", got)
 				}
 			})
 		})
@@ -782,7 +840,7 @@ func TestReflector_WrongKindIsRejected(t *testing.T) {
 		}
 		store := cache.NewStore[*unstructured.Unstructured](nil)
 		errs := &errLog{}
-		r := cache.NewReflector(src, store, cache.ReflectorOptions{ExpectedGVK: &gvk, WatchErrorHandler: errs.handle})
+		r := cache.NewReflector(src, store, cache.ReflectorOptions{ExpectedGVK: &gvk, WatchErrorHandler: errs.handle, DisableWatchList: true})
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan struct{})
 		go func() { defer close(done); r.Run(ctx) }()

@@ -125,7 +125,7 @@ func runSharedHistory(t *testing.T, seed uint64) sharedStats {
 		Reflector: cache.ReflectorOptions{
 			Logger:            quiet,
 			WatchErrorHandler: func(context.Context, error) {},
-			UseWatchList:      rng.IntN(4) == 0,
+			DisableWatchList:  rng.IntN(4) != 0,
 		},
 	})
 	var handlers []*stallable

@@ -33,7 +33,7 @@ func TestWaitForStoreResourceVersion(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				inf := newShared(src, cache.SharedInformerOptions{Reflector: cache.ReflectorOptions{UseWatchList: tc.watchList}})
+				inf := newShared(src, cache.SharedInformerOptions{Reflector: cache.ReflectorOptions{DisableWatchList: !tc.watchList}})
 				if got := inf.LastStoreSyncResourceVersion(); got != "" {
 					t.Fatalf("before Run: %q", got)
 				}

@@ -119,3 +119,5 @@ func (s statusListerWatcher[T]) Watch(ctx context.Context, opts metav1.ListOptio
 	}
 	return w, err
 }
+
+func (s statusListerWatcher[T]) SupportsWatchList() bool { return SupportsWatchList(s.lw) }

@@ -371,11 +371,12 @@ func (tr *tracker) snapshot() (map[string]string, []string) {
 
 var quietLog = slog.New(slog.DiscardHandler)
 
-// startPodInformer starts a factory over c, with paging, and its pods
-// informer with tr's handler, and waits for the sync.
+// startPodInformer starts a factory over c, listing in pages (not
+// streaming), and its pods informer with tr's handler, and waits for the
+// sync.
 func startPodInformer(t *testing.T, c *Client, pageSize int64, tr *tracker) *cache.SharedIndexInformer[*corev1.Pod] {
 	t.Helper()
-	return startPodInformerWith(t, c, cache.ReflectorOptions{PageSize: pageSize}, tr)
+	return startPodInformerWith(t, c, cache.ReflectorOptions{PageSize: pageSize, DisableWatchList: true}, tr)
 }
 
 // startPodInformerWith is startPodInformer with the reflector options ro,

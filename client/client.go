@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/rest"
 
 	"github.com/listwatch/listwatch/internal/ctxtime"
@@ -38,6 +39,14 @@ type Client struct {
 	// see the waits without taking them).
 	maxRetries int
 	sleep      func(ctx context.Context, d time.Duration) bool
+}
+
+// CloseIdleConnections closes the client's connections to the server that
+// carry no request, as http.Client's does: a program or test done with the
+// client calls it so that no connection outlives it.
+func (c *Client) CloseIdleConnections() {
+	// The transport under client-go's authentication wrappers holds them.
+	utilnet.CloseIdleConnectionsFor(c.hc.Transport)
 }
 
 // New returns a client for the server cfg names.

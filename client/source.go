@@ -123,3 +123,5 @@ func (t tweaked[T]) Watch(ctx context.Context, opts metav1.ListOptions) (cache.W
 	t.tweak(&opts)
 	return t.lw.Watch(ctx, opts)
 }
+
+func (t tweaked[T]) SupportsWatchList() bool { return cache.SupportsWatchList(t.lw) }

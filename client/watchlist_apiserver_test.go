@@ -12,7 +12,7 @@ import (
 	"github.com/listwatch/listwatch/cache"
 )
 
-// An informer made by the factory with UseWatchList syncs from a streaming
+// An informer made by the factory syncs by default from a streaming
 // list served by listwatch's own API server (a watch with
 // sendInitialEvents=true ending at the k8s.io/initial-events-end bookmark),
 // with no LIST request at all, to exactly the server's pods; and then
@@ -36,7 +36,7 @@ func TestAPIServerInformerStreamingList(t *testing.T) {
 				listsBefore := api.proxy.counts().lists // startRealAPI lists nothing, but be exact
 
 				tr := &tracker{pods: map[string]string{}}
-				inf := startPodInformerWith(t, api.client(t, true, preferJSON), cache.ReflectorOptions{UseWatchList: true, PageSize: 5}, tr)
+				inf := startPodInformerWith(t, api.client(t, true, preferJSON), cache.ReflectorOptions{PageSize: 5}, tr)
 
 				// A streaming list from resourceVersion "" is consistent: once
 				// synced, the store is the server's state, no later.

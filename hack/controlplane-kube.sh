@@ -70,27 +70,6 @@ make_pki "$WORK/pki"
 KCM_TOKEN=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
 printf '%s,kube-controller-manager,kcm-uid,"system:masters"\n' "$KCM_TOKEN" >>"$WORK/pki/tokens.csv"
 
-# kubeconfig prints a kubeconfig for https://127.0.0.1:$1 with token $2.
-kubeconfig() {
-	cat <<EOF
-apiVersion: v1
-kind: Config
-clusters:
-- name: kube
-  cluster:
-    server: https://127.0.0.1:$1
-    certificate-authority: $WORK/pki/ca.crt
-users:
-- name: user
-  user:
-    token: $2
-contexts:
-- name: kube
-  context: {cluster: kube, user: user}
-current-context: kube
-EOF
-}
-
 # start_kcm starts kube-controller-manager against $API_PORT with the QPS
 # setting $2, its files in $1, and sets KCM_PORT.
 start_kcm() {
@@ -99,7 +78,7 @@ start_kcm() {
 		limits=(--kube-api-qps "$qps" --kube-api-burst "$qps")
 	fi
 	KCM_PORT=$(free_port)
-	kubeconfig "$API_PORT" "$KCM_TOKEN" >"$run/kcm.kubeconfig"
+	kubeconfig "$API_PORT" "$KCM_TOKEN" "$WORK/pki/ca.crt" >"$run/kcm.kubeconfig"
 	log "starting kube-controller-manager $KUBE_VERSION on 127.0.0.1:$KCM_PORT (qps $qps)"
 	"$BIN/kube-controller-manager" \
 		--kubeconfig "$run/kcm.kubeconfig" \
@@ -158,7 +137,7 @@ for ((round = 1; round <= ROUNDS; round++)); do
 			start_etcd "$run"
 			start_kube_apiserver "$run"
 			wait_ready "$API_PORT" "$WORK/pki/ca.crt"
-			kubeconfig "$API_PORT" "$TOKEN" >"$run/bench.kubeconfig"
+			kubeconfig "$API_PORT" "$TOKEN" "$WORK/pki/ca.crt" >"$run/bench.kubeconfig"
 			flags=(-kubeconfig "$run/bench.kubeconfig")
 			if [[ $setting == kcm-qps-* ]]; then
 				start_kcm "$run" "${setting#kcm-qps-}"

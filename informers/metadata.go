@@ -88,3 +88,5 @@ func metadataOf(obj cache.Object) cache.Object {
 	}
 	return m
 }
+
+func (m metadataOnly) SupportsWatchList() bool { return cache.SupportsWatchList(m.lw) }

@@ -425,3 +425,11 @@ func (s *Source[T]) newObject() (T, bool) {
 	}
 	return obj, true
 }
+
+// SupportsWatchList reports whether the source can serve streaming lists:
+// whether it can make the objects of their BOOKMARK events (WithNewObject,
+// or T a pointer to a struct). It makes Source a cache.WatchListSupporter.
+func (s *Source[T]) SupportsWatchList() bool {
+	_, ok := s.newObject()
+	return ok
+}

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/component-base/featuregate"
 	"k8s.io/klog/v2"
 
 	"github.com/listwatch/listwatch/apiserver"
@@ -83,6 +84,8 @@ type serverConfig struct {
 	RequestTimeout      time.Duration
 	// DisableAdmissionPlugins names admission plugins not to run.
 	DisableAdmissionPlugins []string
+	// DisableWatchList turns streaming lists off (--feature-gates=WatchList=false).
+	DisableWatchList bool
 
 	// wrapRoutes, when set, wraps the routes inside the filter chain: a
 	// test holds requests in their in-flight slots with it.
@@ -107,6 +110,7 @@ func (c *serverConfig) addFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.PriorityAndFairness, "enable-priority-and-fairness", true, "queue the requests over the in-flight caps for a seat, first come first served, as kube-apiserver's API Priority and Fairness (on by default there) queues them, answering 429 only when the queue is full or the wait too long; false answers 429 at once")
 	fs.Int64Var(&c.MaxRequestBodyBytes, "max-request-body-bytes", filters.DefaultMaxRequestBodyBytes, "cap on request body size in bytes")
 	fs.DurationVar(&c.RequestTimeout, "request-timeout", filters.DefaultRequestTimeout, "bound on every request but watches, the reading of its body included")
+	featureGatesFlag(fs, &c.DisableWatchList)
 	fs.Func("disable-admission-plugins", "comma-separated admission plugins not to run, as kube-apiserver's (ServiceAccount, where no controller-manager makes the default service accounts)", func(v string) error {
 		c.DisableAdmissionPlugins = nil
 		for _, p := range strings.Split(v, ",") {
@@ -117,6 +121,38 @@ func (c *serverConfig) addFlags(fs *flag.FlagSet) {
 		return nil
 	})
 }
+
+// featureGatesFlag adds --feature-gates to fs, which sets
+// *disableWatchList.
+func featureGatesFlag(fs *flag.FlagSet, disableWatchList *bool) {
+	fs.Func("feature-gates", "comma-separated feature=true|false pairs, as kube-apiserver's; the one known is WatchList (streaming lists, on by default)", func(v string) error {
+		g, err := featureGates(v)
+		if err != nil {
+			return err
+		}
+		*disableWatchList = !g.Enabled(watchListGate)
+		return nil
+	})
+}
+
+// featureGates are the kube-apiserver feature gates --feature-gates
+// takes, parsed by Kubernetes' own featuregate package so that the flag
+// reads and fails as kube-apiserver's does.
+func featureGates(v string) (featuregate.FeatureGate, error) {
+	g := featuregate.NewFeatureGate()
+	if err := g.Add(map[featuregate.Feature]featuregate.FeatureSpec{
+		watchListGate: {Default: true, PreRelease: featuregate.Beta},
+	}); err != nil {
+		return nil, err
+	}
+	if err := g.Set(v); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// watchListGate turns streaming lists on and off (apiserver.Config.DisableWatchList).
+const watchListGate featuregate.Feature = "WatchList"
 
 // serviceRangeFlags adds --service-cluster-ip-range and
 // --service-node-port-range to fs.
@@ -270,6 +306,7 @@ func startServer(ctx context.Context, cfg serverConfig, log *slog.Logger) (_ *ru
 			Storage:               store,
 			ServiceClusterIPRange: cfg.ServiceClusterIPRange, ServiceNodePortRange: cfg.ServiceNodePortRange,
 			DisableAdmissionPlugins:  cfg.DisableAdmissionPlugins,
+			DisableWatchList:         cfg.DisableWatchList,
 			ServiceAccountSigningKey: saKey,
 		},
 		BindAddress:        cfg.BindAddress,

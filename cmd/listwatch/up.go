@@ -63,6 +63,8 @@ type upConfig struct {
 	CompactionInterval  time.Duration
 	// ServiceClusterIPRange and ServiceNodePortRange: see serverConfig.
 	ServiceClusterIPRange, ServiceNodePortRange string
+	// DisableWatchList turns streaming lists off (--feature-gates=WatchList=false).
+	DisableWatchList bool
 	// Output is how `up` says it is ready: "text" for people, "json" for
 	// scripts (one line: url, kubeconfig, pid).
 	Output string
@@ -84,6 +86,7 @@ func runUp(ctx context.Context, args []string) error {
 	fs.StringVar(&cfg.CustomResourcesFile, "custom-resources", "", "YAML or JSON file, or directory of them, of CustomResourceDefinitions and other objects applied at start-up (as envtest's CRD paths)")
 	fs.DurationVar(&cfg.CompactionInterval, "compaction-interval", 5*time.Minute, "interval of storage compaction (0: never)")
 	serviceRangeFlags(fs, &cfg.ServiceClusterIPRange, &cfg.ServiceNodePortRange)
+	featureGatesFlag(fs, &cfg.DisableWatchList)
 	fs.StringVar(&cfg.Output, "output", "text", `how to say the cluster is ready on stdout: "text", or "json" (one line {"url","kubeconfig","pid"}, for scripts)`)
 	exitWithParent := fs.Bool("exit-with-parent", false, "stop, as on Ctrl-C, when the process that started this one exits (for test scripts that may die without stopping it)")
 	level := logLevelFlag(fs)
@@ -168,6 +171,7 @@ func up(ctx context.Context, cfg upConfig, out io.Writer, log *slog.Logger) erro
 		MaxMutatingRequestsInFlight: filters.DefaultMaxMutatingRequestsInFlight,
 		PriorityAndFairness:         true,
 		MaxRequestBodyBytes:         filters.DefaultMaxRequestBodyBytes,
+		DisableWatchList:            cfg.DisableWatchList,
 	}, log)
 	if err != nil {
 		return err

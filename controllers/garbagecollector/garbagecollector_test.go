@@ -328,6 +328,7 @@ func TestRun(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			e := newEnv(t, testResources)
 			e.api.sources[pods.GVR].FailNext(cachetest.OpList, 1<<30, nil)
+			e.api.sources[pods.GVR].FailNext(cachetest.OpWatch, 1<<30, nil)
 			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 			defer cancel()
 			err := e.gc.Run(ctx)

@@ -205,9 +205,32 @@ start_etcd() {
 	PIDS+=("$ETCD_PID")
 }
 
+# kubeconfig prints a kubeconfig for https://127.0.0.1:$1 with token $2 and
+# the CA certificate file $3.
+kubeconfig() {
+	cat <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: kube
+  cluster:
+    server: https://127.0.0.1:$1
+    certificate-authority: $3
+users:
+- name: user
+  user:
+    token: $2
+contexts:
+- name: kube
+  context: {cluster: kube, user: user}
+current-context: kube
+EOF
+}
+
 # start_kube_apiserver starts kube-apiserver on etcd $ETCD_URL with the
 # certificates make_pki wrote in $1/pki, logging to $1/kube-apiserver.log,
-# and sets API_PORT and API_PID. Its default admission plugins run, as a
+# and sets API_PORT and API_PID; any further arguments are added to its
+# flags. Its default admission plugins run, as a
 # kubeadm cluster runs it where that matters to the API's answers: RBAC,
 # privileged containers allowed, the default service CIDR stated. The
 # endpoint reconciler is off because its endpoints for the loopback
@@ -228,6 +251,7 @@ start_kube_apiserver() {
 		--allow-privileged=true \
 		--endpoint-reconciler-type none \
 		--profiling=false \
+		"${@:2}" \
 		>"$work/kube-apiserver.log" 2>&1 &
 	API_PID=$!
 	PIDS+=("$API_PID")
