@@ -181,7 +181,7 @@ func TestPoppedResourceVersionProperty(t *testing.T) {
 		known := podStore{}
 		applied := map[string]int{}     // per key, the version of what was last applied
 		tombstoneAt := map[string]int{} // per key, the list that queued its tombstone
-		f := NewDeltaFIFO(DeltaFIFOOptions[*corev1.Pod]{KnownObjects: known})
+		f := NewDeltaFIFO(DeltaFIFOOptions[*corev1.Pod]{KnownObjects: known, InOrder: seed%2 == 1})
 		missing := false // the watch missed writes: the next delivery is a relist
 
 		keys := []string{"a", "b", "c", "d"}

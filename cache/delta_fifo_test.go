@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -1239,4 +1240,59 @@ func TestDeltaFIFO_LargeBatchDrainsAndQueueKeepsWorking(t *testing.T) {
 	}
 	eqStrings(t, "first keys", f.ListKeys()[:3], want[:3])
 	eqStrings(t, "a tombstone", queued(t, f, want[n-1]), []string{"Deleted ns/" + list[n-1].Name + "@ (tombstone)"})
+}
+
+// TestDeltaFIFO_InOrder: InOrder, every change takes its own place and is
+// popped alone, in the order given across keys; by default a key is popped
+// once with all its changes, at the place of its oldest.
+func TestDeltaFIFO_InOrder(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		inOrder bool
+		keys    []string // ListKeys before popping
+		want    []string // per pop: "key: delta, delta"
+	}{
+		{"per key", false, []string{"ns/a", "ns/b", "ns/c"}, []string{
+			"ns/a: Added ns/a@1, Updated ns/a@3, Updated ns/a@6, Deleted ns/a@7",
+			"ns/b: Added ns/b@2, Deleted ns/b@4",
+			"ns/c: Added ns/c@5",
+		}},
+		{"in order", true, []string{"ns/a", "ns/b", "ns/c"}, []string{
+			"ns/a: Added ns/a@1",
+			"ns/b: Added ns/b@2",
+			"ns/a: Updated ns/a@3",
+			"ns/b: Deleted ns/b@4",
+			"ns/c: Added ns/c@5",
+			"ns/a: Updated ns/a@6",
+			// The second delete of a folds into the first (dedupDeltas)
+			// and takes no place of its own.
+			"ns/a: Deleted ns/a@7",
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := NewDeltaFIFO(DeltaFIFOOptions[*corev1.Pod]{InOrder: tc.inOrder})
+			for i, op := range []struct {
+				do   func(*corev1.Pod) error
+				name string
+			}{{f.Add, "a"}, {f.Add, "b"}, {f.Update, "a"}, {f.Delete, "b"}, {f.Add, "c"}, {f.Update, "a"}, {f.Delete, "a"}, {f.Delete, "a"}} {
+				rv := strconv.Itoa(min(i+1, 7))
+				if err := op.do(testPodRV("ns", op.name, rv)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			eqStrings(t, "ListKeys", f.ListKeys(), tc.keys)
+			if f.Len() != len(tc.want) {
+				t.Errorf("Len = %d, want %d", f.Len(), len(tc.want))
+			}
+			var got []string
+			for f.Len() > 0 {
+				p := popOne(t, f)
+				got = append(got, p.key+": "+strings.Join(summaries(p.deltas), ", "))
+			}
+			eqStrings(t, "pops", got, tc.want)
+			if rv := f.PoppedResourceVersion(); rv != "7" {
+				t.Errorf("PoppedResourceVersion = %q, want 7", rv)
+			}
+		})
+	}
 }

@@ -81,6 +81,7 @@ func newInformer[T Object](lw ListerWatcher[T], handler ResourceEventHandler[T],
 		KeyFunc:      t.keyFunc,
 		KnownObjects: store,
 		Transform:    t.transform,
+		InOrder:      true,
 	})
 	if handler == nil {
 		handler = ResourceEventHandlerFuncs[T]{}

@@ -44,13 +44,16 @@ type pendingNode[T Object] struct {
 // listener delivers notifications to one handler from its own goroutine,
 // through a backlog that holds at most one entry per key, so a handler that
 // falls behind costs memory bounded by the number of keys, never by the
-// number of changes, and the informer never waits for it.
+// number of changes, and the informer never waits for it. An ordered
+// listener (HandlerOptions.InOrder) merges nothing: its backlog holds every
+// notification, in the order made.
 type listener[T Object] struct {
 	handler   ResourceEventHandler[T]
 	nhandler  NotificationHandler[T] // handler as a NotificationHandler, or nil
 	log       *slog.Logger
 	onPanic   func(recovered any, n Notification[T])
 	requested time.Duration // resync period asked for (after the 1 s floor)
+	ordered   bool
 
 	// Resync bookkeeping, guarded by the processor's mutex.
 	resyncPeriod time.Duration
@@ -59,7 +62,9 @@ type listener[T Object] struct {
 	// read when Sync notifications are distributed.
 	syncing atomic.Bool
 
-	mu      sync.Mutex
+	mu sync.Mutex
+	// index is the node of each pending key; for an ordered listener, the
+	// number of nodes each pending key has.
 	index   map[string]int32
 	nodes   []pendingNode[T]
 	free    int32 // head of the free list, linked through next
@@ -81,9 +86,10 @@ type listener[T Object] struct {
 	delivered      atomic.Uint64
 }
 
-func newListener[T Object](h ResourceEventHandler[T], requested, effective time.Duration, now time.Time, log *slog.Logger, onPanic func(any, Notification[T])) *listener[T] {
+func newListener[T Object](h ResourceEventHandler[T], ordered bool, requested, effective time.Duration, now time.Time, log *slog.Logger, onPanic func(any, Notification[T])) *listener[T] {
 	l := &listener[T]{
 		handler:      h,
+		ordered:      ordered,
 		log:          log,
 		onPanic:      onPanic,
 		requested:    requested,
@@ -127,7 +133,11 @@ func (l *listener[T]) release(i int32) {
 	} else {
 		l.tail = n.prev
 	}
-	delete(l.index, n.key)
+	if c := l.index[n.key]; l.ordered && c > 1 {
+		l.index[n.key] = c - 1
+	} else {
+		delete(l.index, n.key)
+	}
 	*n = pendingNode[T]{next: l.free}
 	l.free = i
 	l.count--
@@ -142,7 +152,9 @@ func (l *listener[T]) add(key string, n *Notification[T], now time.Time) {
 		l.mu.Unlock()
 		return
 	}
-	if i, ok := l.index[key]; ok {
+	if l.ordered {
+		l.index[key]++
+	} else if i, ok := l.index[key]; ok {
 		l.merge(i, n)
 		l.mu.Unlock()
 		return
@@ -166,7 +178,9 @@ func (l *listener[T]) add(key string, n *Notification[T], now time.Time) {
 		l.head = i
 	}
 	l.tail = i
-	l.index[key] = i
+	if !l.ordered {
+		l.index[key] = i
+	}
 	l.count++
 	l.unlockAndWake()
 }
@@ -366,7 +380,7 @@ func (l *listener[T]) backlog() (n int, oldest time.Time) {
 func (l *listener[T]) pendingKeys() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.count
+	return len(l.index)
 }
 
 // unlockAndWake releases l.mu and, if the run loop was idle, wakes it. The

@@ -89,26 +89,44 @@ func TestListener_MergesPendingNotificationsPerKey(t *testing.T) {
 		{"a dropped key frees its place", []string{"add a@1", "add b@2", "delete a@3", "add a@4"}, "add b@2, add a@4"},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				h := &noteLog{}
-				l := newListener[*corev1.Pod](h, 0, 0, time.Now(), slogDiscard(), nil)
-				// Queue everything before the delivery goroutine starts: the
-				// handler is as far behind as it can be.
-				for _, s := range tt.in {
-					n := parseNote(s)
-					l.add(n.Object.Name, &n, time.Now())
-				}
-				var wg sync.WaitGroup
-				wg.Go(func() { l.run(context.Background()) })
-				synctest.Wait()
-				l.stop()
-				wg.Wait()
-				if got := h.take(); got != tt.want {
-					t.Errorf("delivered %q, want %q", got, tt.want)
-				}
+		// An ordered listener (HandlerOptions.InOrder) merges nothing: it
+		// delivers exactly what was queued.
+		for _, ordered := range []bool{false, true} {
+			want := tt.want
+			if ordered {
+				want = strings.Join(tt.in, ", ")
+			}
+			t.Run(fmt.Sprintf("%s/ordered=%v", tt.name, ordered), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					h := &noteLog{}
+					l := newListener[*corev1.Pod](h, ordered, 0, 0, time.Now(), slogDiscard(), nil)
+					// Queue everything before the delivery goroutine starts:
+					// the handler is as far behind as it can be.
+					for _, s := range tt.in {
+						n := parseNote(s)
+						l.add(n.Object.Name, &n, time.Now())
+					}
+					keys := map[string]bool{}
+					for _, s := range tt.in {
+						keys[parseNote(s).Object.Name] = true
+					}
+					if got := l.pendingKeys(); ordered && got != len(keys) {
+						t.Errorf("pending keys %d, want %d", got, len(keys))
+					}
+					var wg sync.WaitGroup
+					wg.Go(func() { l.run(context.Background()) })
+					synctest.Wait()
+					if got := l.pendingKeys(); got != 0 {
+						t.Errorf("pending keys %d after delivery, want 0", got)
+					}
+					l.stop()
+					wg.Wait()
+					if got := h.take(); got != want {
+						t.Errorf("delivered %q, want %q", got, want)
+					}
+				})
 			})
-		})
+		}
 	}
 }
 
@@ -156,7 +174,7 @@ func TestListener_MergeKeepsSourceOfRealChange(t *testing.T) {
 					defer mu.Unlock()
 					got = append(got, s+" "+n.Source.String())
 				})
-				l := newListener[*corev1.Pod](h, 0, 0, time.Now(), slogDiscard(), nil)
+				l := newListener[*corev1.Pod](h, false, 0, 0, time.Now(), slogDiscard(), nil)
 				for _, x := range tt.in {
 					n := parseNote(x.note)
 					n.Source = x.src
@@ -187,7 +205,7 @@ func TestListener_StalledHandlerIsBoundedByKeys(t *testing.T) {
 		n = 100_000
 	}
 	h := &latest{seen: map[string]string{}, block: make(chan struct{})}
-	l := newListener[*corev1.Pod](h, 0, 0, time.Now(), slogDiscard(), nil)
+	l := newListener[*corev1.Pod](h, false, 0, 0, time.Now(), slogDiscard(), nil)
 	var wg sync.WaitGroup
 	wg.Go(func() { l.run(context.Background()) })
 
@@ -270,7 +288,7 @@ func (h *latest) record(p *corev1.Pod) {
 func TestListener_BacklogGaugeAndAge(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := &noteLog{block: make(chan struct{})}
-		l := newListener[*corev1.Pod](h, 0, 0, time.Now(), slogDiscard(), nil)
+		l := newListener[*corev1.Pod](h, false, 0, 0, time.Now(), slogDiscard(), nil)
 		var wg sync.WaitGroup
 		wg.Go(func() { l.run(context.Background()) })
 		for i := range 3 {
@@ -293,3 +311,39 @@ func TestListener_BacklogGaugeAndAge(t *testing.T) {
 }
 
 func slogDiscard() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// BenchmarkHandlerBacklog queues 1,000 objects changed 100 times each at a
+// handler that takes nothing, merged per key (the default) and in order
+// (HandlerOptions.InOrder), and reports the entries the backlog then holds
+// and the bytes its queueing allocated per change.
+func BenchmarkHandlerBacklog(b *testing.B) {
+	const keys, rounds = 1000, 100
+	names := make([]string, keys)
+	objs := make([]*corev1.Pod, keys)
+	for i := range keys {
+		names[i] = "ns/p" + strconv.Itoa(i)
+		objs[i] = lpod("p"+strconv.Itoa(i), "1")
+	}
+	for _, ordered := range []bool{false, true} {
+		b.Run(fmt.Sprintf("ordered=%v", ordered), func(b *testing.B) {
+			b.ReportAllocs()
+			var held int
+			for b.Loop() {
+				l := newListener[*corev1.Pod](&noteLog{}, ordered, 0, 0, time.Now(), slogDiscard(), nil)
+				now := time.Now()
+				for r := range rounds {
+					for k := range keys {
+						n := Notification[*corev1.Pod]{Type: NotifyUpdate, OldObject: objs[k], Object: objs[k]}
+						if r == 0 {
+							n = Notification[*corev1.Pod]{Type: NotifyAdd, Object: objs[k]}
+						}
+						l.add(names[k], &n, now)
+					}
+				}
+				held = l.count
+			}
+			b.ReportMetric(float64(held), "entries")
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*keys*rounds), "ns/change")
+		})
+	}
+}

@@ -65,7 +65,10 @@ type SharedInformerOptions struct {
 //
 // so, per handler, notifications arrive one at a time, per key in order, and
 // the states a handler sees of an object are a subsequence of the states the
-// server held, ending with the latest. A delete with FinalStateUnknown
+// server held, ending with the latest. A handler registered with
+// HandlerOptions.InOrder is told of every change, in the order the watch
+// delivered them across all keys: the informer's queue keeps that order
+// (DeltaFIFOOptions.InOrder). A delete with FinalStateUnknown
 // carries the last state the cache knew, which a handler that fell behind
 // may not have seen.
 type SharedIndexInformer[T Object] struct {
@@ -109,7 +112,7 @@ func NewSharedIndexInformer[T Object](lw ListerWatcher[T], opts SharedInformerOp
 		typed:             t,
 		log:               log,
 		indexer:           newThreadSafeStore(t.keyFunc, t.indexers, true),
-		fifo:              NewDeltaFIFO(DeltaFIFOOptions[T]{KeyFunc: t.keyFunc}),
+		fifo:              NewDeltaFIFO(DeltaFIFOOptions[T]{KeyFunc: t.keyFunc, InOrder: true}),
 		processor:         newProcessor[T](),
 		resyncCheckPeriod: max(opts.ResyncPeriod, 0),
 		transform:         t.transform,
@@ -329,7 +332,35 @@ func (s *SharedIndexInformer[T]) AddEventHandler(handler ResourceEventHandler[T]
 
 // AddEventHandlerWithResyncPeriod registers handler, which is then told of
 // every change from its own goroutine, and, every resyncPeriod, of every
-// cached object as an update from itself to itself.
+// cached object as an update from itself to itself. It is
+// AddEventHandlerWithOptions with only the resync period set.
+func (s *SharedIndexInformer[T]) AddEventHandlerWithResyncPeriod(handler ResourceEventHandler[T], resyncPeriod time.Duration) (*Registration[T], error) {
+	return s.AddEventHandlerWithOptions(handler, HandlerOptions{ResyncPeriod: resyncPeriod})
+}
+
+// HandlerOptions configure one handler's registration. The zero value is
+// AddEventHandler's: no resync of its own, notifications merged per key.
+type HandlerOptions struct {
+	// ResyncPeriod, when positive, tells the handler of every cached object
+	// that often, as an update from itself to itself.
+	ResyncPeriod time.Duration
+	// InOrder gives the handler every notification, one by one, in the
+	// order the informer applied the changes, across all objects, as
+	// client-go's informers do: nothing is merged, so a handler that falls
+	// behind holds one backlog entry per change rather than per object.
+	// By default notifications pending for one object are merged (see
+	// SharedIndexInformer): per object in order, across objects in the
+	// order each object's oldest pending change came, and bounded by the
+	// number of objects (BenchmarkHandlerBacklog: 1,000 objects changed
+	// 100 times each behind a stalled handler hold 1,000 entries, 0.5 MB
+	// allocated, merged; 100,000 entries, 72 MB, in order). A controller that enqueues keys gains nothing from
+	// the order; a handler that replays changes elsewhere (an audit log, a
+	// mirror across objects) wants it.
+	InOrder bool
+}
+
+// AddEventHandlerWithOptions registers handler, which is then told of
+// every change from its own goroutine as opts say.
 //
 // A resyncPeriod below MinimumResyncPeriod is raised to it. Before Run, a
 // period shorter than the informer's resync check period shortens the check
@@ -339,7 +370,8 @@ func (s *SharedIndexInformer[T]) AddEventHandler(handler ResourceEventHandler[T]
 // A handler added after Run first receives an add, with IsInInitialList
 // set, of every object cached at that moment, then every later change, none
 // lost or doubled. It returns ErrStopped once the informer has stopped.
-func (s *SharedIndexInformer[T]) AddEventHandlerWithResyncPeriod(handler ResourceEventHandler[T], resyncPeriod time.Duration) (*Registration[T], error) {
+func (s *SharedIndexInformer[T]) AddEventHandlerWithOptions(handler ResourceEventHandler[T], opts HandlerOptions) (*Registration[T], error) {
+	resyncPeriod := opts.ResyncPeriod
 	if handler == nil {
 		return nil, errors.New("cache: AddEventHandler: nil handler")
 	}
@@ -372,7 +404,7 @@ func (s *SharedIndexInformer[T]) AddEventHandlerWithResyncPeriod(handler Resourc
 	}
 	s.mu.Unlock()
 
-	l := newListener(handler, resyncPeriod, effectiveResync(resyncPeriod, check), now, s.log, s.typed.onHandlerPanic)
+	l := newListener(handler, opts.InOrder, resyncPeriod, effectiveResync(resyncPeriod, check), now, s.log, s.typed.onHandlerPanic)
 	if started {
 		n := Notification[T]{Type: NotifyAdd, Source: SourceInitialList, IsInInitialList: true}
 		s.indexer.each(func(key string, obj T) {
@@ -417,7 +449,7 @@ func (r *Registration[T]) HasSynced() bool {
 }
 
 // Backlog returns how many notifications wait for the handler (at most two
-// per key) and how long the oldest has waited, zero when none does.
+// per key, unless HandlerOptions.InOrder) and how long the oldest has waited, zero when none does.
 func (r *Registration[T]) Backlog() (pending int, oldestAge time.Duration) {
 	l := r.l.Load()
 	if l == nil {

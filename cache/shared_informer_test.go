@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -497,7 +499,7 @@ func TestSharedInformer_SyncStatusTellsWhyNotSynced(t *testing.T) {
 		src := cachetest.New[*corev1.Pod]()
 		forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "", errors.New("RBAC: access denied"))
 		src.FailNext(cachetest.OpList, 3, forbidden)
-		inf := newShared(src, cache.SharedInformerOptions{})
+		inf := newShared(src, cache.SharedInformerOptions{Reflector: cache.ReflectorOptions{DisableWatchList: true}})
 		if st := inf.SyncStatus(); st.Synced || st.Reason() != "waiting for the first list" {
 			t.Errorf("before Run: %+v (%s)", st, st.Reason())
 		}
@@ -856,4 +858,122 @@ func TestSharedInformer_StalledHandlerDoesNotHoldBackOthers(t *testing.T) {
 		updates, keys, elapsed.Round(time.Millisecond), maxBacklog, maxKeys)
 	t.Logf("HeapInuse growth after GC: %.2f MiB with the handler stalled, %.2f MiB once it drained (%.0f B per key held by the stalled backlog)",
 		mib(before, stalledHeap), mib(before, drainedHeap), (float64(stalledHeap)-float64(drainedHeap))/keys)
+}
+
+// orderLog records what a handler is told as "add|update|delete key@rv",
+// waiting for gate (when not nil) before its first call returns.
+type orderLog struct {
+	mu    sync.Mutex
+	got   []string
+	gate  chan struct{}
+	once  sync.Once
+	calls atomic.Int64
+}
+
+func (o *orderLog) note(op string, p *corev1.Pod) {
+	o.calls.Add(1)
+	o.once.Do(func() {
+		if o.gate != nil {
+			<-o.gate
+		}
+	})
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.got = append(o.got, op+" "+p.Namespace+"/"+p.Name+"@"+p.ResourceVersion)
+}
+
+func (o *orderLog) OnAdd(p *corev1.Pod, _ bool)    { o.note("add", p) }
+func (o *orderLog) OnUpdate(_, p *corev1.Pod)      { o.note("update", p) }
+func (o *orderLog) OnDelete(p *corev1.Pod, _ bool) { o.note("delete", p) }
+
+// TestSharedInformer_InOrderHandlerSeesEveryChangeInWatchOrder: over random
+// histories of creates, updates and deletes on a few keys, written while
+// the handlers are stalled in their first call, a handler registered
+// InOrder is told of every change, in the order of the watch, across all
+// keys; the default handler of the same informer is told the same changes
+// merged: fewer, per key in order, ending at the same states.
+func TestSharedInformer_InOrderHandlerSeesEveryChangeInWatchOrder(t *testing.T) {
+	for seed := range 50 {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				rng := rand.New(rand.NewPCG(uint64(seed), 7))
+				src := cachetest.New[*corev1.Pod]()
+				inf := newShared(src, cache.SharedInformerOptions{})
+				gate := make(chan struct{})
+				ordered, merged := &orderLog{gate: gate}, &orderLog{gate: gate}
+				if _, err := inf.AddEventHandlerWithOptions(ordered, cache.HandlerOptions{InOrder: true}); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := inf.AddEventHandler(merged); err != nil {
+					t.Fatal(err)
+				}
+				runShared(t, inf)
+				// The first write reaches both handlers, which then stall in
+				// it while the rest of the history is written.
+				var want []string
+				record := func(op string, p *corev1.Pod) {
+					want = append(want, op+" "+p.Namespace+"/"+p.Name+"@"+p.ResourceVersion)
+				}
+				record("add", mustCreate(t, src, "ns", "k0"))
+				synctest.Wait()
+				live := map[string]bool{"k0": true}
+				for range 40 + rng.IntN(80) {
+					name := fmt.Sprintf("k%d", rng.IntN(6))
+					switch {
+					case !live[name]:
+						record("add", mustCreate(t, src, "ns", name))
+						live[name] = true
+					case rng.IntN(4) == 0:
+						p, err := src.Delete("ns", name)
+						if err != nil {
+							t.Fatal(err)
+						}
+						record("delete", p)
+						delete(live, name)
+					default:
+						p, _ := src.Get("ns", name)
+						p = p.DeepCopy()
+						p.Labels = map[string]string{"n": fmt.Sprint(rng.Int())}
+						p, err := src.Update(p)
+						if err != nil {
+							t.Fatal(err)
+						}
+						record("update", p)
+					}
+				}
+				synctest.Wait()
+				close(gate)
+				synctest.Wait()
+				ordered.mu.Lock()
+				defer ordered.mu.Unlock()
+				merged.mu.Lock()
+				defer merged.mu.Unlock()
+				if !slices.Equal(ordered.got, want) {
+					t.Fatalf("in-order handler saw\n%v\nwant the watch's order\n%v", ordered.got, want)
+				}
+				// The merged handler: per key, a subsequence of the changes,
+				// ending with each key's last state.
+				last := func(log []string) map[string]string {
+					m := map[string]string{}
+					for _, s := range log {
+						op, rest, _ := strings.Cut(s, " ")
+						key, _, _ := strings.Cut(rest, "@")
+						if op == "delete" {
+							delete(m, key)
+						} else {
+							m[key] = rest
+						}
+					}
+					return m
+				}
+				if a, b := last(merged.got), last(want); !maps.Equal(a, b) {
+					t.Errorf("merged handler ended at %v, want %v", a, b)
+				}
+				if len(merged.got) > len(want) {
+					t.Errorf("merged handler was told %d changes, more than the %d made", len(merged.got), len(want))
+				}
+				t.Logf("%d changes: %d told in order, %d merged", len(want), len(ordered.got), len(merged.got))
+			})
+		})
+	}
 }
