@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test command: every package with the race detector, then the workqueue
-# stress test without it, at full size, then a quick run
+# stress test and the protobuf decoder's comparisons without it, at full
+# size, then a quick run
 # of the bench harness so that it keeps building and running, then the
 # compatibility module: real client-go against listwatch's API server, and
 # the kubebuilder-style example's module.
@@ -10,6 +11,9 @@ go test -race -count=1 ./...
 # The workqueue stress test at its full size (1M Adds, 8 workers), which the
 # race detector's run above cuts to 100k.
 go test -count=1 -run 'TestNoItemHeldByTwoWorkers$' ./workqueue
+# The protobuf decoder against the generated code over its full count of
+# random objects, which the race detector's run cuts to a tenth.
+go test -count=1 -run 'MatchesGenerated|SkipManagedFields' ./client/internal/protodecode
 (cd bench && go test -count=1 ./... && go run . -quick >/dev/null)
 (cd compat && go test -race -count=1 ./...)
 # A kubebuilder-style operator whose tests run on listwatch's envtest.

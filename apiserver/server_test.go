@@ -269,10 +269,10 @@ func TestGetList(t *testing.T) {
 			{"/api/v1/pods?labelSelector=%3D%3D%3D", 400},
 			{"/api/v1/pods?limit=-1", 400},
 			{"/api/v1/pods?resourceVersion=abc", 400},
-			{"/api/v1/pods?resourceVersionMatch=Exact", 400},
+			{"/api/v1/pods?resourceVersionMatch=Exact", 422}, // ValidateListOptions, as kube (golden core-list-options)
 			{"/api/v1/pods?continue=garbage", 400},
 			{"/api/v1/pods?resourceVersion=99999999&resourceVersionMatch=NotOlderThan", 504},
-			{"/api/v1/pods?sendInitialEvents=true", 400},
+			{"/api/v1/pods?sendInitialEvents=true", 422},
 		}
 		for _, b := range bad {
 			r := c.do("GET", b.query, "", "")

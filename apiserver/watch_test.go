@@ -114,16 +114,21 @@ func TestWatch(t *testing.T) {
 			t.Error("stream continued after ERROR")
 		}
 
-		bad := []string{
-			pods + "?watch=true&sendInitialEvents=true",
-			pods + "?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan",
-			pods + "?watch=true&resourceVersionMatch=NotOlderThan&resourceVersion=1",
-			pods + "?watch=true&timeoutSeconds=x",
-			pods + "?watch=true&fieldSelector=spec.nope%3D1",
+		// Options apimachinery's ValidateListOptions refuses are 422, as
+		// kube-apiserver answers them (golden core-list-options).
+		bad := []struct {
+			path string
+			code int
+		}{
+			{pods + "?watch=true&sendInitialEvents=true", 422},
+			{pods + "?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan", 400},
+			{pods + "?watch=true&resourceVersionMatch=NotOlderThan&resourceVersion=1", 422},
+			{pods + "?watch=true&timeoutSeconds=x", 400},
+			{pods + "?watch=true&fieldSelector=spec.nope%3D1", 400},
 		}
 		for _, b := range bad {
-			if r := c.do("GET", b, "", ""); r.code != 400 {
-				t.Errorf("%s: %d %s", b, r.code, r.body)
+			if r := c.do("GET", b.path, "", ""); r.code != b.code {
+				t.Errorf("%s: %d %s, want %d", b.path, r.code, r.body, b.code)
 			}
 		}
 	})

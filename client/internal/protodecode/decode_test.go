@@ -20,7 +20,7 @@ import (
 
 var (
 	seed  = flag.Int64("seed", 1, "first seed of the random objects of TestMatchesGenerated")
-	iters = flag.Int("iters", 300, "random objects per type in TestMatchesGenerated")
+	iters = flag.Int("iters", defaultIters, "random objects per type in TestMatchesGenerated")
 )
 
 // apiTypes makes a new value of each type the tests decode.
