@@ -38,16 +38,7 @@ ONLY=$(
 	IFS=,
 	echo "$*"
 )
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/record-goldens.XXXXXX")
-cleanup() {
-	stop_all
-	if [[ -n ${KEEP_WORK:-} ]]; then
-		log "kept $WORK"
-	else
-		rm -rf "$WORK"
-	fi
-}
-trap cleanup EXIT
+make_work
 
 log "building the recorder"
 (cd "$REPO" && go build -o "$WORK/record" ./test/golden/cmd/record)

@@ -17,16 +17,7 @@ SCRIPT=watchlist-kube
 source "$(dirname "${BASH_SOURCE[0]}")/lib/kube.sh"
 
 build_binaries
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/watchlist-kube.XXXXXX")
-cleanup() {
-	stop_all
-	if [[ -n ${KEEP_WORK:-} ]]; then
-		log "kept $WORK"
-	else
-		rm -rf "$WORK"
-	fi
-}
-trap cleanup EXIT
+make_work
 
 log "building the test"
 (cd "$REPO" && go test -c -o "$WORK/listwatch.test" ./cmd/listwatch)

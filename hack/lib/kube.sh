@@ -205,6 +205,23 @@ start_etcd() {
 	PIDS+=("$ETCD_PID")
 }
 
+# make_work makes the run directory WORK, named after $SCRIPT, and on exit
+# stops the processes started and removes it, unless KEEP_WORK is set
+# (then it says where it is kept).
+make_work() {
+	WORK=$(mktemp -d "${TMPDIR:-/tmp}/$SCRIPT.XXXXXX")
+	trap cleanup_work EXIT
+}
+
+cleanup_work() {
+	stop_all
+	if [[ -n ${KEEP_WORK:-} ]]; then
+		log "kept $WORK"
+	else
+		rm -rf "$WORK"
+	fi
+}
+
 # kubeconfig prints a kubeconfig for https://127.0.0.1:$1 with token $2 and
 # the CA certificate file $3.
 kubeconfig() {
