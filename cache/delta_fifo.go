@@ -544,7 +544,11 @@ func (f *DeltaFIFO[T]) Pop(process PopProcessFunc[T]) error {
 			return rq.Err
 		}
 	}
-	if !partial {
+	if partial {
+		// The key's slice still holds these slots before its later
+		// changes: drop their objects for the GC.
+		clear(deltas)
+	} else {
 		f.recycle(deltas)
 	}
 	f.advancePoppedLocked()
