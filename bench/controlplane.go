@@ -347,6 +347,9 @@ func runControllersSide(w cpWorkload, n int) (cpRun, map[string]int64, error) {
 		Replication:    replication.Options{},
 		PodLifecycle:   cpPodLifecycle,
 		Logger:         quietLogger(),
+		// -stale-read-timeout -1ns measures the controllers without
+		// stale-read protection, for its cost and its conflicts saved.
+		StaleReadTimeout: *cpStaleReadTimeout,
 	})
 	if err != nil {
 		return cpRun{}, nil, fmt.Errorf("controller-manager: %w", err)
@@ -801,6 +804,8 @@ func (cp *controlPlane) close() {
 // state the driver polls, and, for each kind of request, when the first,
 // the 10th, 50th and 90th percentile and the last of them completed.
 var cpRounds = flag.Int("rounds", 1, "control-plane rows: run each side this many times, alternating which goes first, and report the medians (each round's times on stderr)")
+
+var cpStaleReadTimeout = flag.Duration("stale-read-timeout", 0, "control-plane rows: the controller-manager's stale-read protection timeout (0: its default; negative: protection off)")
 
 var cpTrace = flag.Bool("trace", false, "control-plane rows: print on stderr when each kind of request completed and each state the driver saw")
 

@@ -272,7 +272,7 @@ func (r *Resource[T]) Get(ctx context.Context, name string, opts metav1.GetOptio
 	}
 	obj, err := r.object(req, resp)
 	if err == nil {
-		RecordWrite(ctx, r.gvr.GroupResource(), obj.GetResourceVersion())
+		RecordWrite(ctx, r.gvr.GroupResource(), obj)
 	}
 	return obj, err
 }
@@ -370,7 +370,7 @@ func (r *Resource[T]) write(ctx context.Context, verb, path string, q url.Values
 	}
 	obj, err := r.object(req, resp)
 	if err == nil {
-		RecordWrite(ctx, r.gvr.GroupResource(), obj.GetResourceVersion())
+		RecordWrite(ctx, r.gvr.GroupResource(), obj)
 	}
 	return obj, err
 }

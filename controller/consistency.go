@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/listwatch/listwatch/cache"
@@ -20,7 +21,9 @@ import (
 // them). Until then the key is put back, with a short delay, and counted
 // as a stale sync skipped; the informer's own event for the write queues
 // it again too. A key that waits past Options.StaleReadTimeout is synced
-// anyway, counted and logged, so a lagging informer costs time, never a
+// anyway, counted, logged and reported as a Warning event
+// (StaleReadTimeoutReason, through Options.Recorder) on each object whose
+// write was not shown, so a lagging informer costs time, never a silent
 // hang. Entries go once the caches show the write, so memory is bounded
 // by the keys whose writes are still in flight.
 //
@@ -49,8 +52,15 @@ type StaleSyncMetricsProvider interface {
 	NewStaleSyncTimeoutsMetric(name string) workqueue.CounterMetric
 }
 
+// StaleReadTimeoutReason is the reason of the Warning event recorded on an
+// object whose write a controller's informer had not shown when the key's
+// wait ran out.
+const StaleReadTimeoutReason = "StaleReadTimeout"
+
+// DefaultStaleReadTimeout is Options.StaleReadTimeout when zero.
+const DefaultStaleReadTimeout = 10 * time.Second
+
 const (
-	defaultStaleReadTimeout = 10 * time.Second
 	// staleRetryDelay is how soon a key put back is looked at again when
 	// no event queues it first.
 	staleRetryDelay = 5 * time.Millisecond
@@ -65,14 +75,24 @@ type freshness[K comparable] struct {
 	written           map[K]*pendingWrites
 	skipped, timedOut atomic.Int64
 	skips, timeouts   workqueue.CounterMetric
+	// events, when set, receives a Warning per object not shown in time.
+	events EventRecorder
 }
 
-// pendingWrites are the versions one key's syncs wrote that the caches
-// have not shown yet, and when a sync of the key was first put back for
-// them.
+// pendingWrites are the newest objects one key's syncs wrote, per
+// resource, that the caches have not shown yet, and when a sync of the key
+// was first put back for them.
 type pendingWrites struct {
-	versions  map[schema.GroupResource]string
+	written   map[schema.GroupResource]writtenObject
 	waitingAt time.Time
+}
+
+// writtenObject is an object as a write answered it: its resourceVersion
+// is what the informer must reach, and the object is what a timeout's
+// event is about.
+type writtenObject struct {
+	rv  string
+	obj cache.Object
 }
 
 func (f *freshness[K]) addStore(s versionedStore) {
@@ -94,7 +114,8 @@ type keyRecorder[K comparable] struct {
 	key K
 }
 
-func (r keyRecorder[K]) RecordWrite(gr schema.GroupResource, rv string) {
+func (r keyRecorder[K]) RecordWrite(gr schema.GroupResource, obj cache.Object) {
+	rv := obj.GetResourceVersion()
 	f := r.f
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -106,13 +127,13 @@ func (r keyRecorder[K]) RecordWrite(gr schema.GroupResource, rv string) {
 	}
 	p := f.written[r.key]
 	if p == nil {
-		p = &pendingWrites{versions: map[schema.GroupResource]string{}}
+		p = &pendingWrites{written: map[schema.GroupResource]writtenObject{}}
 		f.written[r.key] = p
 	}
-	if cur, ok := p.versions[gr]; !ok {
-		p.versions[gr] = rv
-	} else if c, err := cache.CompareResourceVersion(rv, cur); err == nil && c > 0 {
-		p.versions[gr] = rv
+	if cur, ok := p.written[gr]; !ok {
+		p.written[gr] = writtenObject{rv: rv, obj: obj}
+	} else if c, err := cache.CompareResourceVersion(rv, cur.rv); err == nil && c > 0 {
+		p.written[gr] = writtenObject{rv: rv, obj: obj}
 	}
 }
 
@@ -126,14 +147,14 @@ func (f *freshness[K]) stale(key K, now time.Time) (wait bool, waited time.Durat
 	if p == nil {
 		return false, 0
 	}
-	for gr, rv := range p.versions {
+	for gr, w := range p.written {
 		cur := f.stores[gr].LastStoreSyncResourceVersion()
 		// Versions that cannot be ordered cannot be waited for.
-		if c, err := cache.CompareResourceVersion(cur, rv); err != nil || c >= 0 {
-			delete(p.versions, gr)
+		if c, err := cache.CompareResourceVersion(cur, w.rv); err != nil || c >= 0 {
+			delete(p.written, gr)
 		}
 	}
-	if len(p.versions) == 0 {
+	if len(p.written) == 0 {
 		delete(f.written, key)
 		return false, 0
 	}
@@ -145,6 +166,13 @@ func (f *freshness[K]) stale(key K, now time.Time) (wait bool, waited time.Durat
 		f.timedOut.Add(1)
 		if f.timeouts != nil {
 			f.timeouts.Inc()
+		}
+		if f.events != nil {
+			for gr, w := range p.written {
+				f.events.Eventf(w.obj, corev1.EventTypeWarning, StaleReadTimeoutReason,
+					"A sync went ahead after waiting %s for the %s informer to show resourceVersion %s of this object, written by the controller; the informer shows %s",
+					waited.Round(time.Millisecond), gr, w.rv, f.stores[gr].LastStoreSyncResourceVersion())
+			}
 		}
 		return false, waited
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -12,7 +13,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/listwatch/listwatch/cache"
@@ -109,7 +112,7 @@ func runStaleHistory(t *testing.T, seed uint64, protect bool) (violations []stri
 			if err != nil {
 				return controller.Result{}, err
 			}
-			client.RecordWrite(ctx, podsGR, p.ResourceVersion)
+			client.RecordWrite(ctx, podsGR, p)
 			mu.Lock()
 			created[rc.Name]++
 			mu.Unlock()
@@ -130,7 +133,7 @@ func runStaleHistory(t *testing.T, seed uint64, protect bool) (violations []stri
 		if err != nil {
 			return controller.Result{}, err
 		}
-		client.RecordWrite(ctx, rcsGR, written.ResourceVersion)
+		client.RecordWrite(ctx, rcsGR, written)
 		mu.Lock()
 		lastWritten[key] = written.ResourceVersion
 		mu.Unlock()
@@ -224,4 +227,133 @@ func TestStaleReadProtection(t *testing.T) {
 		t.Fatal("with the protection off no history went wrong: the test does not exercise it")
 	}
 	t.Logf("with protection, %d syncs put back over the histories; without, %d of 20 histories went wrong", skipped, broken)
+}
+
+// movableStore is a fake informer whose store states the resourceVersion
+// a test sets: what an informer shows after events, a relist or a
+// delete is, to stale-read protection, only that version.
+type movableStore struct {
+	*cachetest.Informer[*corev1.Pod]
+	mu sync.Mutex
+	rv string
+}
+
+func (m *movableStore) GroupResource() schema.GroupResource { return podsGR }
+
+func (m *movableStore) LastStoreSyncResourceVersion() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.rv
+}
+
+func (m *movableStore) set(rv string) {
+	m.mu.Lock()
+	m.rv = rv
+	m.mu.Unlock()
+}
+
+// eventLog is an EventRecorder that keeps what it is given.
+type eventLog struct {
+	mu     sync.Mutex
+	events []string
+}
+
+func (l *eventLog) Eventf(obj runtime.Object, eventType, reason, messageFmt string, args ...any) {
+	m, _ := meta.Accessor(obj)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.events = append(l.events, fmt.Sprintf("%s %s %s/%s: %s", eventType, reason, m.GetNamespace(), m.GetName(), fmt.Sprintf(messageFmt, args...)))
+}
+
+func (l *eventLog) list() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.events)
+}
+
+// TestStaleReadCases: what the informer shows after the controller's
+// write decides whether the key's next sync waits: the write's own event,
+// a relist after a 410 or a delete of the object all move the store past
+// the written version and let it sync at once; versions that cannot be
+// ordered are not waited for; a write never shown holds the key until the
+// timeout, which is counted and reported as one Warning event on the
+// object written.
+func TestStaleReadCases(t *testing.T) {
+	const timeout = 2 * time.Second
+	for _, tc := range []struct {
+		name string
+		// written is the resourceVersion the first sync's write answers;
+		// shown, what the informer shows once the second sync is queued.
+		written, shown string
+		// wantSecondAfter is when the second sync runs, after it is queued.
+		wantSecondAfter time.Duration
+		wantSkips       bool
+		wantTimeouts    int64
+		wantEvents      []string
+	}{
+		{name: "the write's own event", written: "120", shown: "120"},
+		{name: "a relist after a 410, past the write", written: "120", shown: "450"},
+		{name: "the object's delete, after the write", written: "120", shown: "121"},
+		{name: "versions that cannot be ordered", written: "a7", shown: "100"},
+		{
+			name: "never shown", written: "120", shown: "119",
+			wantSecondAfter: timeout, wantSkips: true, wantTimeouts: 1,
+			wantEvents: []string{"Warning StaleReadTimeout ns/p-1: A sync went ahead after waiting 2s for the pods informer to show resourceVersion 120 of this object, written by the controller; the informer shows 119"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				store := &movableStore{Informer: cachetest.NewInformer[*corev1.Pod](), rv: "100"}
+				events := &eventLog{}
+				var mu sync.Mutex
+				var syncs []time.Time
+				syncFn := func(ctx context.Context, key string) (controller.Result, error) {
+					mu.Lock()
+					syncs = append(syncs, time.Now())
+					first := len(syncs) == 1
+					mu.Unlock()
+					if first {
+						client.RecordWrite(ctx, podsGR, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p-1", ResourceVersion: tc.written}})
+					}
+					return controller.Result{}, nil
+				}
+				ctrl, err := controller.New("cases", syncFn, controller.Options{Logger: slog.New(slog.DiscardHandler), StaleReadTimeout: timeout, Recorder: events},
+					controller.Handle[string](store, cache.ResourceEventHandlerFuncs[*corev1.Pod]{}))
+				if err != nil {
+					t.Fatal(err)
+				}
+				ctx, cancel := context.WithCancel(t.Context())
+				done := make(chan error)
+				go func() { done <- ctrl.Run(ctx) }()
+
+				ctrl.Queue().Add("ns/a")
+				synctest.Wait()
+				store.set(tc.shown)
+				queued := time.Now()
+				ctrl.Queue().Add("ns/a")
+				time.Sleep(2 * timeout)
+				synctest.Wait()
+				cancel()
+				if err := <-done; err != nil {
+					t.Fatal(err)
+				}
+
+				mu.Lock()
+				defer mu.Unlock()
+				if len(syncs) != 2 {
+					t.Fatalf("%d syncs, want 2", len(syncs))
+				}
+				if got := syncs[1].Sub(queued); got < tc.wantSecondAfter || got > tc.wantSecondAfter+10*time.Millisecond {
+					t.Errorf("second sync %v after it was queued, want %v", got, tc.wantSecondAfter)
+				}
+				skipped, timedOut := ctrl.StaleSyncs()
+				if (skipped > 0) != tc.wantSkips || timedOut != tc.wantTimeouts {
+					t.Errorf("StaleSyncs = %d skipped, %d timed out; want skips %v, %d timed out", skipped, timedOut, tc.wantSkips, tc.wantTimeouts)
+				}
+				if got := events.list(); !slices.Equal(got, tc.wantEvents) {
+					t.Errorf("events:\n%q\nwant\n%q", got, tc.wantEvents)
+				}
+			})
+		})
+	}
 }

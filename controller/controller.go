@@ -89,6 +89,11 @@ type Options struct {
 	// protection, see StaleSyncs); zero means 10s, and a negative value
 	// turns the protection off.
 	StaleReadTimeout time.Duration
+	// Recorder, when set, receives the Warning events (reason
+	// StaleReadTimeoutReason) of stale-read protection's timeouts, one per
+	// object whose write an informer had not shown; the log and the
+	// metrics have them either way.
+	Recorder EventRecorder
 }
 
 const (
@@ -173,9 +178,9 @@ func New[K comparable](name string, sync SyncHandler[K], opts Options, sources .
 		log:     log.With("controller", name),
 	}
 	if opts.StaleReadTimeout >= 0 {
-		c.fresh = &freshness[K]{timeout: opts.StaleReadTimeout}
+		c.fresh = &freshness[K]{timeout: opts.StaleReadTimeout, events: opts.Recorder}
 		if c.fresh.timeout == 0 {
-			c.fresh.timeout = defaultStaleReadTimeout
+			c.fresh.timeout = DefaultStaleReadTimeout
 		}
 		if m, ok := opts.Metrics.(StaleSyncMetricsProvider); ok {
 			c.fresh.skips = m.NewStaleSyncSkipsMetric(name)

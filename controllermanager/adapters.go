@@ -48,7 +48,7 @@ func (l leaseClient) Update(ctx context.Context, lease *coordinationv1.Lease) (*
 func newReplicaSetManager[T cache.Object](d deps, name string, kind replicaset.Kind[T], component string, opts replicaset.Options) (*replicaset.Manager[T], error) {
 	api := replicaset.NewClient[T](d.clientOf(name))
 	rec := d.events.NewRecorder(component)
-	opts.Controller = d.options(opts.Controller)
+	opts.Controller = d.options(component, opts.Controller)
 	if opts.Recorder == nil {
 		opts.Recorder = rec
 	}

@@ -132,6 +132,11 @@ type Config struct {
 	// what each may do. The informers and the Lease keep Client's
 	// credentials, which must be allowed to impersonate.
 	ServiceAccountCredentials bool
+	// StaleReadTimeout is stale-read protection's bound for every
+	// controller whose own Options leave it zero (controller.Options): zero
+	// is the controller package's default, 10s, and a negative value turns
+	// the protection off.
+	StaleReadTimeout time.Duration
 }
 
 // Manager runs the controllers. Make one with New and Run it once.
@@ -561,13 +566,20 @@ type deps struct {
 }
 
 // options fills in what every controller gets from the manager unless its
-// Config section says otherwise: the logger and the queue metrics.
-func (d deps) options(o controller.Options) controller.Options {
+// Config section says otherwise: the logger, the queue metrics, stale-read
+// protection's timeout, and a recorder of its events as component.
+func (d deps) options(component string, o controller.Options) controller.Options {
 	if o.Logger == nil {
 		o.Logger = d.m.log
 	}
 	if o.Metrics == nil {
 		o.Metrics = d.m.queueMetrics
+	}
+	if o.StaleReadTimeout == 0 {
+		o.StaleReadTimeout = d.m.cfg.StaleReadTimeout
+	}
+	if o.Recorder == nil {
+		o.Recorder = d.events.NewRecorder(component)
 	}
 	return o
 }
@@ -592,13 +604,13 @@ var controllers = []controllerDef{
 	}},
 	{PodLifecycle, func(_ context.Context, d deps) (runner, error) {
 		opts := d.m.cfg.PodLifecycle
-		opts.Controller = d.options(opts.Controller)
+		opts.Controller = d.options("pod-lifecycle-controller", opts.Controller)
 		return podlifecycle.New(informers.For[*corev1.Pod](d.factory), podlifecycle.NewClient(d.m.client), opts)
 	}},
 	{Endpoints, func(_ context.Context, d deps) (runner, error) {
 		return endpoints.New(informers.For[*corev1.Service](d.factory), informers.For[*corev1.Pod](d.factory),
 			//lint:ignore SA1019 the endpoints controller keeps core/v1 Endpoints, as kube's still does.
-			informers.For[*corev1.Endpoints](d.factory), endpoints.NewClient(d.clientOf(Endpoints)), d.options(controller.Options{}))
+			informers.For[*corev1.Endpoints](d.factory), endpoints.NewClient(d.clientOf(Endpoints)), d.options("endpoint-controller", controller.Options{}))
 	}},
 	{GarbageCollector, func(ctx context.Context, d deps) (runner, error) {
 		// Discovery names the resources to watch at start and then every
@@ -609,26 +621,26 @@ var controllers = []controllerDef{
 			return nil, fmt.Errorf("garbagecollector: discovery: %w", err)
 		}
 		return garbagecollector.New(d.factory, garbagecollector.NewClient(d.clientOf(GarbageCollector)), resources,
-			garbagecollector.Options{Controller: d.options(controller.Options{}), Discover: discover})
+			garbagecollector.Options{Controller: d.options("garbage-collector-controller", controller.Options{}), Discover: discover})
 	}},
 	{Namespace, func(_ context.Context, d deps) (runner, error) {
 		opts := d.m.cfg.Namespace
-		opts.Controller = d.options(opts.Controller)
+		opts.Controller = d.options("namespace-controller", opts.Controller)
 		return namespace.New(informers.For[*corev1.Namespace](d.factory), namespace.NewClient(d.clientOf(Namespace)), opts)
 	}},
 	{ServiceAccount, func(_ context.Context, d deps) (runner, error) {
 		return serviceaccount.New(informers.For[*corev1.Namespace](d.factory), informers.For[*corev1.ServiceAccount](d.factory),
-			serviceaccount.NewClient(d.clientOf(ServiceAccount)), serviceaccount.Options{Controller: d.options(controller.Options{})})
+			serviceaccount.NewClient(d.clientOf(ServiceAccount)), serviceaccount.Options{Controller: d.options("service-account-controller", controller.Options{})})
 	}},
 	{RootCACert, newRootCACert},
 	{Deployment, func(_ context.Context, d deps) (runner, error) {
 		return deployment.New(informers.For[*appsv1.Deployment](d.factory), informers.For[*appsv1.ReplicaSet](d.factory),
 			informers.For[*corev1.Pod](d.factory), deployment.NewClient(d.clientOf(Deployment)),
-			deployment.Options{Recorder: d.events.NewRecorder("deployment-controller"), Controller: d.options(d.m.cfg.Deployment.Controller)})
+			deployment.Options{Recorder: d.events.NewRecorder("deployment-controller"), Controller: d.options("deployment-controller", d.m.cfg.Deployment.Controller)})
 	}},
 	{ClusterRoleAggregation, func(_ context.Context, d deps) (runner, error) {
 		return clusterroleaggregation.New(informers.For[*rbacv1.ClusterRole](d.factory), clusterroleaggregation.NewClient(d.clientOf(ClusterRoleAggregation)),
-			clusterroleaggregation.Options{Controller: d.options(controller.Options{})})
+			clusterroleaggregation.Options{Controller: d.options("clusterrole-aggregation-controller", controller.Options{})})
 	}},
 }
 

@@ -28,7 +28,7 @@ func newRootCACert(_ context.Context, d deps) (runner, error) {
 		return idle{}, nil
 	}
 	return rootcacert.New(informers.For[*corev1.Namespace](d.factory), informers.For[*corev1.ConfigMap](d.factory),
-		rootcacert.NewClient(d.clientOf(RootCACert)), ca, rootcacert.Options{Controller: d.options(controller.Options{})})
+		rootcacert.NewClient(d.clientOf(RootCACert)), ca, rootcacert.Options{Controller: d.options("root-ca-cert-publisher", controller.Options{})})
 }
 
 // rootCA is the CA bundle cfg trusts the server with, if any.

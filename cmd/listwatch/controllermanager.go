@@ -46,6 +46,8 @@ type cmOptions struct {
 	burst          int
 	// saCredentials is --use-service-account-credentials.
 	saCredentials bool
+	// staleReadTimeout is --stale-read-timeout.
+	staleReadTimeout time.Duration
 }
 
 func defaultCMOptions() cmOptions {
@@ -66,6 +68,8 @@ func defaultCMOptions() cmOptions {
 		podStartDelay:  time.Second,
 		qps:            client.DefaultQPS,
 		burst:          client.DefaultBurst,
+
+		staleReadTimeout: controller.DefaultStaleReadTimeout,
 	}
 }
 
@@ -91,6 +95,7 @@ func (o *cmOptions) addFlags(fs *flag.FlagSet, bindFlag string) {
 	fs.StringVar(&o.podFailImages, "pod-fail-images", o.podFailImages, `comma-separated image patterns (path.Match, e.g. "registry.example/broken:*") whose pods the simulated nodes fail (podlifecycle)`)
 	fs.Float64Var(&o.qps, "kube-api-qps", o.qps, "requests per second to the API server (negative: no limit)")
 	fs.IntVar(&o.burst, "kube-api-burst", o.burst, "requests allowed in a burst above --kube-api-qps")
+	fs.DurationVar(&o.staleReadTimeout, "stale-read-timeout", o.staleReadTimeout, "how long a controller's sync of an object waits for its informers to show the controller's own last write of it (stale-read protection); then it syncs anyway and records a StaleReadTimeout event (negative: no protection)")
 	fs.BoolVar(&o.saCredentials, "use-service-account-credentials", o.saCredentials, "run each controller as its own service account in kube-system (impersonated: the kubeconfig's user must be allowed to impersonate), so kube's bootstrap controller roles decide what it may do")
 }
 
@@ -127,6 +132,7 @@ func (o *cmOptions) config(cc *client.Config, log *slog.Logger) controllermanage
 		},
 		Logger:                    log,
 		ServiceAccountCredentials: o.saCredentials,
+		StaleReadTimeout:          o.staleReadTimeout,
 	}
 }
 
