@@ -71,17 +71,13 @@ const implFloor = "floor"
 func init() {
 	for _, n := range []int{1_000, 10_000} {
 		k := strconv.Itoa(n/1000) + "k"
-		for _, w := range []cpWorkload{rcWorkload, deploymentWorkload} {
+		for _, w := range []cpWorkload{rcWorkload, deploymentWorkload, rolloutWorkload} {
 			name := "controlplane-" + w.name + "-" + k
 			register(name, func(cfg config) ([]Row, error) {
 				return benchControlPlane(name, w, cfg.size(n))
 			})
 		}
 	}
-	name := "controlplane-rollout-1k"
-	register(name, func(cfg config) ([]Row, error) {
-		return benchControlPlane(name, rolloutWorkload, cfg.size(1_000))
-	})
 }
 
 // cpWorkload is what the controllers are asked to do: prepare, when set,
