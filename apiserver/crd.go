@@ -126,18 +126,6 @@ func (s *Server) crdResource() *resource {
 	return s.reg.lookup(apiextensionsv1.SchemeGroupVersion, "customresourcedefinitions")
 }
 
-// installCRD serves the served versions of crd, whose names are accepted,
-// with a watch cache each (kept from an earlier installation of the same
-// definition), and stops serving the versions it no longer serves.
-func (s *Server) installCRD(crdObj *apiextensionsv1.CustomResourceDefinition) error {
-	in, err := s.prepareCRD(crdObj)
-	if err != nil || in == nil {
-		return err
-	}
-	s.commitCRD(in)
-	return nil
-}
-
 // crdInstallation is a definition's resources made ready to serve.
 type crdInstallation struct {
 	crd *apiextensionsv1.CustomResourceDefinition
