@@ -26,7 +26,7 @@ import (
 )
 
 // Custom resources are served from CustomResourceDefinitions: the CRD
-// controller (crd_controller.go) installs the served versions of an
+// controller (package crdcontroller) installs the served versions of an
 // accepted definition here, with a watch cache each, and removes them when
 // it goes. The set of custom resources is replaced whole on every change,
 // so that a request reads it with one atomic load.

@@ -52,7 +52,7 @@ type Config struct {
 	// their node ports, as --service-node-port-range; "" is 30000-32767.
 	ServiceNodePortRange string
 	// DisableAdmissionPlugins names admission plugins not to run, as
-	// kube-apiserver's --disable-admission-plugins (admission.go).
+	// kube-apiserver's --disable-admission-plugins (package admission).
 	DisableAdmissionPlugins []string
 	// ServiceAccountSigningKey signs the service account tokens the server
 	// issues (TokenRequest) and checks (an *ecdsa.PrivateKey or
@@ -66,7 +66,7 @@ type Config struct {
 	// (IP and secure port), as kube-apiserver's --advertise-address and
 	// --secure-port: its start-up makes the "kubernetes" Service in the
 	// default namespace with port 443 to that port, and that Service's
-	// Endpoints and EndpointSlice with that address (bootstrap.go). The
+	// Endpoints and EndpointSlice with that address (package bootstrap). The
 	// zero value, for a server nobody reaches over the network, makes
 	// none of them.
 	AdvertiseAddress netip.AddrPort
