@@ -3,8 +3,6 @@ package apiserver
 import (
 	"context"
 	"encoding/json"
-	"log/slog"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,8 +10,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	rbacvalidation "k8s.io/component-helpers/auth/rbac/validation"
 
+	"github.com/listwatch/listwatch/apiserver/bootstrap"
 	"github.com/listwatch/listwatch/internal/runtest"
 	"github.com/listwatch/listwatch/storage"
 )
@@ -31,7 +29,7 @@ func TestPolicyFastPathStoresWhatTheWritePathStores(t *testing.T) {
 			// A server on a fresh store, so that the process has the
 			// templates whatever ran before.
 			startServer(t, b.New(t), Config{})
-			if policyTemplates.Load() == nil {
+			if !policyTemplates.Made() {
 				t.Fatal("a fresh server kept no templates of the policy")
 			}
 
@@ -47,16 +45,14 @@ func TestPolicyFastPathStoresWhatTheWritePathStores(t *testing.T) {
 			if _, err := reconciled.Create(ctx, StorageKey(rbacv1.GroupName, "clusterroles", "", unrelated), role); err != nil {
 				t.Fatal(err)
 			}
-			logs := &recordingHandler{}
-			startServer(t, reconciled, Config{Logger: slog.New(logs)})
-			if logs.has(policyWrittenMsg) {
+			srv, _ := startServer(t, reconciled, Config{})
+			if srv.startup.PolicyWritten() {
 				t.Fatal("a store with an RBAC object had the policy written from templates")
 			}
 
 			written := b.New(t)
-			logs = &recordingHandler{}
-			startServer(t, written, Config{Logger: slog.New(logs)})
-			if !logs.has(policyWrittenMsg) {
+			srv, _ = startServer(t, written, Config{})
+			if !srv.startup.PolicyWritten() {
 				t.Fatal("a fresh store had the policy reconciled, not written from templates")
 			}
 
@@ -122,94 +118,26 @@ func normalised(objs map[string]map[string]any) map[string]map[string]any {
 	return out
 }
 
-// recordingHandler keeps the messages logged through it, at every level.
-type recordingHandler struct {
-	mu   sync.Mutex
-	msgs []string
-}
-
-func (h *recordingHandler) Enabled(context.Context, slog.Level) bool { return true }
-func (h *recordingHandler) Handle(_ context.Context, r slog.Record) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.msgs = append(h.msgs, r.Message)
-	return nil
-}
-func (h *recordingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h *recordingHandler) WithGroup(string) slog.Handler      { return h }
-
-func (h *recordingHandler) has(msg string) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for _, m := range h.msgs {
-		if strings.Contains(m, msg) {
-			return true
-		}
-	}
-	return false
-}
-
-// TestWritePolicyReconcilesWhatExists writes the policy from the
-// templates to a server that holds it already, one role trimmed and one
-// binding deleted, as when objects appear between the lists and the
-// writes: what exists is reconciled (the role completed), what does not
-// is written.
-func TestWritePolicyReconcilesWhatExists(t *testing.T) {
-	srv, c := startServer(t, backends[0].New(t), Config{})
-	ctx := t.Context()
-	tmpl := policyTemplates.Load()
-	if tmpl == nil {
-		t.Fatal("a fresh server kept no templates of the policy")
-	}
-	const role, binding = "system:aggregate-to-view", "system:basic-user"
-	r, err := c.RbacV1().ClusterRoles().Get(ctx, role, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.Rules = r.Rules[:1]
-	if _, err := c.RbacV1().ClusterRoles().Update(ctx, r, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.RbacV1().ClusterRoleBindings().Delete(ctx, binding, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-
-	p := bootstrapRBAC()
-	reconcile, _ := reconcileJobs(c, p, newListedPolicy())
-	if err := srv.writePolicy(ctx, c, p, *tmpl, reconcile); err != nil {
-		t.Fatal(err)
-	}
-	r, err = c.RbacV1().ClusterRoles().Get(ctx, role, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if covers, _ := rbacvalidation.Covers(r.Rules, policyRole(t, role).Rules); !covers {
-		t.Errorf("%s not completed: %d rules", role, len(r.Rules))
-	}
-	if _, err := c.RbacV1().ClusterRoleBindings().Get(ctx, binding, metav1.GetOptions{}); err != nil {
-		t.Errorf("deleted binding not written: %v", err)
-	}
-}
-
 // TestFreshServersAtOnceShareTheTemplates starts fresh servers at the
 // same moment in a process without templates: one makes the policy
 // through its write path, the others wait for it and write its objects.
 func TestFreshServersAtOnceShareTheTemplates(t *testing.T) {
-	saved := policyTemplates.Swap(nil)
-	t.Cleanup(func() { policyTemplates.CompareAndSwap(nil, saved) })
+	saved := policyTemplates
+	policyTemplates = new(bootstrap.Templates)
+	t.Cleanup(func() { policyTemplates = saved })
 	const n = 4
-	logs := make([]*recordingHandler, n)
+	srvs := make([]*Server, n)
 	var wg sync.WaitGroup
-	for i := range logs {
-		logs[i] = &recordingHandler{}
+	for i := range srvs {
 		st := backends[0].New(t)
 		wg.Go(func() {
 			// startServer's, with no t.Fatal off the test's goroutine.
-			srv, err := New(Config{Storage: st, Logger: slog.New(logs[i])})
+			srv, err := New(Config{Storage: st})
 			if err != nil {
 				t.Error(err)
 				return
 			}
+			srvs[i] = srv
 			runtest.Start(t, srv)
 			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 			defer cancel()
@@ -220,8 +148,8 @@ func TestFreshServersAtOnceShareTheTemplates(t *testing.T) {
 	}
 	wg.Wait()
 	written := 0
-	for _, l := range logs {
-		if l.has(policyWrittenMsg) {
+	for _, srv := range srvs {
+		if srv != nil && srv.startup.PolicyWritten() {
 			written++
 		}
 	}

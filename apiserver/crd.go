@@ -26,7 +26,7 @@ import (
 )
 
 // Custom resources are served from CustomResourceDefinitions: the CRD
-// controller (crd_controller.go) installs the served versions of an
+// controller (package crdcontroller) installs the served versions of an
 // accepted definition here, with a watch cache each, and removes them when
 // it goes. The set of custom resources is replaced whole on every change,
 // so that a request reads it with one atomic load.
@@ -124,18 +124,6 @@ func (s *Server) cacheFor(r *resource) *servedCache {
 // crdResource is the registry's entry of CustomResourceDefinitions.
 func (s *Server) crdResource() *resource {
 	return s.reg.lookup(apiextensionsv1.SchemeGroupVersion, "customresourcedefinitions")
-}
-
-// installCRD serves the served versions of crd, whose names are accepted,
-// with a watch cache each (kept from an earlier installation of the same
-// definition), and stops serving the versions it no longer serves.
-func (s *Server) installCRD(crdObj *apiextensionsv1.CustomResourceDefinition) error {
-	in, err := s.prepareCRD(crdObj)
-	if err != nil || in == nil {
-		return err
-	}
-	s.commitCRD(in)
-	return nil
 }
 
 // crdInstallation is a definition's resources made ready to serve.

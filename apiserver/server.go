@@ -19,9 +19,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/tools/cache"
-	"k8s.io/kubernetes/pkg/controlplane/controller/kubernetesservice"
 
+	"github.com/listwatch/listwatch/apiserver/admission"
+	"github.com/listwatch/listwatch/apiserver/bootstrap"
 	"github.com/listwatch/listwatch/storage"
 	"github.com/listwatch/listwatch/watchcache"
 )
@@ -52,7 +52,7 @@ type Config struct {
 	// their node ports, as --service-node-port-range; "" is 30000-32767.
 	ServiceNodePortRange string
 	// DisableAdmissionPlugins names admission plugins not to run, as
-	// kube-apiserver's --disable-admission-plugins (admission.go).
+	// kube-apiserver's --disable-admission-plugins (package admission).
 	DisableAdmissionPlugins []string
 	// ServiceAccountSigningKey signs the service account tokens the server
 	// issues (TokenRequest) and checks (an *ecdsa.PrivateKey or
@@ -66,7 +66,7 @@ type Config struct {
 	// (IP and secure port), as kube-apiserver's --advertise-address and
 	// --secure-port: its start-up makes the "kubernetes" Service in the
 	// default namespace with port 443 to that port, and that Service's
-	// Endpoints and EndpointSlice with that address (bootstrap.go). The
+	// Endpoints and EndpointSlice with that address (package bootstrap). The
 	// zero value, for a server nobody reaches over the network, makes
 	// none of them.
 	AdvertiseAddress netip.AddrPort
@@ -105,16 +105,11 @@ type Server struct {
 	services *serviceAllocations
 
 	// self is the server's client of itself and the admission plugins on
-	// it (admission.go); startup its start-up tasks (bootstrap.go).
+	// it, writes counts the writes they wait for (admission_host.go);
+	// startup is its start-up tasks (bootstrap_host.go).
 	self    *self
-	startup []*startupTask
-	writes  *writeTracker
-
-	// kubeService makes the "kubernetes" Service when the server has an
-	// advertised address (bootstrap.go); kubeServiceSynced reports its
-	// services informer synced.
-	kubeService       *kubernetesservice.Controller
-	kubeServiceSynced cache.DoneChecker
+	writes  *admission.Writes
+	startup *bootstrap.Startup
 
 	// crdPublish serializes changes of the served custom resources
 	// (crd.go); crdOpenAPI, guarded by it, is set once the OpenAPI
@@ -151,7 +146,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, log: log, reg: reg, caches: map[*resource]*servedCache{}, cachesReady: make(chan struct{})}
 	s.reviewTokens.s = s
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	s.writes = trackWrites(&s.cfg.Storage)
+	s.writes = admission.TrackWrites(s.ctx, &s.cfg.Storage, namespacesPrefix)
 	for _, byPlural := range reg.byGV {
 		for _, r := range byPlural {
 			c, err := s.newCache(r, r.decodeKV)

@@ -223,7 +223,7 @@ func (s *Server) namespaceExists(ctx context.Context, res *resource, ns, name st
 	// namespacesResource is a copy of it that no cache is kept for.
 	nsRes := s.reg.lookup(namespacesResource.gvk.GroupVersion(), namespacesResource.plural)
 	if nsRes != nil {
-		if c := s.cacheFor(nsRes); c != nil && c.ResourceVersion() >= s.writes.namespaces.Load() {
+		if c := s.cacheFor(nsRes); c != nil && c.ResourceVersion() >= s.writes.Namespaces() {
 			nsObj, _ = c.Get(key)
 		}
 	}

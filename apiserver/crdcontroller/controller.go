@@ -1,9 +1,10 @@
-package apiserver
+package crdcontroller
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"reflect"
 	"slices"
 	"sync"
@@ -12,38 +13,63 @@ import (
 	"k8s.io/apiextensions-apiserver/pkg/apihelpers"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/listwatch/listwatch/apiserver/internal/crd"
-	"github.com/listwatch/listwatch/storage"
 	"github.com/listwatch/listwatch/watchcache"
 	"github.com/listwatch/listwatch/workqueue"
 )
 
-// The CRD controller does in the server what kube-apiserver's
-// apiextensions-apiserver controllers do: it accepts a definition's names
-// unless another definition of its group holds them (NamesAccepted, the
-// naming controller), serves its versions and marks it Established (the
-// establishing controller and the custom resource handler), states the
-// api-approved.kubernetes.io policy of *.k8s.io groups
-// (KubernetesAPIApprovalPolicyConformant), and on delete removes every
-// custom resource of the definition, then its
-// customresourcecleanup.apiextensions.k8s.io finalizer (the finalizer
-// controller). It reads the definitions from the server's watch cache and
-// writes their status through the server's own update path, with
-// apiextensions-apiserver's status strategy; unlike kube-apiserver it
-// installs a definition's resources before the status write that makes it
-// Established, with no delay, so that Established means served.
+// workers is how many definitions are reconciled at once.
+const workers = 16
 
-// crdWorkers is how many definitions are reconciled at once.
-const crdWorkers = 16
+// Server is what the controller needs of the API server that serves the
+// definitions and their custom resources.
+type Server interface {
+	// Definition returns the stored definition name from the server's
+	// watch cache; false when there is none.
+	Definition(name string) (*unstructured.Unstructured, bool)
+	// Definitions lists the stored definitions from the watch cache.
+	Definitions(ctx context.Context) ([]*unstructured.Unstructured, error)
+	// WatchDefinitions watches the definitions from the watch cache's
+	// current state; watchcache.ErrClosed once it is closed.
+	WatchDefinitions(ctx context.Context) (*watchcache.Watcher[*unstructured.Unstructured], error)
+	// Served names the definitions whose custom resources are served.
+	Served() []string
+	// Prepare makes the resources of the served versions of def, whose
+	// names are accepted, ready to serve, without serving them; nil when
+	// what is served is already that.
+	Prepare(def *apiextensionsv1.CustomResourceDefinition) (Installation, error)
+	// Uninstall stops serving the custom resources of the definition name.
+	Uninstall(name string)
+	// AwaitDeletes waits, up to timeout, until the watch caches of the
+	// definition name hold no object.
+	AwaitDeletes(ctx context.Context, name string, timeout time.Duration)
+	// UpdateDefinition writes the definition name, or its subresource sub,
+	// as change makes it from the stored one, through the server's update
+	// path, recorded in managedFields as kube-apiserver's own writes.
+	UpdateDefinition(ctx context.Context, name, sub string, change func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error)) error
+	// CustomResources lists the stored custom resources of the definition
+	// name.
+	CustomResources(ctx context.Context, name string) ([]*unstructured.Unstructured, error)
+	// DeleteCustomResource deletes one of them through the server's delete
+	// path; gone reports it removed rather than waiting for finalizers.
+	DeleteCustomResource(ctx context.Context, crdName, namespace, name string) (gone bool, err error)
+}
 
-// crdController reconciles CustomResourceDefinitions by name.
-type crdController struct {
-	s     *Server
-	res   *resource
+// Installation is a definition's resources made ready to serve.
+type Installation interface {
+	// Commit serves them.
+	Commit()
+	// Abort releases what was made for them.
+	Abort()
+}
+
+// Controller reconciles CustomResourceDefinitions by name.
+type Controller struct {
+	s     Server
+	log   *slog.Logger
 	queue *workqueue.RateLimitingQueue[string]
 
 	// namesMu serializes the naming decisions, and accepted holds the
@@ -58,41 +84,37 @@ type acceptedNames struct {
 	names apiextensionsv1.CustomResourceDefinitionNames
 }
 
-// startCRDController runs the controller until the server's context ends.
-func (s *Server) startCRDController() {
-	res := s.crdResource()
-	if res == nil {
-		return
-	}
-	c := &crdController{
-		s: s, res: res,
+// New returns a controller of the definitions s serves, logging to log.
+func New(s Server, log *slog.Logger) *Controller {
+	return &Controller{
+		s: s, log: log,
 		queue:    workqueue.NewRateLimitingQueue[string](workqueue.NewItemExponentialFailureRateLimiter[string](5*time.Millisecond, 30*time.Second), workqueue.Config{}),
 		accepted: map[string]acceptedNames{},
 	}
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		var workers sync.WaitGroup
-		for range crdWorkers {
-			workers.Go(c.work)
-		}
-		c.watch(s.ctx)
-		c.queue.ShutDown()
-		workers.Wait()
-		s.closeCustomCaches()
-	}()
+}
+
+// Run reconciles the definitions until ctx ends, and returns once its
+// workers have stopped. It may be called once.
+func (c *Controller) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() { c.work(ctx) })
+	}
+	c.watch(ctx)
+	c.queue.ShutDown()
+	wg.Wait()
 }
 
 // watch queues every definition that changes, from the state at start,
 // watching again when a watch ends.
-func (c *crdController) watch(ctx context.Context) {
+func (c *Controller) watch(ctx context.Context) {
 	for ctx.Err() == nil {
-		w, err := c.s.cacheFor(c.res).Watch(ctx, watchcache.WatchOptions{ResourceVersion: "0"})
+		w, err := c.s.WatchDefinitions(ctx)
 		if err != nil {
 			if errors.Is(err, watchcache.ErrClosed) {
 				return
 			}
-			c.s.log.Warn("crd controller: watch", "err", err)
+			c.log.Warn("crd controller: watch", "err", err)
 			select {
 			case <-ctx.Done():
 				return
@@ -101,7 +123,7 @@ func (c *crdController) watch(ctx context.Context) {
 			continue
 		}
 		// Definitions deleted while no watch was open are found again.
-		for name := range c.s.reg.customResources().byCRD {
+		for _, name := range c.s.Served() {
 			c.queue.Add(name)
 		}
 		for ev := range w.Events() {
@@ -110,21 +132,21 @@ func (c *crdController) watch(ctx context.Context) {
 			}
 		}
 		if err := w.Err(); err != nil && ctx.Err() == nil {
-			c.s.log.Debug("crd controller: watch ended", "err", err)
+			c.log.Debug("crd controller: watch ended", "err", err)
 		}
 	}
 }
 
-func (c *crdController) work() {
+func (c *Controller) work(ctx context.Context) {
 	for {
 		name, ok := c.queue.Get()
 		if !ok {
 			return
 		}
-		requeue, err := c.sync(c.s.ctx, name)
+		requeue, err := c.sync(ctx, name)
 		switch {
-		case err != nil && c.s.ctx.Err() == nil:
-			c.s.log.Warn("crd controller", "crd", name, "err", err)
+		case err != nil && ctx.Err() == nil:
+			c.log.Warn("crd controller", "crd", name, "err", err)
 			c.queue.AddRateLimited(name)
 		case requeue:
 			c.queue.AddRateLimited(name)
@@ -137,16 +159,16 @@ func (c *crdController) work() {
 
 // sync reconciles the definition name; requeue asks for another pass
 // (custom resources still being deleted).
-func (c *crdController) sync(ctx context.Context, name string) (requeue bool, err error) {
+func (c *Controller) sync(ctx context.Context, name string) (requeue bool, err error) {
 	// The definition is read from the watch cache, as a controller reads
 	// its informer's: the cache has applied the event that queued name, so
 	// it is at least that fresh; a newer state has an event of its own,
 	// which queues name again, and that pass corrects what this one
 	// decided. It saves a storage round trip per pass, two per definition.
-	u, ok := c.s.cacheFor(c.res).Get(keyFor(c.res, "", name))
+	u, ok := c.s.Definition(name)
 	if !ok {
 		c.forget(name)
-		c.s.uninstallCRD(name)
+		c.s.Uninstall(name)
 		return false, nil
 	}
 	cur, err := crd.FromUnstructured(u)
@@ -176,9 +198,9 @@ func (c *crdController) sync(ctx context.Context, name string) (requeue bool, er
 	// the definition Established, and served once it is written: as in
 	// kube-apiserver, a definition is served once it is Established, and
 	// here as soon as that.
-	var in *crdInstallation
+	var in Installation
 	if namesCond.Status == apiextensionsv1.ConditionTrue || establishedCond.Status == apiextensionsv1.ConditionTrue {
-		if in, err = c.s.prepareCRD(desired); err != nil {
+		if in, err = c.s.Prepare(desired); err != nil {
 			return false, err
 		}
 		establishedCond = apiextensionsv1.CustomResourceDefinitionCondition{
@@ -195,28 +217,32 @@ func (c *crdController) sync(ctx context.Context, name string) (requeue bool, er
 			}
 		})
 		if err != nil {
-			in.abort()
+			if in != nil {
+				in.Abort()
+			}
 			return false, err
 		}
 	}
-	c.s.commitCRD(in)
+	if in != nil {
+		in.Commit()
+	}
 	return false, nil
 }
 
 // forget drops what the naming decisions remember of name.
-func (c *crdController) forget(name string) {
+func (c *Controller) forget(name string) {
 	c.namesMu.Lock()
 	delete(c.accepted, name)
 	c.namesMu.Unlock()
 }
 
 // definitions lists the stored definitions, from the watch cache.
-func (c *crdController) definitions() []*unstructured.Unstructured {
-	list, err := c.s.cacheFor(c.res).List(context.Background(), watchcache.ListOptions{ResourceVersion: "0"})
+func (c *Controller) definitions() []*unstructured.Unstructured {
+	list, err := c.s.Definitions(context.Background())
 	if err != nil {
 		return nil
 	}
-	return list.Items
+	return list
 }
 
 // calculateNames decides in's accepted names and its NamesAccepted and
@@ -225,7 +251,7 @@ func (c *crdController) definitions() []*unstructured.Unstructured {
 // or no other definition of the group holds it. The names of the others
 // are those this controller accepted, else those stored. Call with
 // namesMu held.
-func (c *crdController) calculateNames(in *apiextensionsv1.CustomResourceDefinition, others []*unstructured.Unstructured) (apiextensionsv1.CustomResourceDefinitionNames, apiextensionsv1.CustomResourceDefinitionCondition, apiextensionsv1.CustomResourceDefinitionCondition) {
+func (c *Controller) calculateNames(in *apiextensionsv1.CustomResourceDefinition, others []*unstructured.Unstructured) (apiextensionsv1.CustomResourceDefinitionNames, apiextensionsv1.CustomResourceDefinitionCondition, apiextensionsv1.CustomResourceDefinitionCondition) {
 	resources, kinds := sets.New[string](), sets.New[string]()
 	use := func(n apiextensionsv1.CustomResourceDefinitionNames) {
 		resources.Insert(n.Plural, n.Singular)
@@ -241,7 +267,7 @@ func (c *crdController) calculateNames(in *apiextensionsv1.CustomResourceDefinit
 		if _, ok := c.accepted[item.GetName()]; ok || item.GetName() == in.Name {
 			continue
 		}
-		if nestedString(item.Object, "spec", "group") == in.Spec.Group {
+		if nestedString(item, "spec", "group") == in.Spec.Group {
 			use(storedAcceptedNames(item))
 		}
 	}
@@ -310,7 +336,7 @@ func (c *crdController) calculateNames(in *apiextensionsv1.CustomResourceDefinit
 
 // storedAcceptedNames reads the accepted names of a stored definition.
 func storedAcceptedNames(u *unstructured.Unstructured) apiextensionsv1.CustomResourceDefinitionNames {
-	str := func(f string) string { return nestedString(u.Object, "status", "acceptedNames", f) }
+	str := func(f string) string { return nestedString(u, "status", "acceptedNames", f) }
 	short, _, _ := unstructured.NestedStringSlice(u.Object, "status", "acceptedNames", "shortNames")
 	return apiextensionsv1.CustomResourceDefinitionNames{
 		Plural: str("plural"), Singular: str("singular"), ShortNames: short, Kind: str("kind"), ListKind: str("listKind"),
@@ -361,14 +387,12 @@ func apiApprovalCondition(in *apiextensionsv1.CustomResourceDefinition) *apiexte
 
 // writeStatus updates the status of the definition name with change,
 // through the CustomResourceDefinition status strategy.
-func (c *crdController) writeStatus(ctx context.Context, name string, change func(*apiextensionsv1.CustomResourceDefinition)) error {
+func (c *Controller) writeStatus(ctx context.Context, name string, change func(*apiextensionsv1.CustomResourceDefinition)) error {
 	return c.write(ctx, name, "status", change)
 }
 
-func (c *crdController) write(ctx context.Context, name, sub string, change func(*apiextensionsv1.CustomResourceDefinition)) error {
-	// Recorded in managedFields as kube-apiserver's own controllers'.
-	req := request{res: c.res, name: name, sub: sub, manage: &fieldManagement{manager: "kube-apiserver"}}
-	_, err := c.s.update(ctx, req, func(cur *unstructured.Unstructured) (object, error) {
+func (c *Controller) write(ctx context.Context, name, sub string, change func(*apiextensionsv1.CustomResourceDefinition)) error {
+	err := c.s.UpdateDefinition(ctx, name, sub, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 		crdObj, err := crd.FromUnstructured(cur)
 		if err != nil {
 			return nil, err
@@ -392,13 +416,17 @@ func (c *crdController) write(ctx context.Context, name, sub string, change func
 // then removes its cleanup finalizer, as apiextensions-apiserver's
 // finalizer controller does. Its resources stay served (creates refused)
 // until it is gone.
-func (c *crdController) finalize(ctx context.Context, cur *apiextensionsv1.CustomResourceDefinition) (bool, error) {
+func (c *Controller) finalize(ctx context.Context, cur *apiextensionsv1.CustomResourceDefinition) (bool, error) {
 	if !apihelpers.CRDHasFinalizer(cur, apiextensionsv1.CustomResourceCleanupFinalizer) {
 		return false, nil
 	}
 	if apihelpers.IsCRDConditionTrue(cur, apiextensionsv1.Established) && apihelpers.IsCRDConditionTrue(cur, apiextensionsv1.NamesAccepted) {
-		if err := c.s.installCRD(cur); err != nil {
+		in, err := c.s.Prepare(cur)
+		if err != nil {
 			return false, err
+		}
+		if in != nil {
+			in.Commit()
 		}
 		remaining, err := c.deleteInstances(ctx, cur)
 		if err != nil {
@@ -415,8 +443,8 @@ func (c *crdController) finalize(ctx context.Context, cur *apiextensionsv1.Custo
 			return true, nil
 		}
 	}
-	c.s.awaitCustomDeletes(ctx, cur.Name, 5*time.Second)
-	c.s.uninstallCRD(cur.Name)
+	c.s.AwaitDeletes(ctx, cur.Name, 5*time.Second)
+	c.s.Uninstall(cur.Name)
 	return false, c.write(ctx, cur.Name, "", func(crdObj *apiextensionsv1.CustomResourceDefinition) {
 		apihelpers.SetCRDCondition(crdObj, apiextensionsv1.CustomResourceDefinitionCondition{
 			Type: apiextensionsv1.Terminating, Status: apiextensionsv1.ConditionFalse,
@@ -428,27 +456,15 @@ func (c *crdController) finalize(ctx context.Context, cur *apiextensionsv1.Custo
 
 // deleteInstances deletes every stored custom resource of the definition
 // and reports how many remain (waiting for their finalizers).
-func (c *crdController) deleteInstances(ctx context.Context, cur *apiextensionsv1.CustomResourceDefinition) (int, error) {
-	rs := c.s.reg.customResources().byCRD[cur.Name]
-	if len(rs) == 0 {
-		return 0, nil
-	}
-	res := rs[0]
-	list, err := c.s.cfg.Storage.List(ctx, prefixFor(res, ""), storage.ListOptions{})
-	if err != nil {
+func (c *Controller) deleteInstances(ctx context.Context, cur *apiextensionsv1.CustomResourceDefinition) (int, error) {
+	items, err := c.s.CustomResources(ctx, cur.Name)
+	if len(items) == 0 {
 		return 0, err
 	}
-	kvs := list.Items
 	remaining := 0
-	var errs []error
-	for _, kv := range kvs {
-		u, err := decodeKV(kv)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		req := request{res: res, namespace: u.GetNamespace(), name: u.GetName()}
-		_, gone, err := c.s.delete(ctx, req, metav1.DeleteOptions{})
+	errs := []error{err}
+	for _, u := range items {
+		gone, err := c.s.DeleteCustomResource(ctx, cur.Name, u.GetNamespace(), u.GetName())
 		switch {
 		case apierrors.IsNotFound(err):
 		case err != nil:
@@ -458,4 +474,10 @@ func (c *crdController) deleteInstances(ctx context.Context, cur *apiextensionsv
 		}
 	}
 	return remaining, errors.Join(errs...)
+}
+
+// nestedString is the string at path in u, or "".
+func nestedString(u *unstructured.Unstructured, path ...string) string {
+	s, _, _ := unstructured.NestedString(u.Object, path...)
+	return s
 }

@@ -1,7 +1,8 @@
-package apiserver
+package admission
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"strconv"
 	"sync"
@@ -10,6 +11,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/informers"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -25,7 +27,7 @@ import (
 // to count. So before the plugins run, a write waits, briefly, until every
 // informer of the plugins holds every write of its resource stored so far:
 // the server counts, per resource, the revision of its last write
-// (writeTracker, around the storage), and each informer the revision of
+// (Writes, around the storage), and each informer the revision of
 // the newest change it has handed out (a handler of its own, called once
 // the informer's cache holds the change).
 
@@ -33,11 +35,13 @@ import (
 // the plugins run on what the informers hold, as kube-apiserver's do.
 const freshnessWait = 2 * time.Second
 
-// writeTracker is the server's storage, counting the writes of the
-// resources the admission informers hold, and of namespaces (see
-// namespaceExists).
-type writeTracker struct {
+// Writes is the server's storage, counting the writes of the resources
+// the admission informers hold, and of namespaces.
+type Writes struct {
 	storage.Interface
+	shutdown context.Context
+	// namespacesPrefix is the storage prefix of namespaces.
+	namespacesPrefix string
 	// tracked is set once, when the informers have synced, and read-only
 	// after.
 	tracked atomic.Pointer[trackedSet]
@@ -65,20 +69,26 @@ type tracked struct {
 	changed  chan struct{}
 }
 
-// trackWrites replaces *st with a writeTracker around it.
-func trackWrites(st *storage.Interface) *writeTracker {
-	w := &writeTracker{Interface: *st}
+// TrackWrites replaces *st with Writes around it; namespacesPrefix is the
+// storage prefix of namespaces, and shutdown the server's lifetime, which
+// ends the waits of Fresh.
+func TrackWrites(shutdown context.Context, st *storage.Interface, namespacesPrefix string) *Writes {
+	w := &Writes{Interface: *st, shutdown: shutdown, namespacesPrefix: namespacesPrefix}
 	*st = w
 	return w
 }
 
+// Namespaces is the revision of the server's last namespace write, so
+// that a namespace's readers can tell whether they have seen it.
+func (w *Writes) Namespaces() int64 { return w.namespaces.Load() }
+
 // wrote records a write of key at rev.
-func (w *writeTracker) wrote(key string, rev int64) {
+func (w *Writes) wrote(key string, rev int64) {
 	if rev == 0 {
 		return
 	}
 	prefix := resourcePrefix(key)
-	if prefix == namespacesPrefix {
+	if prefix == w.namespacesPrefix {
 		atomicMax(&w.namespaces, rev)
 	}
 	if set := w.tracked.Load(); set != nil {
@@ -101,7 +111,7 @@ func resourcePrefix(key string) string {
 	return ""
 }
 
-func (w *writeTracker) Create(ctx context.Context, key string, value []byte) (int64, error) {
+func (w *Writes) Create(ctx context.Context, key string, value []byte) (int64, error) {
 	rev, err := w.Interface.Create(ctx, key, value)
 	if err == nil {
 		w.wrote(key, rev)
@@ -109,7 +119,7 @@ func (w *writeTracker) Create(ctx context.Context, key string, value []byte) (in
 	return rev, err
 }
 
-func (w *writeTracker) Update(ctx context.Context, key string, value []byte, expected int64) (int64, error) {
+func (w *Writes) Update(ctx context.Context, key string, value []byte, expected int64) (int64, error) {
 	rev, err := w.Interface.Update(ctx, key, value, expected)
 	if err == nil {
 		w.wrote(key, rev)
@@ -117,7 +127,7 @@ func (w *writeTracker) Update(ctx context.Context, key string, value []byte, exp
 	return rev, err
 }
 
-func (w *writeTracker) Delete(ctx context.Context, key string, expected int64) (storage.KeyValue, int64, error) {
+func (w *Writes) Delete(ctx context.Context, key string, expected int64) (storage.KeyValue, int64, error) {
 	kv, rev, err := w.Interface.Delete(ctx, key, expected)
 	if err == nil {
 		w.wrote(key, rev)
@@ -125,10 +135,19 @@ func (w *writeTracker) Delete(ctx context.Context, key string, expected int64) (
 	return kv, rev, err
 }
 
-// track counts, for each informer the plugins registered in f, the
-// writes of its resource and what it has handed out; start calls it once
-// the informers have synced.
-func (s *Server) track(f informers.SharedInformerFactory, types []reflect.Type) error {
+// Sync waits until the informers of f have synced, then counts, for each
+// of them, the writes of its resource and what it has handed out.
+// prefixOf is the storage prefix of a resource the server serves, "" for
+// one it does not.
+func (w *Writes) Sync(ctx context.Context, f informers.SharedInformerFactory, prefixOf func(schema.GroupVersionResource) string) error {
+	synced := f.WaitForCacheSync(ctx.Done())
+	types := make([]reflect.Type, 0, len(synced))
+	for typ, ok := range synced {
+		if !ok {
+			return fmt.Errorf("informer of %v not synced: %w", typ, ctx.Err())
+		}
+		types = append(types, typ)
+	}
 	set := &trackedSet{byPrefix: map[string]*tracked{}}
 	for _, typ := range types {
 		obj, ok := reflect.New(typ.Elem()).Interface().(runtime.Object)
@@ -140,8 +159,8 @@ func (s *Server) track(f informers.SharedInformerFactory, types []reflect.Type) 
 			continue
 		}
 		gvr, _ := meta.UnsafeGuessKindToResource(gvks[0])
-		res := s.reg.lookup(gvr.GroupVersion(), gvr.Resource)
-		if res == nil {
+		prefix := prefixOf(gvr)
+		if prefix == "" {
 			continue
 		}
 		inf := f.InformerFor(obj, nil)
@@ -155,10 +174,10 @@ func (s *Server) track(f informers.SharedInformerFactory, types []reflect.Type) 
 		}); err != nil {
 			return err
 		}
-		set.byPrefix[prefixFor(res, "")] = t
+		set.byPrefix[prefix] = t
 		set.all = append(set.all, t)
 	}
-	s.writes.tracked.Store(set)
+	w.tracked.Store(set)
 	return nil
 }
 
@@ -182,10 +201,10 @@ func (t *tracked) handed(obj any) {
 	}
 }
 
-// fresh waits until every tracked informer holds the writes stored so
-// far, or ctx ends, or freshnessWait has passed.
-func (s *Server) fresh(ctx context.Context) {
-	set := s.writes.tracked.Load()
+// Fresh waits until every tracked informer holds the writes stored so
+// far, or ctx or the server ends, or freshnessWait has passed.
+func (w *Writes) Fresh(ctx context.Context) {
+	set := w.tracked.Load()
 	if set == nil {
 		return
 	}
@@ -208,7 +227,7 @@ func (s *Server) fresh(ctx context.Context) {
 			case <-changed:
 			case <-ctx.Done():
 				return
-			case <-s.ctx.Done():
+			case <-w.shutdown.Done():
 				return
 			case <-timeout:
 				return

@@ -1,16 +1,21 @@
-package apiserver
+package bootstrap
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
-	"reflect"
+	"net/netip"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
@@ -19,48 +24,54 @@ import (
 	"k8s.io/kubernetes/pkg/controlplane/reconcilers"
 )
 
-// Start-up: what kube-apiserver does once it serves, before it reports
-// ready (its post-start hooks and readiness checks), done the same way,
-// through the loopback client:
-//
-//   - informer-sync: the informers of the admission plugins have synced.
-//   - poststarthook/start-system-namespaces-controller: the namespaces
-//     kube-system, kube-public and kube-node-lease exist, as kube's
-//     system namespaces controller makes them (created when missing).
-//   - poststarthook/bootstrap-controller: the namespace default exists
-//     and, when Config.AdvertiseAddress is set, the "kubernetes" Service
-//     in it, with its Endpoints and EndpointSlice, made and kept by kube's
-//     own controller (k8s.io/kubernetes/pkg/controlplane/controller/
-//     kubernetesservice, with the endpoint reconciler of a single
-//     kube-apiserver, reconcilers.NewMasterCountEndpointReconciler), every
-//     kubernetesServiceInterval as kube-apiserver runs it. An address
-//     Endpoints may not hold (loopback) gets the Service alone.
-//   - poststarthook/scheduling/bootstrap-system-priority-classes: the
-//     PriorityClasses system-node-critical and system-cluster-critical
-//     exist (k8s.io/kubernetes/pkg/apis/scheduling/v1.SystemPriorityClasses,
-//     created when missing, never changed).
-//   - poststarthook/rbac/bootstrap-roles: the bootstrap RBAC policy
-//     (k8s.io/kubernetes/plugin/pkg/auth/authorizer/rbac/bootstrappolicy:
-//     cluster roles and their bindings, the controllers' roles and
-//     bindings, and the roles and bindings of kube-system and kube-public)
-//     is reconciled as kube's hook reconciles it
-//     (k8s.io/component-helpers/auth/rbac/reconciliation): what is missing
-//     is created, and what lacks a rule, subject or label of the policy is
-//     completed unless annotated rbac.authorization.kubernetes.io/autoupdate
-//     "false". kube's hook first migrates roles and bindings of clusters
-//     made before Kubernetes 1.9 and 1.14 to their later names; a store of
-//     listwatch never held those, and that step is left out.
-//
-// Each task runs until it succeeds or the server closes, retrying with a
-// backoff (kube-apiserver's hooks give up after 30 s and the process
-// exits, to be restarted). The readiness checks of ReadyChecks fail until
-// they are done.
+// Config is what the start-up needs of the server.
+type Config struct {
+	// Client is the server's loopback client.
+	Client kubernetes.Interface
+	// Informers is the informer factory on it; the server starts it.
+	Informers informers.SharedInformerFactory
+	// AdvertiseAddress, when valid, is the address and port the
+	// "kubernetes" Service stands for; ServiceIP is the Service's cluster
+	// IP.
+	AdvertiseAddress netip.AddrPort
+	ServiceIP        net.IP
+	// SyncInformers waits until the informers of the admission plugins
+	// have synced (the informer-sync check).
+	SyncInformers func(ctx context.Context) error
+	// Store stores obj, an object of the bootstrap RBAC policy of the
+	// resource plural (clusterroles, clusterrolebindings, roles or
+	// rolebindings), as a create through the server's write path at
+	// created would have stored it: with a new uid, created as its
+	// creationTimestamp and the time of its managedFields. It fails with
+	// storage.ErrKeyExists when the object exists.
+	Store func(ctx context.Context, plural string, obj Object, created metav1.Time) error
+	// Templates, shared by the servers of a process, hold the policy as the
+	// first fresh one stored it, for the others to store directly.
+	Templates *Templates
+	// Log receives what the start-up reports.
+	Log *slog.Logger
+}
 
-// startupTask is one of the server's start-up tasks.
-type startupTask struct {
-	name string
-	run  func(ctx context.Context) error
-	done chan struct{}
+// Object is an object of the bootstrap RBAC policy.
+type Object interface {
+	runtime.Object
+	metav1.Object
+}
+
+// Startup is the server's start-up tasks.
+type Startup struct {
+	cfg   Config
+	tasks []*task
+
+	// kubeService makes the "kubernetes" Service when the server has an
+	// advertised address; kubeServiceSynced reports its services
+	// informer synced.
+	kubeService       *kubernetesservice.Controller
+	kubeServiceSynced cache.DoneChecker
+
+	// policyWritten is set once the RBAC policy was written from the
+	// process's templates rather than reconciled.
+	policyWritten atomic.Bool
 }
 
 // ReadyCheck is a readiness check of the server, named as
@@ -69,6 +80,13 @@ type ReadyCheck struct {
 	Name string
 	// Check reports nil once the check passes.
 	Check func(ctx context.Context) error
+}
+
+// task is one of the server's start-up tasks.
+type task struct {
+	name string
+	run  func(ctx context.Context) error
+	done chan struct{}
 }
 
 // The wait between attempts of a start-up task: doubling from the first
@@ -90,12 +108,12 @@ const bootstrapControllerTask = "poststarthook/bootstrap-controller"
 // endpoints are reconciled: kube-apiserver's EndpointInterval.
 const kubernetesServiceInterval = 10 * time.Second
 
-// initStartup lists the start-up tasks; New calls it, before the
-// informers start.
-func (s *Server) initStartup() {
-	c := s.self.client
-	if a := s.cfg.AdvertiseAddress; a.IsValid() {
-		services := s.self.informers.Core().V1().Services()
+// New lists the start-up tasks; call it before the informers start.
+func New(cfg Config) *Startup {
+	s := &Startup{cfg: cfg}
+	c := cfg.Client
+	if a := cfg.AdvertiseAddress; a.IsValid() {
+		services := cfg.Informers.Core().V1().Services()
 		s.kubeServiceSynced = services.Informer().HasSyncedChecker()
 		ip := net.IP(a.Addr().AsSlice())
 		endpoints := reconcilers.NewMasterCountEndpointReconciler(1, reconcilers.NewEndpointsAdapter(c.CoreV1(), c.DiscoveryV1()))
@@ -109,13 +127,13 @@ func (s *Server) initStartup() {
 			PublicIP:           ip,
 			EndpointReconciler: endpoints,
 			EndpointInterval:   kubernetesServiceInterval,
-			ServiceIP:          s.KubernetesServiceIP(),
+			ServiceIP:          cfg.ServiceIP,
 			ServicePort:        443,
 			PublicServicePort:  int(a.Port()),
 		}, c, services)
 	}
-	informerSync := &startupTask{name: "informer-sync", run: s.syncInformers}
-	s.startup = []*startupTask{
+	informerSync := &task{name: "informer-sync", run: cfg.SyncInformers}
+	s.tasks = []*task{
 		informerSync,
 		{name: "poststarthook/start-system-namespaces-controller", run: func(ctx context.Context) error {
 			return ensureNamespaces(ctx, c, systemNamespaces)
@@ -139,26 +157,30 @@ func (s *Server) initStartup() {
 			return s.ensureRBACPolicy(ctx, c)
 		}},
 	}
-	for _, t := range s.startup {
+	for _, t := range s.tasks {
 		t.done = make(chan struct{})
 	}
+	return s
 }
 
-// start runs the start-up tasks in the background; Run calls it.
-func (s *Server) start() {
-	s.self.informers.Start(s.ctx.Done())
-	for _, t := range s.startup {
-		s.wg.Go(func() {
-			if untilDone(s.ctx, t.run, startupRetryFirst, startupRetryLast, func(err error) {
-				s.log.Warn("server start-up; will retry", "task", t.name, "err", err)
+// Run runs the start-up tasks until they are done, then keeps the
+// "kubernetes" Service, until ctx, the server's lifetime, ends. It may be
+// called once.
+func (s *Startup) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, t := range s.tasks {
+		wg.Go(func() {
+			if untilDone(ctx, t.run, startupRetryFirst, startupRetryLast, func(err error) {
+				s.cfg.Log.Warn("server start-up; will retry", "task", t.name, "err", err)
 			}) {
 				close(t.done)
 			}
 		})
 	}
 	if s.kubeService != nil {
-		s.wg.Go(s.keepKubernetesService)
+		wg.Go(func() { s.keepKubernetesService(ctx) })
 	}
+	wg.Wait()
 }
 
 // bootstrapController is kube-apiserver's bootstrap controller at start:
@@ -166,8 +188,8 @@ func (s *Server) start() {
 // A Service refused for good (its cluster IP taken by another one, say)
 // is logged and not waited for, as kube's controller does not hold
 // readiness for it; keepKubernetesService tries again.
-func (s *Server) bootstrapController(ctx context.Context) error {
-	if err := ensureNamespaces(ctx, s.self.client, []string{metav1.NamespaceDefault}); err != nil {
+func (s *Startup) bootstrapController(ctx context.Context) error {
+	if err := ensureNamespaces(ctx, s.cfg.Client, []string{metav1.NamespaceDefault}); err != nil {
 		return err
 	}
 	if s.kubeService == nil {
@@ -181,7 +203,7 @@ func (s *Server) bootstrapController(ctx context.Context) error {
 	err := s.kubeService.UpdateKubernetesService(false)
 	var status apierrors.APIStatus
 	if errors.As(err, &status) && status.Status().Code < 500 && status.Status().Code != 429 {
-		s.log.Warn("cannot make the kubernetes service", "err", err)
+		s.cfg.Log.Warn("cannot make the kubernetes service", "err", err)
 		return nil
 	}
 	if err != nil {
@@ -194,14 +216,14 @@ func (s *Server) bootstrapController(ctx context.Context) error {
 // endpoints every kubernetesServiceInterval once the bootstrap controller
 // is done, as kube's controller loop does (a deleted one comes back),
 // until the server closes.
-func (s *Server) keepKubernetesService() {
-	for _, t := range s.startup {
+func (s *Startup) keepKubernetesService(ctx context.Context) {
+	for _, t := range s.tasks {
 		if t.name != bootstrapControllerTask {
 			continue
 		}
 		select {
 		case <-t.done:
-		case <-s.ctx.Done():
+		case <-ctx.Done():
 			return
 		}
 	}
@@ -209,12 +231,12 @@ func (s *Server) keepKubernetesService() {
 	defer tick.Stop()
 	for {
 		select {
-		case <-s.ctx.Done():
+		case <-ctx.Done():
 			return
 		case <-tick.C:
 		}
-		if err := s.kubeService.UpdateKubernetesService(false); err != nil && s.ctx.Err() == nil {
-			s.log.Warn("reconciling the kubernetes service", "err", err)
+		if err := s.kubeService.UpdateKubernetesService(false); err != nil && ctx.Err() == nil {
+			s.cfg.Log.Warn("reconciling the kubernetes service", "err", err)
 		}
 	}
 }
@@ -265,24 +287,11 @@ func untilDone(ctx context.Context, run func(context.Context) error, first, last
 	}
 }
 
-// syncInformers waits for the admission plugins' informers.
-func (s *Server) syncInformers(ctx context.Context) error {
-	synced := s.self.informers.WaitForCacheSync(ctx.Done())
-	types := make([]reflect.Type, 0, len(synced))
-	for typ, ok := range synced {
-		if !ok {
-			return fmt.Errorf("informer of %v not synced: %w", typ, ctx.Err())
-		}
-		types = append(types, typ)
-	}
-	return s.track(s.self.informers, types)
-}
-
-// ReadyChecks returns the server's readiness checks beyond storage: one
-// per start-up task, failing until it is done.
-func (s *Server) ReadyChecks() []ReadyCheck {
-	checks := make([]ReadyCheck, len(s.startup))
-	for i, t := range s.startup {
+// ReadyChecks returns one readiness check per start-up task, failing
+// until it is done.
+func (s *Startup) ReadyChecks() []ReadyCheck {
+	checks := make([]ReadyCheck, len(s.tasks))
+	for i, t := range s.tasks {
 		checks[i] = ReadyCheck{Name: t.name, Check: func(context.Context) error {
 			select {
 			case <-t.done:
@@ -296,14 +305,14 @@ func (s *Server) ReadyChecks() []ReadyCheck {
 }
 
 // WaitReady blocks until the start-up tasks are done (nil), ctx ends, or
-// Run has ended before them.
-func (s *Server) WaitReady(ctx context.Context) error {
-	for _, t := range s.startup {
+// stopped is closed (the server ended before them).
+func (s *Startup) WaitReady(ctx context.Context, stopped <-chan struct{}) error {
+	for _, t := range s.tasks {
 		select {
 		case <-t.done:
 		case <-ctx.Done():
 			return fmt.Errorf("apiserver: %s: %w", t.name, ctx.Err())
-		case <-s.ctx.Done():
+		case <-stopped:
 			return fmt.Errorf("apiserver: stopped before %s", t.name)
 		}
 	}

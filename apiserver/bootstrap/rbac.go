@@ -1,4 +1,4 @@
-package apiserver
+package bootstrap
 
 import (
 	"context"
@@ -14,8 +14,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/component-helpers/auth/rbac/reconciliation"
 
@@ -64,12 +64,22 @@ var bootstrapRBAC = sync.OnceValue(func() *rbacPolicy {
 // creationTimestamp, the time of its managedFields, resourceVersion).
 type policyObject struct {
 	plural string
-	obj    object
+	obj    Object
 }
 
-// policyTemplates holds the whole policy as the first fresh server of the
-// process created it through its write path (nil until then).
-var policyTemplates atomic.Pointer[[]policyObject]
+// Templates hold the whole bootstrap RBAC policy as the first fresh
+// server of the process created it through its write path, for the fresh
+// servers after it to store directly. The zero value holds none yet.
+type Templates struct {
+	made atomic.Pointer[[]policyObject]
+	// maker, when not nil, is closed when the fresh server making the
+	// templates through its write path is done trying.
+	mu    sync.Mutex
+	maker chan struct{}
+}
+
+// Made reports whether t holds the policy.
+func (t *Templates) Made() bool { return t.made.Load() != nil }
 
 // ensureRBACPolicy reconciles the bootstrap RBAC policy as kube's hook
 // does: every object, even when some fail, each with kube's
@@ -95,7 +105,7 @@ var policyTemplates atomic.Pointer[[]policyObject]
 //     reconciled instead.
 //   - The reconciliation's own calls take no context: ctx is checked
 //     between objects.
-func (s *Server) ensureRBACPolicy(ctx context.Context, c kubernetes.Interface) error {
+func (s *Startup) ensureRBACPolicy(ctx context.Context, c kubernetes.Interface) error {
 	p := bootstrapRBAC()
 	rbac := c.RbacV1()
 	l := newListedPolicy()
@@ -134,8 +144,9 @@ func (s *Server) ensureRBACPolicy(ctx context.Context, c kubernetes.Interface) e
 	// order is kube's: cluster roles, their bindings, then by namespace.
 	reconcile, order := reconcileJobs(c, p, l)
 
-	if fresh {
-		tmpl, done := awaitTemplates(ctx)
+	templates := s.cfg.Templates
+	if fresh && templates != nil {
+		tmpl, done := templates.await(ctx)
 		defer done()
 		if tmpl != nil && len(tmpl) == len(reconcile) {
 			return s.writePolicy(ctx, c, p, tmpl, reconcile)
@@ -158,7 +169,9 @@ func (s *Server) ensureRBACPolicy(ctx context.Context, c kubernetes.Interface) e
 		slices.SortFunc(created, func(x, y policyObject) int {
 			return at[policyKey(x.plural, x.obj.GetNamespace(), x.obj.GetName())] - at[policyKey(y.plural, y.obj.GetNamespace(), y.obj.GetName())]
 		})
-		policyTemplates.CompareAndSwap(nil, &created)
+		if templates != nil {
+			templates.made.CompareAndSwap(nil, &created)
+		}
 	}
 	return nil
 }
@@ -227,43 +240,36 @@ func reconcileJobs(c kubernetes.Interface, p *rbacPolicy, l listedPolicy) (recon
 	return reconcile, order
 }
 
-// templatesMaker, when not nil, is closed when the fresh server making
-// the process's templates through its write path is done trying.
-var (
-	templatesMu    sync.Mutex
-	templatesMaker chan struct{}
-)
-
 // templatesWait bounds how long a fresh server waits for another one
 // making the templates: it then makes the policy itself, so that servers
 // stay independent of one another should one be stuck.
 const templatesWait = 10 * time.Second
 
-// awaitTemplates returns the process's templates of the policy for a
+// await returns the process's templates of the policy for a
 // fresh server. When there are none yet, the first caller (until it
 // calls done) makes them, through its write path, and the others wait
 // for it (or for ctx, or templatesWait) rather than all doing the same
 // work at once: tests in parallel start many servers at the same moment.
 // A nil answer means: reconcile, and call done after.
-func awaitTemplates(ctx context.Context) (tmpl []policyObject, done func()) {
+func (t *Templates) await(ctx context.Context) (tmpl []policyObject, done func()) {
 	for {
-		if t := policyTemplates.Load(); t != nil {
-			return *t, func() {}
+		if made := t.made.Load(); made != nil {
+			return *made, func() {}
 		}
-		templatesMu.Lock()
-		maker := templatesMaker
+		t.mu.Lock()
+		maker := t.maker
 		if maker == nil {
 			mine := make(chan struct{})
-			templatesMaker = mine
-			templatesMu.Unlock()
+			t.maker = mine
+			t.mu.Unlock()
 			return nil, func() {
-				templatesMu.Lock()
-				templatesMaker = nil
-				templatesMu.Unlock()
+				t.mu.Lock()
+				t.maker = nil
+				t.mu.Unlock()
 				close(mine)
 			}
 		}
-		templatesMu.Unlock()
+		t.mu.Unlock()
 		timer := time.NewTimer(templatesWait)
 		select {
 		case <-maker:
@@ -291,18 +297,22 @@ func policyKey(plural, namespace, name string) string {
 // (a client was quicker) is reconciled with its job of reconcile
 // instead. The namespaces of the policy are made first, as the
 // reconciliation of a namespaced object makes its namespace.
-func (s *Server) writePolicy(ctx context.Context, c kubernetes.Interface, p *rbacPolicy, tmpl []policyObject, reconcile map[string]rbacJob) error {
+func (s *Startup) writePolicy(ctx context.Context, c kubernetes.Interface, p *rbacPolicy, tmpl []policyObject, reconcile map[string]rbacJob) error {
 	if err := ensureNamespaces(ctx, c, p.namespaces); err != nil {
 		return err
 	}
 	// One time for every object, as a create in the same second would
-	// have; the write path's are truncated to the second too (now).
-	ts := now()
+	// have; the write path's are truncated to the second too.
+	ts := metav1.NewTime(time.Now().UTC().Truncate(time.Second))
 	jobs := make([]rbacJob, 0, len(tmpl))
 	for _, t := range tmpl {
 		key := policyKey(t.plural, t.obj.GetNamespace(), t.obj.GetName())
-		jobs = append(jobs, rbacJob{what: key, plural: t.plural, run: func() (object, error) {
-			err := s.writePolicyObject(ctx, t, ts)
+		jobs = append(jobs, rbacJob{what: key, plural: t.plural, run: func() (Object, error) {
+			obj, ok := t.obj.DeepCopyObject().(Object)
+			if !ok {
+				return nil, fmt.Errorf("%T has no object metadata", t.obj)
+			}
+			err := s.cfg.Store(ctx, t.plural, obj, ts)
 			if j, ok := reconcile[key]; ok && errors.Is(err, storage.ErrKeyExists) {
 				return j.run()
 			}
@@ -312,40 +322,17 @@ func (s *Server) writePolicy(ctx context.Context, c kubernetes.Interface, p *rba
 	if _, err := runRBACJobs(ctx, jobs); err != nil {
 		return err
 	}
-	s.log.Debug(policyWrittenMsg, "objects", len(jobs))
+	s.policyWritten.Store(true)
+	s.cfg.Log.Debug(policyWrittenMsg, "objects", len(jobs))
 	return nil
 }
 
 // policyWrittenMsg is logged when writePolicy has stored the policy.
 const policyWrittenMsg = "bootstrap RBAC policy written from the process's first fresh server's objects"
 
-// writePolicyObject stores a copy of t with a new uid, creationTimestamp
-// ts and ts as the time of its managedFields.
-func (s *Server) writePolicyObject(ctx context.Context, t policyObject, ts metav1.Time) error {
-	res := s.reg.lookup(rbacv1.SchemeGroupVersion, t.plural)
-	if res == nil {
-		return fmt.Errorf("no resource %s of %s", t.plural, rbacv1.SchemeGroupVersion)
-	}
-	obj, ok := t.obj.DeepCopyObject().(object)
-	if !ok {
-		return fmt.Errorf("%T has no object metadata", t.obj)
-	}
-	obj.SetUID(types.UID(newUID()))
-	obj.SetCreationTimestamp(ts)
-	mf := obj.GetManagedFields()
-	for i := range mf {
-		mf[i].Time = &ts
-	}
-	obj.SetManagedFields(mf)
-	value, err := encodeStored(obj)
-	if err != nil {
-		return err
-	}
-	if _, err := s.cfg.Storage.Create(ctx, keyFor(res, obj.GetNamespace(), obj.GetName()), value); err != nil {
-		return fmt.Errorf("store %s %s: %w", t.plural, obj.GetName(), err)
-	}
-	return nil
-}
+// PolicyWritten reports whether the bootstrap RBAC policy was written
+// from the process's templates rather than reconciled object by object.
+func (s *Startup) PolicyWritten() bool { return s.policyWritten.Load() }
 
 // rbacJob reconciles (or writes) one object of the policy.
 type rbacJob struct {
@@ -353,13 +340,13 @@ type rbacJob struct {
 	// plural is the resource of the object.
 	plural string
 	// run returns the object when it made it, as the server answered.
-	run func() (object, error)
+	run func() (Object, error)
 }
 
 // roleJob is the reconciliation of a role or cluster role; plural names
 // its resource.
 func roleJob(plural, what string, o reconciliation.ReconcileRoleOptions) rbacJob {
-	return rbacJob{what: what, plural: plural, run: func() (object, error) {
+	return rbacJob{what: what, plural: plural, run: func() (Object, error) {
 		r, err := o.Run()
 		if err != nil || r.Operation != reconciliation.ReconcileCreate {
 			return nil, err
@@ -371,7 +358,7 @@ func roleJob(plural, what string, o reconciliation.ReconcileRoleOptions) rbacJob
 // bindingJob is the reconciliation of a role binding or cluster role
 // binding.
 func bindingJob(plural, what string, o reconciliation.ReconcileRoleBindingOptions) rbacJob {
-	return rbacJob{what: what, plural: plural, run: func() (object, error) {
+	return rbacJob{what: what, plural: plural, run: func() (Object, error) {
 		r, err := o.Run()
 		if err != nil || r.Operation != reconciliation.ReconcileCreate {
 			return nil, err
@@ -383,12 +370,12 @@ func bindingJob(plural, what string, o reconciliation.ReconcileRoleBindingOption
 // answered is a created object as the server answered it, to be stored
 // again: with its apiVersion and kind, which client-go's decoding drops,
 // and no resourceVersion.
-func answered(plural string, obj runtime.Object) (object, error) {
-	o, err := asObject(obj.DeepCopyObject())
-	if err != nil {
-		return nil, err
+func answered(plural string, obj runtime.Object) (Object, error) {
+	o, ok := obj.DeepCopyObject().(Object)
+	if !ok {
+		return nil, fmt.Errorf("%s: %T has no object metadata", plural, obj)
 	}
-	kinds, _, err := scheme.ObjectKinds(o)
+	kinds, _, err := clientgoscheme.Scheme.ObjectKinds(o)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", plural, err)
 	}
@@ -411,7 +398,7 @@ func runRBACJobs(ctx context.Context, jobs []rbacJob) ([]policyObject, error) {
 	for range rbacWorkers {
 		wg.Go(func() {
 			for j := range next {
-				var obj object
+				var obj Object
 				err := retry.OnError(retry.DefaultBackoff, func(err error) bool {
 					return apierrors.IsConflict(err) || apierrors.IsServiceUnavailable(err)
 				}, func() (err error) {
@@ -488,14 +475,9 @@ type listedClusterRoles struct {
 }
 
 func (m listedClusterRoles) Get(namespace, name string) (reconciliation.RuleOwner, error) {
-	obj, first := m.l.first(name)
-	switch {
-	case !first:
-		return m.ClusterRoleModifier.Get(namespace, name)
-	case obj == nil:
-		return nil, apierrors.NewNotFound(rbacv1.Resource("clusterroles"), name)
-	}
-	return reconciliation.ClusterRoleRuleOwner{ClusterRole: obj.DeepCopy()}, nil
+	return firstGet(m.l, "clusterroles", namespace, name, m.ClusterRoleModifier.Get, func(r *rbacv1.ClusterRole) reconciliation.RuleOwner {
+		return reconciliation.ClusterRoleRuleOwner{ClusterRole: r.DeepCopy()}
+	})
 }
 
 type listedClusterRoleBindings struct {
@@ -504,14 +486,9 @@ type listedClusterRoleBindings struct {
 }
 
 func (m listedClusterRoleBindings) Get(namespace, name string) (reconciliation.RoleBinding, error) {
-	obj, first := m.l.first(name)
-	switch {
-	case !first:
-		return m.ClusterRoleBindingClientAdapter.Get(namespace, name)
-	case obj == nil:
-		return nil, apierrors.NewNotFound(rbacv1.Resource("clusterrolebindings"), name)
-	}
-	return reconciliation.ClusterRoleBindingAdapter{ClusterRoleBinding: obj.DeepCopy()}, nil
+	return firstGet(m.l, "clusterrolebindings", namespace, name, m.ClusterRoleBindingClientAdapter.Get, func(b *rbacv1.ClusterRoleBinding) reconciliation.RoleBinding {
+		return reconciliation.ClusterRoleBindingAdapter{ClusterRoleBinding: b.DeepCopy()}
+	})
 }
 
 type listedRoles struct {
@@ -520,14 +497,9 @@ type listedRoles struct {
 }
 
 func (m listedRoles) Get(namespace, name string) (reconciliation.RuleOwner, error) {
-	obj, first := m.l.first(namespace + "/" + name)
-	switch {
-	case !first:
-		return m.RoleModifier.Get(namespace, name)
-	case obj == nil:
-		return nil, apierrors.NewNotFound(rbacv1.Resource("roles"), name)
-	}
-	return reconciliation.RoleRuleOwner{Role: obj.DeepCopy()}, nil
+	return firstGet(m.l, "roles", namespace, name, m.RoleModifier.Get, func(r *rbacv1.Role) reconciliation.RuleOwner {
+		return reconciliation.RoleRuleOwner{Role: r.DeepCopy()}
+	})
 }
 
 type listedRoleBindings struct {
@@ -536,12 +508,25 @@ type listedRoleBindings struct {
 }
 
 func (m listedRoleBindings) Get(namespace, name string) (reconciliation.RoleBinding, error) {
-	obj, first := m.l.first(namespace + "/" + name)
+	return firstGet(m.l, "rolebindings", namespace, name, m.RoleBindingClientAdapter.Get, func(b *rbacv1.RoleBinding) reconciliation.RoleBinding {
+		return reconciliation.RoleBindingAdapter{RoleBinding: b.DeepCopy()}
+	})
+}
+
+// firstGet answers the first Get of an object of plural from l (wrapped
+// by wrap), and a later one with get, from the server.
+func firstGet[T, R any](l *listed[T], plural, namespace, name string, get func(namespace, name string) (R, error), wrap func(*T) R) (R, error) {
+	key := name
+	if namespace != "" {
+		key = namespace + "/" + name
+	}
+	obj, first := l.first(key)
 	switch {
 	case !first:
-		return m.RoleBindingClientAdapter.Get(namespace, name)
+		return get(namespace, name)
 	case obj == nil:
-		return nil, apierrors.NewNotFound(rbacv1.Resource("rolebindings"), name)
+		var none R
+		return none, apierrors.NewNotFound(rbacv1.Resource(plural), name)
 	}
-	return reconciliation.RoleBindingAdapter{RoleBinding: obj.DeepCopy()}, nil
+	return wrap(obj), nil
 }
