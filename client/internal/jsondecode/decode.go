@@ -764,24 +764,37 @@ func decodeBool(s *state, p unsafe.Pointer) error {
 	return s.mismatch(reflect.TypeFor[bool]())
 }
 
+// numeral reads the value of a numeric field of type t and returns the
+// number's text and its offset; ok is false, with a nil error, for null,
+// which leaves the field as it was.
+func (s *state) numeral(t reflect.Type) (num []byte, start int, ok bool, err error) {
+	c := s.peek()
+	if c == 'n' {
+		return nil, 0, false, s.literal("null")
+	}
+	if c != '-' && (c < '0' || c > '9') {
+		return nil, 0, false, s.mismatch(t)
+	}
+	start = s.pos
+	num, err = s.number()
+	return num, start, err == nil, err
+}
+
+// rangeError is a number that t cannot hold.
+func rangeError(num []byte, t reflect.Type, start int) error {
+	return &TypeError{Value: "number " + string(num), Type: t, Offset: start}
+}
+
 func intDecoder(t reflect.Type) decodeFunc {
 	bits := t.Bits()
 	return func(s *state, p unsafe.Pointer) error {
-		c := s.peek()
-		if c == 'n' {
-			return s.literal("null")
-		}
-		if c != '-' && (c < '0' || c > '9') {
-			return s.mismatch(t)
-		}
-		start := s.pos
-		num, err := s.number()
-		if err != nil {
+		num, start, ok, err := s.numeral(t)
+		if !ok {
 			return err
 		}
 		v, err := strconv.ParseInt(unsafe.String(unsafe.SliceData(num), len(num)), 10, bits)
 		if err != nil {
-			return &TypeError{Value: "number " + string(num), Type: t, Offset: start}
+			return rangeError(num, t, start)
 		}
 		switch bits {
 		case 8:
@@ -800,21 +813,13 @@ func intDecoder(t reflect.Type) decodeFunc {
 func uintDecoder(t reflect.Type) decodeFunc {
 	bits := t.Bits()
 	return func(s *state, p unsafe.Pointer) error {
-		c := s.peek()
-		if c == 'n' {
-			return s.literal("null")
-		}
-		if c != '-' && (c < '0' || c > '9') {
-			return s.mismatch(t)
-		}
-		start := s.pos
-		num, err := s.number()
-		if err != nil {
+		num, start, ok, err := s.numeral(t)
+		if !ok {
 			return err
 		}
 		v, err := strconv.ParseUint(unsafe.String(unsafe.SliceData(num), len(num)), 10, bits)
 		if err != nil {
-			return &TypeError{Value: "number " + string(num), Type: t, Offset: start}
+			return rangeError(num, t, start)
 		}
 		switch bits {
 		case 8:
@@ -833,21 +838,13 @@ func uintDecoder(t reflect.Type) decodeFunc {
 func floatDecoder(t reflect.Type) decodeFunc {
 	bits := t.Bits()
 	return func(s *state, p unsafe.Pointer) error {
-		c := s.peek()
-		if c == 'n' {
-			return s.literal("null")
-		}
-		if c != '-' && (c < '0' || c > '9') {
-			return s.mismatch(t)
-		}
-		start := s.pos
-		num, err := s.number()
-		if err != nil {
+		num, start, ok, err := s.numeral(t)
+		if !ok {
 			return err
 		}
 		v, err := strconv.ParseFloat(unsafe.String(unsafe.SliceData(num), len(num)), bits)
 		if err != nil || math.IsInf(v, 0) {
-			return &TypeError{Value: "number " + string(num), Type: t, Offset: start}
+			return rangeError(num, t, start)
 		}
 		if bits == 32 {
 			*(*float32)(p) = float32(v)
