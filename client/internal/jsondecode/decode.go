@@ -36,6 +36,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	sigsjson "sigs.k8s.io/json"
+
+	"github.com/listwatch/listwatch/internal/jsonscan"
 )
 
 // SyntaxError is malformed JSON.
@@ -468,47 +470,12 @@ func (s *state) skip(depth int) error {
 // number consumes a number and returns its bytes.
 func (s *state) number() ([]byte, error) {
 	start := s.pos
-	d := s.data
-	i := s.pos
-	if i < len(d) && d[i] == '-' {
-		i++
-	}
-	switch {
-	case i < len(d) && d[i] == '0':
-		i++
-	case i < len(d) && d[i] >= '1' && d[i] <= '9':
-		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
-			i++
-		}
-	default:
-		s.pos = i
+	end, want := jsonscan.Number(s.data, start)
+	s.pos = end
+	if want != "" {
 		return nil, s.syntax("invalid number")
 	}
-	if i < len(d) && d[i] == '.' {
-		i++
-		if i >= len(d) || d[i] < '0' || d[i] > '9' {
-			s.pos = i
-			return nil, s.syntax("invalid number")
-		}
-		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
-			i++
-		}
-	}
-	if i < len(d) && (d[i] == 'e' || d[i] == 'E') {
-		i++
-		if i < len(d) && (d[i] == '+' || d[i] == '-') {
-			i++
-		}
-		if i >= len(d) || d[i] < '0' || d[i] > '9' {
-			s.pos = i
-			return nil, s.syntax("invalid number")
-		}
-		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
-			i++
-		}
-	}
-	s.pos = i
-	return d[start:i], nil
+	return s.data[start:end], nil
 }
 
 // rawString consumes a string at s.pos (its opening quote) and returns its
@@ -537,7 +504,7 @@ func (s *state) skipString() error {
 			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
 				i++
 			case 'u':
-				if _, ok := hex4(d[i+2:]); !ok {
+				if _, ok := jsonscan.Hex4(d[i+2:]); !ok {
 					s.pos = i
 					return s.syntax("invalid \\u escape")
 				}
@@ -622,7 +589,7 @@ func (s *state) unescape(start, i int) ([]byte, bool, error) {
 		case 't':
 			out = append(out, '\t')
 		case 'u':
-			r, ok := hex4(d[i+2:])
+			r, ok := jsonscan.Hex4(d[i+2:])
 			if !ok {
 				s.pos = i
 				return nil, false, s.syntax("invalid \\u escape")
@@ -631,7 +598,7 @@ func (s *state) unescape(start, i int) ([]byte, bool, error) {
 			if utf16.IsSurrogate(r) {
 				r2, ok := rune(-1), false
 				if i+1 < len(d) && d[i] == '\\' && d[i+1] == 'u' {
-					r2, ok = hex4(d[i+2:])
+					r2, ok = jsonscan.Hex4(d[i+2:])
 				}
 				if dec := utf16.DecodeRune(r, r2); ok && dec != utf8.RuneError {
 					r = dec
@@ -665,27 +632,6 @@ func validUTF8(b []byte) []byte {
 		b = b[n:]
 	}
 	return out
-}
-
-func hex4(b []byte) (rune, bool) {
-	if len(b) < 4 {
-		return 0, false
-	}
-	var r rune
-	for _, c := range b[:4] {
-		switch {
-		case c >= '0' && c <= '9':
-			c -= '0'
-		case c >= 'a' && c <= 'f':
-			c = c - 'a' + 10
-		case c >= 'A' && c <= 'F':
-			c = c - 'A' + 10
-		default:
-			return 0, false
-		}
-		r = r<<4 | rune(c)
-	}
-	return r, true
 }
 
 // str consumes a string value and returns it as a Go string.
