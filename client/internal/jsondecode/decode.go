@@ -726,79 +726,74 @@ func (s *state) numeral(t reflect.Type) (num []byte, start int, ok bool, err err
 	return num, start, err == nil, err
 }
 
-// rangeError is a number that t cannot hold.
-func rangeError(num []byte, t reflect.Type, start int) error {
-	return &TypeError{Value: "number " + string(num), Type: t, Offset: start}
-}
-
-func intDecoder(t reflect.Type) decodeFunc {
-	bits := t.Bits()
+// numberDecoder decodes a number into a field of type t with set, which
+// stores the number's text at p and reports whether t can hold it.
+func numberDecoder(t reflect.Type, set func(p unsafe.Pointer, num string) bool) decodeFunc {
 	return func(s *state, p unsafe.Pointer) error {
 		num, start, ok, err := s.numeral(t)
 		if !ok {
 			return err
 		}
-		v, err := strconv.ParseInt(unsafe.String(unsafe.SliceData(num), len(num)), 10, bits)
-		if err != nil {
-			return rangeError(num, t, start)
-		}
-		switch bits {
-		case 8:
-			*(*int8)(p) = int8(v)
-		case 16:
-			*(*int16)(p) = int16(v)
-		case 32:
-			*(*int32)(p) = int32(v)
-		default:
-			*(*int64)(p) = v
+		if !set(p, unsafe.String(unsafe.SliceData(num), len(num))) {
+			return &TypeError{Value: "number " + string(num), Type: t, Offset: start}
 		}
 		return nil
 	}
 }
 
+func intDecoder(t reflect.Type) decodeFunc {
+	bits := t.Bits()
+	return numberDecoder(t, func(p unsafe.Pointer, num string) bool {
+		v, err := strconv.ParseInt(num, 10, bits)
+		if err != nil {
+			return false
+		}
+		storeInteger(p, bits, v)
+		return true
+	})
+}
+
 func uintDecoder(t reflect.Type) decodeFunc {
 	bits := t.Bits()
-	return func(s *state, p unsafe.Pointer) error {
-		num, start, ok, err := s.numeral(t)
-		if !ok {
-			return err
-		}
-		v, err := strconv.ParseUint(unsafe.String(unsafe.SliceData(num), len(num)), 10, bits)
+	return numberDecoder(t, func(p unsafe.Pointer, num string) bool {
+		v, err := strconv.ParseUint(num, 10, bits)
 		if err != nil {
-			return rangeError(num, t, start)
+			return false
 		}
-		switch bits {
-		case 8:
-			*(*uint8)(p) = uint8(v)
-		case 16:
-			*(*uint16)(p) = uint16(v)
-		case 32:
-			*(*uint32)(p) = uint32(v)
-		default:
-			*(*uint64)(p) = v
-		}
-		return nil
+		storeInteger(p, bits, v)
+		return true
+	})
+}
+
+// storeInteger writes the low bits of v at p: an integer of that size,
+// signed or not, holds the same bits either way.
+func storeInteger[V int64 | uint64](p unsafe.Pointer, bits int, v V) {
+	switch bits {
+	case 8:
+		*(*uint8)(p) = uint8(v)
+	case 16:
+		*(*uint16)(p) = uint16(v)
+	case 32:
+		*(*uint32)(p) = uint32(v)
+	default:
+		*(*uint64)(p) = uint64(v)
 	}
 }
 
 func floatDecoder(t reflect.Type) decodeFunc {
 	bits := t.Bits()
-	return func(s *state, p unsafe.Pointer) error {
-		num, start, ok, err := s.numeral(t)
-		if !ok {
-			return err
-		}
-		v, err := strconv.ParseFloat(unsafe.String(unsafe.SliceData(num), len(num)), bits)
+	return numberDecoder(t, func(p unsafe.Pointer, num string) bool {
+		v, err := strconv.ParseFloat(num, bits)
 		if err != nil || math.IsInf(v, 0) {
-			return rangeError(num, t, start)
+			return false
 		}
 		if bits == 32 {
 			*(*float32)(p) = float32(v)
 		} else {
 			*(*float64)(p) = v
 		}
-		return nil
-	}
+		return true
+	})
 }
 
 var bytesFallback = fallback(reflect.TypeFor[[]byte]())
