@@ -353,8 +353,8 @@ func (d *decoder) number() (any, error) {
 		return nil, d.errorf("invalid number: want %s", want)
 	}
 	num := d.data[start:end]
-	point := bytes.IndexByte(num, '.') >= 0
-	exp := bytes.IndexAny(num, "eE") >= 0
+	point := bytes.ContainsRune(num, '.')
+	exp := bytes.ContainsAny(num, "eE")
 	if !point && !exp && d.pos-start <= 18 {
 		// At most 18 digits fit in an int64 whatever they are.
 		return smallInt(d.data[start:d.pos]), nil
