@@ -323,18 +323,28 @@ func unionKeys(ms ...map[string]int64) []string {
 	return keys
 }
 
+// startSide starts the control plane one side of a workload runs on, with
+// cpTimeout to run in (ctx) and a counter for the requests of the clients
+// it configures; stop closes the control plane.
+func startSide() (ctx context.Context, cp *controlPlane, counter *requestCounter, stop func(), err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), cpTimeout)
+	cp, err = startControlPlane(ctx)
+	if err != nil {
+		cancel()
+		return nil, nil, nil, nil, err
+	}
+	return ctx, cp, &requestCounter{}, func() { cp.close(); cancel() }, nil
+}
+
 // runControllersSide starts a control plane and a controller-manager,
 // gives it w's work and times until w is done.
 func runControllersSide(w cpWorkload, n int) (cpRun, map[string]int64, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), cpTimeout)
-	defer cancel()
-	cp, err := startControlPlane(ctx)
+	ctx, cp, counter, stop, err := startSide()
 	if err != nil {
 		return cpRun{}, nil, err
 	}
-	defer cp.close()
+	defer stop()
 
-	counter := &requestCounter{}
 	cmCfg := cp.clientConfig(counter.wrap)
 	stopManager, err := startManager(ctx, controllermanager.Config{
 		Client: cmCfg,
@@ -467,15 +477,12 @@ func awaitObject[T cache.Object](ctx context.Context, r *client.Resource[T], nam
 // (and marked) before the measure, as a rollout must: gracefully, then
 // finally, as the kubelet confirms.
 func runFloorSide(w cpWorkload, n int) (cpRun, map[string]int64, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), cpTimeout)
-	defer cancel()
-	cp, err := startControlPlane(ctx)
+	ctx, cp, counter, stop, err := startSide()
 	if err != nil {
 		return cpRun{}, nil, err
 	}
-	defer cp.close()
+	defer stop()
 
-	counter := &requestCounter{}
 	c, err := client.New(cp.clientConfig(counter.wrap))
 	if err != nil {
 		return cpRun{}, nil, err

@@ -68,16 +68,9 @@ func (c *finalCounter) wait() {
 }
 
 func (c *finalCounter) add(p *corev1.Pod) {
-	c.wait()
-	c.notes.Add(1)
 	// A handler that fell behind may get the final state as an add: the
 	// initial add merged with the updates that followed.
-	if _, ok := c.final[p]; ok {
-		c.seen++
-		if c.seen == c.want {
-			close(c.done)
-		}
-	}
+	c.update(nil, p)
 	c.adds++
 	if c.adds == c.nAdds && c.synced != nil {
 		close(c.synced)

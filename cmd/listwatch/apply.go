@@ -40,18 +40,47 @@ func (f *cliFlags) add(fs *flag.FlagSet) {
 	fs.StringVar(&f.context, "context", "", "kubeconfig context")
 }
 
-// connect loads the kubeconfig and makes a client; the returned namespace
-// is -n, else the context's.
-func (f *cliFlags) connect() (*client.Client, string, error) {
+// connect loads the kubeconfig, makes a client and discovers the server's
+// resources; the returned namespace is -n, else the context's.
+func (f *cliFlags) connect(ctx context.Context) (*client.Client, string, *resourceMapper, error) {
 	cfg, err := client.LoadConfig(client.LoadOptions{Kubeconfig: f.kubeconfig, Context: f.context, Namespace: f.namespace})
 	if err != nil {
-		return nil, "", err
+		return nil, "", nil, err
 	}
 	c, err := client.New(cfg)
 	if err != nil {
-		return nil, "", err
+		return nil, "", nil, err
 	}
-	return c, cfg.Namespace, nil
+	m, err := newResourceMapper(ctx, c)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	return c, cfg.Namespace, m, nil
+}
+
+// clientCommand is the opening the client commands share: a flag set with the
+// connection flags that writes to stderr and prints usage before the
+// flags' defaults.
+type clientCommand struct {
+	fs *flag.FlagSet
+	cliFlags
+}
+
+func newClientCommand(name, usage string, stderr io.Writer) *clientCommand {
+	cmd := &clientCommand{fs: flag.NewFlagSet(name, flag.ContinueOnError)}
+	cmd.fs.SetOutput(stderr)
+	cmd.add(cmd.fs)
+	cmd.fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: "+usage)
+		cmd.fs.PrintDefaults()
+	}
+	return cmd
+}
+
+// parse parses the flags wherever they are among args and returns the
+// positional arguments.
+func (cmd *clientCommand) parse(args []string) ([]string, error) {
+	return parseInterspersed(cmd.fs, args)
 }
 
 // parseInterspersed parses flags wherever they are among args, as kubectl
@@ -143,6 +172,19 @@ func kindLabel(r client.APIResource) string {
 	return k
 }
 
+// readAllManifests reads the objects of every file of paths, in order.
+func readAllManifests(paths []string, stdin io.Reader) ([]*unstructured.Unstructured, error) {
+	var objs []*unstructured.Unstructured
+	for _, path := range paths {
+		o, err := readManifests(path, stdin)
+		if err != nil {
+			return nil, err
+		}
+		objs = append(objs, o...)
+	}
+	return objs, nil
+}
+
 // readManifests reads the objects of a YAML or JSON file ("-": stdin):
 // several documents separated by ---, or concatenated JSON objects, and
 // the items of any List.
@@ -221,44 +263,43 @@ func resolve(c *client.Client, m *resourceMapper, obj *unstructured.Unstructured
 	return target{res: res, namespace: ns, api: client.NewUnstructured(c, res.GVR, ns)}, nil
 }
 
-func runApply(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("apply", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var f cliFlags
-	f.add(fs)
-	var files stringList
-	fs.Var(&files, "f", "file of objects to apply, YAML or JSON (- for stdin); repeatable")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: listwatch apply -f FILE|- [-n ns] [--kubeconfig path] [--context name]")
-		fs.PrintDefaults()
+// resolveRef finds the resource a command line names, in defaultNS when
+// it is namespaced.
+func resolveRef(c *client.Client, m *resourceMapper, ref objectRef, defaultNS string) (target, error) {
+	res, err := m.forName(ref.resource)
+	if err != nil {
+		return target{}, err
 	}
-	pos, err := parseInterspersed(fs, args)
+	ns := ""
+	if res.Namespaced {
+		ns = defaultNS
+	}
+	return target{res: res, namespace: ns, api: client.NewUnstructured(c, res.GVR, ns)}, nil
+}
+
+func runApply(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	cmd := newClientCommand("apply", "listwatch apply -f FILE|- [-n ns] [--kubeconfig path] [--context name]", stderr)
+	var files stringList
+	cmd.fs.Var(&files, "f", "file of objects to apply, YAML or JSON (- for stdin); repeatable")
+	pos, err := cmd.parse(args)
 	if err != nil {
 		return err
 	}
 	if len(pos) > 0 || len(files) == 0 {
-		fs.Usage()
+		cmd.fs.Usage()
 		return errors.New("want -f FILE and no other arguments")
 	}
-	var objs []*unstructured.Unstructured
-	for _, path := range files {
-		o, err := readManifests(path, stdin)
-		if err != nil {
-			return err
-		}
-		objs = append(objs, o...)
-	}
-	c, defaultNS, err := f.connect()
+	objs, err := readAllManifests(files, stdin)
 	if err != nil {
 		return err
 	}
-	m, err := newResourceMapper(ctx, c)
+	c, defaultNS, m, err := cmd.connect(ctx)
 	if err != nil {
 		return err
 	}
 	var errs []error
 	for _, obj := range objs {
-		result, label, err := applyOne(ctx, c, m, obj, f.namespace, defaultNS)
+		result, label, err := applyOne(ctx, c, m, obj, cmd.namespace, defaultNS)
 		if err != nil {
 			errs = append(errs, err)
 			continue

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -11,9 +10,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-
-	"github.com/listwatch/listwatch/client"
 )
 
 func init() {
@@ -30,19 +26,13 @@ var cascadePolicies = map[string]metav1.DeletionPropagation{
 }
 
 func runDelete(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("delete", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var f cliFlags
-	f.add(fs)
+	cmd := newClientCommand("delete", "listwatch delete <resource> NAME... | <resource>/NAME... | -f FILE  [-n ns] [--cascade background|foreground|orphan]", stderr)
+	fs := cmd.fs
 	var files stringList
 	fs.Var(&files, "f", "file of objects to delete, YAML or JSON (- for stdin); repeatable")
 	cascade := fs.String("cascade", "background", "what becomes of the objects' dependents: background (deleted after), foreground (deleted first) or orphan (kept)")
 	ignoreNotFound := fs.Bool("ignore-not-found", false, "treat objects that do not exist as deleted")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: listwatch delete <resource> NAME... | <resource>/NAME... | -f FILE  [-n ns] [--cascade background|foreground|orphan]")
-		fs.PrintDefaults()
-	}
-	pos, err := parseInterspersed(fs, args)
+	pos, err := cmd.parse(args)
 	if err != nil {
 		return err
 	}
@@ -54,19 +44,11 @@ func runDelete(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		fs.Usage()
 		return errors.New("want either -f FILE or a resource and names")
 	}
-	var objs []*unstructured.Unstructured
-	for _, path := range files {
-		o, err := readManifests(path, stdin)
-		if err != nil {
-			return err
-		}
-		objs = append(objs, o...)
-	}
-	c, defaultNS, err := f.connect()
+	objs, err := readAllManifests(files, stdin)
 	if err != nil {
 		return err
 	}
-	m, err := newResourceMapper(ctx, c)
+	c, defaultNS, m, err := cmd.connect(ctx)
 	if err != nil {
 		return err
 	}
@@ -76,7 +58,7 @@ func runDelete(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	}
 	var victims []victim
 	for _, obj := range objs {
-		t, err := resolve(c, m, obj, f.namespace, defaultNS)
+		t, err := resolve(c, m, obj, cmd.namespace, defaultNS)
 		if err != nil {
 			return err
 		}
@@ -87,15 +69,11 @@ func runDelete(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		return err
 	}
 	for _, ref := range refs {
-		res, err := m.forName(ref.resource)
+		t, err := resolveRef(c, m, ref, defaultNS)
 		if err != nil {
 			return err
 		}
-		ns := ""
-		if res.Namespaced {
-			ns = defaultNS
-		}
-		victims = append(victims, victim{target{res: res, namespace: ns, api: client.NewUnstructured(c, res.GVR, ns)}, ref.name})
+		victims = append(victims, victim{t, ref.name})
 	}
 	var errs []error
 	for _, v := range victims {

@@ -3,15 +3,12 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-
-	"github.com/listwatch/listwatch/client"
 )
 
 func init() {
@@ -21,21 +18,14 @@ func init() {
 }
 
 func runScale(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("scale", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var f cliFlags
-	f.add(fs)
-	replicas := fs.Int("replicas", -1, "the new number of replicas (required)")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: listwatch scale <resource>/NAME | <resource> NAME --replicas N [-n ns]")
-		fs.PrintDefaults()
-	}
-	pos, err := parseInterspersed(fs, args)
+	cmd := newClientCommand("scale", "listwatch scale <resource>/NAME | <resource> NAME --replicas N [-n ns]", stderr)
+	replicas := cmd.fs.Int("replicas", -1, "the new number of replicas (required)")
+	pos, err := cmd.parse(args)
 	if err != nil {
 		return err
 	}
 	if *replicas < 0 {
-		fs.Usage()
+		cmd.fs.Usage()
 		return errors.New("--replicas N (N ≥ 0) is required")
 	}
 	refs, err := parseObjectRefs(pos)
@@ -43,14 +33,10 @@ func runScale(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	if len(refs) == 0 {
-		fs.Usage()
+		cmd.fs.Usage()
 		return errors.New("want what to scale, e.g. rc/web")
 	}
-	c, defaultNS, err := f.connect()
-	if err != nil {
-		return err
-	}
-	m, err := newResourceMapper(ctx, c)
+	c, defaultNS, m, err := cmd.connect(ctx)
 	if err != nil {
 		return err
 	}
@@ -60,16 +46,12 @@ func runScale(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	patch := fmt.Appendf(nil, `{"spec":{"replicas":%d}}`, *replicas)
 	var errs []error
 	for _, ref := range refs {
-		res, err := m.forName(ref.resource)
+		t, err := resolveRef(c, m, ref, defaultNS)
 		if err != nil {
 			return err
 		}
-		ns := ""
-		if res.Namespaced {
-			ns = defaultNS
-		}
-		label := kindLabel(res) + "/" + ref.name
-		if _, err := client.NewUnstructured(c, res.GVR, ns).Patch(ctx, ref.name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		label := kindLabel(t.res) + "/" + ref.name
+		if _, err := t.api.Patch(ctx, ref.name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 			errs = append(errs, fmt.Errorf("scaling %s: %w", label, err))
 			continue
 		}

@@ -24,7 +24,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/listwatch/listwatch/cache"
+	"github.com/listwatch/listwatch/client"
 	"github.com/listwatch/listwatch/controller"
+	"github.com/listwatch/listwatch/internal/objclient"
 )
 
 // Client writes Endpoints.
@@ -32,6 +34,11 @@ type Client interface {
 	Create(ctx context.Context, ep *corev1.Endpoints) (*corev1.Endpoints, error)
 	Update(ctx context.Context, ep *corev1.Endpoints) (*corev1.Endpoints, error)
 	Delete(ctx context.Context, namespace, name string) error
+}
+
+// NewClient returns the Client that writes Endpoints through c.
+func NewClient(c *client.Client) Client {
+	return objclient.For[*corev1.Endpoints](c)
 }
 
 // DefaultWorkers is the number of workers when Options.Workers is not

@@ -20,6 +20,7 @@ import (
 	"github.com/listwatch/listwatch/cache"
 	"github.com/listwatch/listwatch/client"
 	"github.com/listwatch/listwatch/controller"
+	"github.com/listwatch/listwatch/internal/objclient"
 )
 
 // The ConfigMap, as kube-controller-manager writes it.
@@ -37,27 +38,15 @@ const (
 // Client is the controller's access to the API server. Errors must be
 // recognisable by k8s.io/apimachinery/pkg/api/errors.
 type Client interface {
-	CreateConfigMap(ctx context.Context, cm *corev1.ConfigMap) error
-	UpdateConfigMap(ctx context.Context, cm *corev1.ConfigMap) error
+	// Create creates cm in its namespace.
+	Create(ctx context.Context, cm *corev1.ConfigMap) (*corev1.ConfigMap, error)
+	// Update replaces cm, with its resourceVersion as precondition.
+	Update(ctx context.Context, cm *corev1.ConfigMap) (*corev1.ConfigMap, error)
 }
 
 // NewClient returns the Client that talks to an API server through c.
 func NewClient(c *client.Client) Client {
-	return restClient{configMaps: client.For[*corev1.ConfigMap](c, "")}
-}
-
-type restClient struct {
-	configMaps *client.Resource[*corev1.ConfigMap]
-}
-
-func (r restClient) CreateConfigMap(ctx context.Context, cm *corev1.ConfigMap) error {
-	_, err := r.configMaps.Namespace(cm.Namespace).Create(ctx, cm, metav1.CreateOptions{})
-	return err
-}
-
-func (r restClient) UpdateConfigMap(ctx context.Context, cm *corev1.ConfigMap) error {
-	_, err := r.configMaps.Namespace(cm.Namespace).Update(ctx, cm, metav1.UpdateOptions{})
-	return err
+	return objclient.For[*corev1.ConfigMap](c)
 }
 
 // Options tune the controller; the zero value is kube-controller-manager's
@@ -121,7 +110,7 @@ func New(namespaces cache.Informer[*corev1.Namespace], configMaps cache.Informer
 func (c *Controller) sync(ctx context.Context, key string) (controller.Result, error) {
 	cm, err := c.configMaps.Namespace(key).Get(ConfigMapName)
 	if apierrors.IsNotFound(err) {
-		err = c.client.CreateConfigMap(ctx, &corev1.ConfigMap{
+		_, err = c.client.Create(ctx, &corev1.ConfigMap{
 			ObjectMeta: metav1.ObjectMeta{
 				Namespace:   key,
 				Name:        ConfigMapName,
@@ -146,7 +135,7 @@ func (c *Controller) sync(ctx context.Context, key string) (controller.Result, e
 		cm.Annotations = map[string]string{}
 	}
 	cm.Annotations[DescriptionAnnotation] = Description
-	if err := c.client.UpdateConfigMap(ctx, cm); err != nil {
+	if _, err := c.client.Update(ctx, cm); err != nil {
 		return controller.Result{}, fmt.Errorf("update %s/%s: %w", key, ConfigMapName, err)
 	}
 	return controller.Result{}, nil

@@ -48,20 +48,18 @@ func (f *fakeAPI) next() error {
 	return err
 }
 
-func (f *fakeAPI) CreateConfigMap(_ context.Context, cm *corev1.ConfigMap) error {
+func (f *fakeAPI) Create(_ context.Context, cm *corev1.ConfigMap) (*corev1.ConfigMap, error) {
 	if err := f.next(); err != nil {
-		return err
+		return nil, err
 	}
-	_, err := f.configMaps.Create(cm)
-	return err
+	return f.configMaps.Create(cm)
 }
 
-func (f *fakeAPI) UpdateConfigMap(_ context.Context, cm *corev1.ConfigMap) error {
+func (f *fakeAPI) Update(_ context.Context, cm *corev1.ConfigMap) (*corev1.ConfigMap, error) {
 	if err := f.next(); err != nil {
-		return err
+		return nil, err
 	}
-	_, err := f.configMaps.Update(cm)
-	return err
+	return f.configMaps.Update(cm)
 }
 
 func (f *fakeAPI) writeCount() int {

@@ -19,6 +19,7 @@ import (
 	"github.com/listwatch/listwatch/cache"
 	"github.com/listwatch/listwatch/client"
 	"github.com/listwatch/listwatch/controller"
+	"github.com/listwatch/listwatch/internal/objclient"
 )
 
 // DefaultName is the account kept in every namespace.
@@ -27,22 +28,13 @@ const DefaultName = "default"
 // Client is the controller's access to the API server. Errors must be
 // recognisable by k8s.io/apimachinery/pkg/api/errors.
 type Client interface {
-	// CreateServiceAccount creates sa in its namespace.
-	CreateServiceAccount(ctx context.Context, sa *corev1.ServiceAccount) error
+	// Create creates sa in its namespace.
+	Create(ctx context.Context, sa *corev1.ServiceAccount) (*corev1.ServiceAccount, error)
 }
 
 // NewClient returns the Client that talks to an API server through c.
 func NewClient(c *client.Client) Client {
-	return restClient{accounts: client.For[*corev1.ServiceAccount](c, "")}
-}
-
-type restClient struct {
-	accounts *client.Resource[*corev1.ServiceAccount]
-}
-
-func (r restClient) CreateServiceAccount(ctx context.Context, sa *corev1.ServiceAccount) error {
-	_, err := r.accounts.Namespace(sa.Namespace).Create(ctx, sa, metav1.CreateOptions{})
-	return err
+	return objclient.For[*corev1.ServiceAccount](c)
 }
 
 // Options tune the controller; the zero value is kube-controller-manager's
@@ -121,7 +113,7 @@ func (c *Controller) sync(ctx context.Context, key string) (controller.Result, e
 			return controller.Result{}, err
 		}
 		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: key, Name: name}}
-		err = c.client.CreateServiceAccount(ctx, sa)
+		_, err = c.client.Create(ctx, sa)
 		switch {
 		case err == nil:
 			c.Logger().Debug("created service account", "namespace", key, "name", name)

@@ -35,7 +35,7 @@ type fakeAPI struct {
 	creates  []string
 }
 
-func (f *fakeAPI) CreateServiceAccount(_ context.Context, sa *corev1.ServiceAccount) error {
+func (f *fakeAPI) Create(_ context.Context, sa *corev1.ServiceAccount) (*corev1.ServiceAccount, error) {
 	f.mu.Lock()
 	f.creates = append(f.creates, sa.Namespace+"/"+sa.Name)
 	var err error
@@ -44,10 +44,9 @@ func (f *fakeAPI) CreateServiceAccount(_ context.Context, sa *corev1.ServiceAcco
 	}
 	f.mu.Unlock()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	_, err = f.accounts.Create(sa)
-	return err
+	return f.accounts.Create(sa)
 }
 
 func (f *fakeAPI) created() []string {

@@ -12,11 +12,14 @@
 package jsontree
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/listwatch/listwatch/internal/jsonscan"
 )
 
 // MaxDepth is the deepest nesting of objects and arrays accepted, as
@@ -311,7 +314,7 @@ func (d *decoder) escape() (rune, error) {
 	case 't':
 		return '\t', nil
 	case 'u':
-		r, ok := d.hex4(d.pos)
+		r, ok := jsonscan.Hex4(d.data[d.pos:])
 		if !ok {
 			return 0, d.errorf("invalid character in \\u hexadecimal character escape")
 		}
@@ -322,7 +325,7 @@ func (d *decoder) escape() (rune, error) {
 		// A surrogate pair is two escapes; anything else leaves the first
 		// as U+FFFD and the next escape to be read on its own.
 		if d.pos+6 <= len(d.data) && d.data[d.pos] == '\\' && d.data[d.pos+1] == 'u' {
-			if r2, ok := d.hex4(d.pos + 2); ok {
+			if r2, ok := jsonscan.Hex4(d.data[d.pos+2:]); ok {
 				if pair := utf16.DecodeRune(r, r2); pair != utf8.RuneError {
 					d.pos += 6
 					return pair, nil
@@ -336,62 +339,22 @@ func (d *decoder) escape() (rune, error) {
 	}
 }
 
-// hex4 reads the four hexadecimal digits at i.
-func (d *decoder) hex4(i int) (rune, bool) {
-	if i+4 > len(d.data) {
-		return 0, false
-	}
-	var r rune
-	for _, c := range d.data[i : i+4] {
-		switch {
-		case '0' <= c && c <= '9':
-			c -= '0'
-		case 'a' <= c && c <= 'f':
-			c = c - 'a' + 10
-		case 'A' <= c && c <= 'F':
-			c = c - 'A' + 10
-		default:
-			return 0, false
-		}
-		r = r<<4 | rune(c)
-	}
-	return r, true
-}
-
 // number decodes a number: int64 when it has no decimal point and fits,
 // float64 otherwise (1e3 is 1000.0, as in apimachinery's decoding).
 func (d *decoder) number() (any, error) {
 	start := d.pos
-	if d.data[d.pos] == '-' {
-		d.pos++
-	}
-	switch {
-	case d.pos < len(d.data) && d.data[d.pos] == '0':
-		d.pos++
-	case d.pos < len(d.data) && '1' <= d.data[d.pos] && d.data[d.pos] <= '9':
-		d.digits()
-	default:
+	end, want := jsonscan.Number(d.data, start)
+	d.pos = end
+	switch want {
+	case "":
+	case jsonscan.WantDigit:
 		return nil, d.errorf("invalid number")
+	default:
+		return nil, d.errorf("invalid number: want %s", want)
 	}
-	point := false
-	if d.pos < len(d.data) && d.data[d.pos] == '.' {
-		point = true
-		d.pos++
-		if !d.digits() {
-			return nil, d.errorf("invalid number: want digits after the decimal point")
-		}
-	}
-	exp := false
-	if d.pos < len(d.data) && (d.data[d.pos] == 'e' || d.data[d.pos] == 'E') {
-		exp = true
-		d.pos++
-		if d.pos < len(d.data) && (d.data[d.pos] == '+' || d.data[d.pos] == '-') {
-			d.pos++
-		}
-		if !d.digits() {
-			return nil, d.errorf("invalid number: want digits in the exponent")
-		}
-	}
+	num := d.data[start:end]
+	point := bytes.ContainsRune(num, '.')
+	exp := bytes.ContainsAny(num, "eE")
 	if !point && !exp && d.pos-start <= 18 {
 		// At most 18 digits fit in an int64 whatever they are.
 		return smallInt(d.data[start:d.pos]), nil
@@ -407,16 +370,6 @@ func (d *decoder) number() (any, error) {
 		return nil, &SyntaxError{Msg: "number " + s + " out of the range of float64", Offset: start}
 	}
 	return f, nil
-}
-
-// digits consumes a run of decimal digits and reports whether there was
-// one.
-func (d *decoder) digits() bool {
-	start := d.pos
-	for d.pos < len(d.data) && '0' <= d.data[d.pos] && d.data[d.pos] <= '9' {
-		d.pos++
-	}
-	return d.pos > start
 }
 
 // smallInt is the value of b, an optional minus and at most 18 digits.

@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/listwatch/listwatch/storage"
+	"github.com/listwatch/listwatch/storage/internal/watchbase"
 )
 
 // leaderRetry is the pause before a watch that lost its leader resumes.
@@ -25,15 +25,10 @@ const watchBuffer = 100
 // consumer reads again, resumes from the last revision it delivered (or
 // ends with storage.ErrCompacted if that history is gone by then).
 type watcher struct {
+	*watchbase.Watch
 	s      *Store
 	prefix string
-	events chan storage.Event
 	ctx    context.Context // ends with the caller's context, Stop or Close
-	cancel context.CancelFunc
-	exited chan struct{}
-
-	mu  sync.Mutex
-	err error
 }
 
 // Watch implements storage.Interface. Before it returns it checks with one
@@ -62,17 +57,13 @@ func (s *Store) Watch(ctx context.Context, prefix string, rev int64) (storage.Wa
 	wctx, cancel := context.WithCancel(ctx)
 	stopOnClose := context.AfterFunc(s.lifetime, cancel)
 	w := &watcher{
+		Watch:  watchbase.New(watchBuffer, cancel),
 		s:      s,
 		prefix: prefix,
-		events: make(chan storage.Event, watchBuffer),
 		ctx:    wctx,
-		cancel: cancel,
-		exited: make(chan struct{}),
 	}
 	err = s.goRun(func() {
 		defer stopOnClose()
-		defer close(w.exited)
-		defer close(w.events)
 		err := w.run(rev)
 		switch {
 		case s.lifetime.Err() != nil:
@@ -81,10 +72,9 @@ func (s *Store) Watch(ctx context.Context, prefix string, rev int64) (storage.Wa
 			err = nil // Stop or the caller's context
 		}
 		if err != nil {
-			w.mu.Lock()
-			w.err = fmt.Errorf("watch %q: %w", prefix, err)
-			w.mu.Unlock()
+			err = fmt.Errorf("watch %q: %w", prefix, err)
 		}
+		w.End(err)
 	})
 	if err != nil {
 		stopOnClose()
@@ -144,7 +134,7 @@ func (w *watcher) relay(rev *int64) (paused bool, err error) {
 				// Nothing under the prefix up to r was left unsent: the
 				// watch may resume after r.
 				select {
-				case w.events <- storage.Event{Type: storage.EventProgress, KV: storage.KeyValue{Revision: r}}:
+				case w.Out <- storage.Event{Type: storage.EventProgress, KV: storage.KeyValue{Revision: r}}:
 					*rev = r
 				default: // a hint: not worth waiting for the consumer
 				}
@@ -203,7 +193,7 @@ func (s *Store) RequestProgress(ctx context.Context) error {
 // the store's stallGrace; stalled reports whether it did.
 func (w *watcher) send(ev storage.Event, pause context.CancelFunc) (stalled bool, err error) {
 	select {
-	case w.events <- ev:
+	case w.Out <- ev:
 		return false, nil
 	case <-w.ctx.Done():
 		return false, w.ctx.Err()
@@ -213,7 +203,7 @@ func (w *watcher) send(ev storage.Event, pause context.CancelFunc) (stalled bool
 	defer grace.Stop()
 	for {
 		select {
-		case w.events <- ev:
+		case w.Out <- ev:
 			return stalled, nil
 		case <-w.ctx.Done():
 			return false, w.ctx.Err()
@@ -248,19 +238,4 @@ func (w *watcher) event(ev *clientv3.Event) (storage.Event, error) {
 		}
 	}
 	return out, nil
-}
-
-func (w *watcher) Events() <-chan storage.Event { return w.events }
-
-func (w *watcher) Err() error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.err
-}
-
-// Stop implements storage.Watcher; it returns once the watch's goroutine has
-// exited.
-func (w *watcher) Stop() {
-	w.cancel()
-	<-w.exited
 }

@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"sync"
 
 	"github.com/listwatch/listwatch/storage"
+	"github.com/listwatch/listwatch/storage/internal/watchbase"
 )
 
 // watcher delivers the writes under a prefix from the store's history. Its
@@ -16,19 +16,13 @@ import (
 // never wait for it, and it ends with storage.ErrCompacted once a
 // compaction passes its cursor.
 type watcher struct {
+	*watchbase.Watch
 	s      *Store
 	prefix string
-	events chan storage.Event
 	// cursor is the revision of the last write the watcher has looked at.
 	// Only the watcher's goroutine writes it holding s.mu for reading, and
 	// Compact holding it for writing, so the two never overlap.
 	cursor int64
-	stop   chan struct{}
-	exited chan struct{}
-	once   sync.Once
-
-	mu  sync.Mutex
-	err error
 }
 
 // Watch implements storage.Interface. Each watcher has its own goroutine and
@@ -43,45 +37,43 @@ func (s *Store) Watch(ctx context.Context, prefix string, rev int64) (storage.Wa
 	if err != nil {
 		return nil, fmt.Errorf("watch %q: %w", prefix, err)
 	}
+	// Stop cancels the watch's own context, which the caller's also ends.
+	wctx, cancel := context.WithCancel(ctx)
 	w := &watcher{
+		Watch:  watchbase.New(s.watchBuffer, cancel),
 		s:      s,
 		prefix: prefix,
 		cursor: from,
-		events: make(chan storage.Event, s.watchBuffer),
-		stop:   make(chan struct{}),
-		exited: make(chan struct{}),
 	}
 	s.watchers.Add(1)
 	s.watching[w] = struct{}{}
-	go w.run(ctx)
+	go func() {
+		defer s.watchers.Done()
+		defer cancel()
+		err := w.run(wctx)
+		s.forget(w)
+		w.End(err)
+	}()
 	return w, nil
 }
 
-// run delivers the writes after the cursor until the watch ends.
-func (w *watcher) run(ctx context.Context) {
-	defer w.s.watchers.Done()
-	defer close(w.exited)
-	defer close(w.events)
-	defer w.s.forget(w)
+// run delivers the writes after the cursor until the watch ends, and
+// returns why it ended: nil when ctx did.
+func (w *watcher) run(ctx context.Context) error {
 	// sent is the revision of the last event sent, progress included;
 	// answered the progress requests answered (or overtaken by events).
 	var sent, answered int64
 	for {
 		batch, written, progress, asked, err := w.s.changesAfter(w)
 		if err != nil {
-			w.mu.Lock()
-			w.err = fmt.Errorf("watch %q: %w", w.prefix, err)
-			w.mu.Unlock()
-			return
+			return fmt.Errorf("watch %q: %w", w.prefix, err)
 		}
 		for _, ev := range batch {
 			select {
-			case w.events <- ev:
+			case w.Out <- ev:
 				sent = ev.KV.Revision
 			case <-ctx.Done():
-				return
-			case <-w.stop:
-				return
+				return nil
 			case <-w.s.done:
 				// Loop once more so that changesAfter reports ErrClosed.
 			}
@@ -95,7 +87,7 @@ func (w *watcher) run(ctx context.Context) {
 			answered = asked
 			if w.cursor > sent {
 				select {
-				case w.events <- storage.Event{Type: storage.EventProgress, KV: storage.KeyValue{Revision: w.cursor}}:
+				case w.Out <- storage.Event{Type: storage.EventProgress, KV: storage.KeyValue{Revision: w.cursor}}:
 					sent = w.cursor
 				default: // a hint: not worth waiting for the consumer
 				}
@@ -105,9 +97,7 @@ func (w *watcher) run(ctx context.Context) {
 		case <-written:
 		case <-progress:
 		case <-ctx.Done():
-			return
-		case <-w.stop:
-			return
+			return nil
 		case <-w.s.done:
 		}
 	}
@@ -162,19 +152,4 @@ func (s *Store) changesAfter(w *watcher) (_ []storage.Event, written, progress <
 		return batch, nil, nil, 0, nil
 	}
 	return batch, s.written, s.progress, s.progressAsked, nil
-}
-
-func (w *watcher) Events() <-chan storage.Event { return w.events }
-
-func (w *watcher) Err() error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.err
-}
-
-// Stop implements storage.Watcher; it returns once the watcher's goroutine
-// has exited.
-func (w *watcher) Stop() {
-	w.once.Do(func() { close(w.stop) })
-	<-w.exited
 }

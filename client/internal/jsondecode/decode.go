@@ -36,6 +36,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	sigsjson "sigs.k8s.io/json"
+
+	"github.com/listwatch/listwatch/internal/jsonscan"
 )
 
 // SyntaxError is malformed JSON.
@@ -468,47 +470,12 @@ func (s *state) skip(depth int) error {
 // number consumes a number and returns its bytes.
 func (s *state) number() ([]byte, error) {
 	start := s.pos
-	d := s.data
-	i := s.pos
-	if i < len(d) && d[i] == '-' {
-		i++
-	}
-	switch {
-	case i < len(d) && d[i] == '0':
-		i++
-	case i < len(d) && d[i] >= '1' && d[i] <= '9':
-		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
-			i++
-		}
-	default:
-		s.pos = i
+	end, want := jsonscan.Number(s.data, start)
+	s.pos = end
+	if want != "" {
 		return nil, s.syntax("invalid number")
 	}
-	if i < len(d) && d[i] == '.' {
-		i++
-		if i >= len(d) || d[i] < '0' || d[i] > '9' {
-			s.pos = i
-			return nil, s.syntax("invalid number")
-		}
-		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
-			i++
-		}
-	}
-	if i < len(d) && (d[i] == 'e' || d[i] == 'E') {
-		i++
-		if i < len(d) && (d[i] == '+' || d[i] == '-') {
-			i++
-		}
-		if i >= len(d) || d[i] < '0' || d[i] > '9' {
-			s.pos = i
-			return nil, s.syntax("invalid number")
-		}
-		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
-			i++
-		}
-	}
-	s.pos = i
-	return d[start:i], nil
+	return s.data[start:end], nil
 }
 
 // rawString consumes a string at s.pos (its opening quote) and returns its
@@ -537,7 +504,7 @@ func (s *state) skipString() error {
 			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
 				i++
 			case 'u':
-				if _, ok := hex4(d[i+2:]); !ok {
+				if _, ok := jsonscan.Hex4(d[i+2:]); !ok {
 					s.pos = i
 					return s.syntax("invalid \\u escape")
 				}
@@ -622,7 +589,7 @@ func (s *state) unescape(start, i int) ([]byte, bool, error) {
 		case 't':
 			out = append(out, '\t')
 		case 'u':
-			r, ok := hex4(d[i+2:])
+			r, ok := jsonscan.Hex4(d[i+2:])
 			if !ok {
 				s.pos = i
 				return nil, false, s.syntax("invalid \\u escape")
@@ -631,7 +598,7 @@ func (s *state) unescape(start, i int) ([]byte, bool, error) {
 			if utf16.IsSurrogate(r) {
 				r2, ok := rune(-1), false
 				if i+1 < len(d) && d[i] == '\\' && d[i+1] == 'u' {
-					r2, ok = hex4(d[i+2:])
+					r2, ok = jsonscan.Hex4(d[i+2:])
 				}
 				if dec := utf16.DecodeRune(r, r2); ok && dec != utf8.RuneError {
 					r = dec
@@ -665,27 +632,6 @@ func validUTF8(b []byte) []byte {
 		b = b[n:]
 	}
 	return out
-}
-
-func hex4(b []byte) (rune, bool) {
-	if len(b) < 4 {
-		return 0, false
-	}
-	var r rune
-	for _, c := range b[:4] {
-		switch {
-		case c >= '0' && c <= '9':
-			c -= '0'
-		case c >= 'a' && c <= 'f':
-			c = c - 'a' + 10
-		case c >= 'A' && c <= 'F':
-			c = c - 'A' + 10
-		default:
-			return 0, false
-		}
-		r = r<<4 | rune(c)
-	}
-	return r, true
 }
 
 // str consumes a string value and returns it as a Go string.
@@ -764,98 +710,90 @@ func decodeBool(s *state, p unsafe.Pointer) error {
 	return s.mismatch(reflect.TypeFor[bool]())
 }
 
-func intDecoder(t reflect.Type) decodeFunc {
-	bits := t.Bits()
+// numeral reads the value of a numeric field of type t and returns the
+// number's text and its offset; ok is false, with a nil error, for null,
+// which leaves the field as it was.
+func (s *state) numeral(t reflect.Type) (num []byte, start int, ok bool, err error) {
+	c := s.peek()
+	if c == 'n' {
+		return nil, 0, false, s.literal("null")
+	}
+	if c != '-' && (c < '0' || c > '9') {
+		return nil, 0, false, s.mismatch(t)
+	}
+	start = s.pos
+	num, err = s.number()
+	return num, start, err == nil, err
+}
+
+// numberDecoder decodes a number into a field of type t with set, which
+// stores the number's text at p and reports whether t can hold it.
+func numberDecoder(t reflect.Type, set func(p unsafe.Pointer, num string) bool) decodeFunc {
 	return func(s *state, p unsafe.Pointer) error {
-		c := s.peek()
-		if c == 'n' {
-			return s.literal("null")
-		}
-		if c != '-' && (c < '0' || c > '9') {
-			return s.mismatch(t)
-		}
-		start := s.pos
-		num, err := s.number()
-		if err != nil {
+		num, start, ok, err := s.numeral(t)
+		if !ok {
 			return err
 		}
-		v, err := strconv.ParseInt(unsafe.String(unsafe.SliceData(num), len(num)), 10, bits)
-		if err != nil {
+		if !set(p, unsafe.String(unsafe.SliceData(num), len(num))) {
 			return &TypeError{Value: "number " + string(num), Type: t, Offset: start}
-		}
-		switch bits {
-		case 8:
-			*(*int8)(p) = int8(v)
-		case 16:
-			*(*int16)(p) = int16(v)
-		case 32:
-			*(*int32)(p) = int32(v)
-		default:
-			*(*int64)(p) = v
 		}
 		return nil
 	}
 }
 
+func intDecoder(t reflect.Type) decodeFunc {
+	bits := t.Bits()
+	return numberDecoder(t, func(p unsafe.Pointer, num string) bool {
+		v, err := strconv.ParseInt(num, 10, bits)
+		if err != nil {
+			return false
+		}
+		storeInteger(p, bits, v)
+		return true
+	})
+}
+
 func uintDecoder(t reflect.Type) decodeFunc {
 	bits := t.Bits()
-	return func(s *state, p unsafe.Pointer) error {
-		c := s.peek()
-		if c == 'n' {
-			return s.literal("null")
-		}
-		if c != '-' && (c < '0' || c > '9') {
-			return s.mismatch(t)
-		}
-		start := s.pos
-		num, err := s.number()
+	return numberDecoder(t, func(p unsafe.Pointer, num string) bool {
+		v, err := strconv.ParseUint(num, 10, bits)
 		if err != nil {
-			return err
+			return false
 		}
-		v, err := strconv.ParseUint(unsafe.String(unsafe.SliceData(num), len(num)), 10, bits)
-		if err != nil {
-			return &TypeError{Value: "number " + string(num), Type: t, Offset: start}
-		}
-		switch bits {
-		case 8:
-			*(*uint8)(p) = uint8(v)
-		case 16:
-			*(*uint16)(p) = uint16(v)
-		case 32:
-			*(*uint32)(p) = uint32(v)
-		default:
-			*(*uint64)(p) = v
-		}
-		return nil
+		storeInteger(p, bits, v)
+		return true
+	})
+}
+
+// storeInteger writes the low bits of v at p: an integer of that size,
+// signed or not, holds the same bits either way.
+func storeInteger[V int64 | uint64](p unsafe.Pointer, bits int, v V) {
+	switch bits {
+	case 8:
+		*(*uint8)(p) = uint8(v)
+	case 16:
+		*(*uint16)(p) = uint16(v)
+	case 32:
+		*(*uint32)(p) = uint32(v)
+	default:
+		*(*uint64)(p) = uint64(v)
 	}
 }
 
 func floatDecoder(t reflect.Type) decodeFunc {
 	bits := t.Bits()
-	return func(s *state, p unsafe.Pointer) error {
-		c := s.peek()
-		if c == 'n' {
-			return s.literal("null")
-		}
-		if c != '-' && (c < '0' || c > '9') {
-			return s.mismatch(t)
-		}
-		start := s.pos
-		num, err := s.number()
-		if err != nil {
-			return err
-		}
-		v, err := strconv.ParseFloat(unsafe.String(unsafe.SliceData(num), len(num)), bits)
+	return numberDecoder(t, func(p unsafe.Pointer, num string) bool {
+		v, err := strconv.ParseFloat(num, bits)
 		if err != nil || math.IsInf(v, 0) {
-			return &TypeError{Value: "number " + string(num), Type: t, Offset: start}
+			return false
 		}
 		if bits == 32 {
 			*(*float32)(p) = float32(v)
 		} else {
 			*(*float64)(p) = v
 		}
-		return nil
-	}
+		return true
+	})
 }
 
 var bytesFallback = fallback(reflect.TypeFor[[]byte]())
