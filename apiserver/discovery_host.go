@@ -33,7 +33,8 @@ func (s *Server) newDiscovery() *discovery.Discovery {
 			// no field management of their own).
 			return append(openAPIResources(), reviewOpenAPIResources()...)
 		},
-		CRDs: s.openAPICRDs,
+		CRDs:     s.openAPICRDs,
+		Unstored: reviewResources(),
 	})
 }
 
@@ -93,75 +94,31 @@ func reviewOpenAPIResources() []kube.OpenAPIResource {
 	return out
 }
 
-// Discovery of the reviews: kube-apiserver lists them as create-only
-// resources of authentication.k8s.io/v1 and authorization.k8s.io/v1, two
-// built-in groups placed, in /apis, after events.k8s.io (its group
-// priorities). They are not in the registry, which holds stored
-// resources.
-
-// reviewGroupsAfter is the group kube-apiserver lists the review groups
-// after.
-const reviewGroupsAfter = "events.k8s.io"
-
-// isReviewGroup reports whether group holds reviews and no stored
-// resource.
-func (s *Server) isReviewGroup(group string) bool {
-	return s.auth != nil && slices.Contains(auth.ReviewGroups(), group) && len(s.reg.versions[group]) == 0
-}
-
-// builtinGroups are the built-in groups of /apis in kube-apiserver's
-// order: the registry's, with the review groups in their place.
-func (s *Server) builtinGroups() []string {
-	groups := slices.Clone(s.reg.groups)
-	at := 0
-	if i := slices.Index(groups, reviewGroupsAfter); i >= 0 {
-		at = i + 1
-	}
-	var add []string
-	for _, g := range auth.ReviewGroups() {
-		if s.isReviewGroup(g) {
-			add = append(add, g)
-		}
-	}
-	return slices.Insert(groups, at, add...)
-}
-
-// discoveryGroups are the groups of /apis: the built-in ones, then those
-// of custom resources alone.
+// discoveryGroups are the groups of /apis: the registry's, then those of
+// custom resources alone.
 func (s *Server) discoveryGroups() []discovery.Group {
 	var out []discovery.Group
-	builtin := s.builtinGroups()
-	for _, name := range builtin {
-		versions := s.reg.groupVersions(name)
-		if s.isReviewGroup(name) {
-			versions = []string{"v1"}
-		}
-		out = append(out, discovery.Group{Name: name, Versions: versions, Builtin: true})
-	}
 	for _, name := range s.reg.allGroups() {
-		if !slices.Contains(builtin, name) {
-			out = append(out, discovery.Group{Name: name, Versions: s.reg.groupVersions(name)})
-		}
+		_, builtin := s.reg.versions[name]
+		out = append(out, discovery.Group{Name: name, Versions: s.reg.groupVersions(name), Builtin: builtin})
 	}
 	return out
 }
 
-// discoveryResources are the resources served under gv: the reviews of a
-// review group, else those of the registry and the custom resources.
-func (s *Server) discoveryResources(gv schema.GroupVersion) ([]discovery.Resource, error) {
-	if s.isReviewGroup(gv.Group) {
-		var out []discovery.Resource
-		for _, rv := range auth.Reviews() {
-			if rv.GVK.GroupVersion() == gv {
-				out = append(out, discovery.Resource{GVK: rv.GVK, Plural: rv.Plural, Singular: strings.ToLower(rv.GVK.Kind),
-					Namespaced: rv.Namespaced, Verbs: metav1.Verbs{"create"}})
-			}
-		}
-		if out != nil {
-			slices.SortFunc(out, func(a, b discovery.Resource) int { return strings.Compare(a.Plural, b.Plural) })
-			return out, nil
-		}
+// reviewResources are the reviews of package auth as discovery lists
+// them: create-only resources kube-apiserver lists among the built-in ones.
+func reviewResources() []discovery.Resource {
+	var out []discovery.Resource
+	for _, rv := range auth.Reviews() {
+		out = append(out, discovery.Resource{GVK: rv.GVK, Plural: rv.Plural, Singular: strings.ToLower(rv.GVK.Kind),
+			Namespaced: rv.Namespaced, Verbs: metav1.Verbs{"create"}})
 	}
+	return out
+}
+
+// discoveryResources are the resources served under gv: those of the
+// registry and the custom resources.
+func (s *Server) discoveryResources(gv schema.GroupVersion) ([]discovery.Resource, error) {
 	if !s.reg.hasGroupVersion(gv.String()) {
 		return nil, s.unknownResource(gv)
 	}

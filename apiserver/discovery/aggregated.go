@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"strings"
 	"sync"
 
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
@@ -83,7 +82,7 @@ func (d *Discovery) initAggregated() {
 
 	a.apisRM = aggregated.NewResourceManager("apis")
 	i := 0
-	for _, g := range d.cfg.Groups() {
+	for _, g := range d.groups() {
 		if !g.Builtin {
 			continue
 		}
@@ -103,7 +102,7 @@ func (d *Discovery) initAggregated() {
 // builtinVersion is the aggregated form of gv's built-in resources, made
 // from their legacy list as kube-apiserver's installer makes it.
 func (d *Discovery) builtinVersion(gv schema.GroupVersion) apidiscoveryv2.APIVersionDiscovery {
-	rs, err := d.cfg.Resources(gv)
+	rs, err := d.resources(gv)
 	if err != nil {
 		d.cfg.Log.Error("aggregated discovery", "groupVersion", gv.String(), "err", fmt.Errorf("discovery: %w", err))
 	}
@@ -156,7 +155,7 @@ func customVersions(rs []Resource) map[metav1.GroupVersion]apidiscoveryv2.APIVer
 	}
 	out := map[metav1.GroupVersion]apidiscoveryv2.APIVersionDiscovery{}
 	for gv, rs := range byGV {
-		slices.SortFunc(rs, func(a, b Resource) int { return strings.Compare(a.Plural, b.Plural) })
+		slices.SortFunc(rs, byPlural)
 		v := apidiscoveryv2.APIVersionDiscovery{Version: gv.Version, Freshness: apidiscoveryv2.DiscoveryFreshnessCurrent}
 		for _, r := range rs {
 			v.Resources = append(v.Resources, customResource(r))

@@ -66,6 +66,12 @@ type Config struct {
 	// Resources are the resources served under gv, sorted by plural, or
 	// the error that answers a group version serving none.
 	Resources func(gv schema.GroupVersion) ([]Resource, error)
+	// Unstored are built-in resources that Groups and Resources do not
+	// list: create-only, answered and never stored (the reviews). Their
+	// groups that no other built-in resource serves are listed after
+	// events.k8s.io, where kube-apiserver's group priorities put them,
+	// in the order of their first resource here.
+	Unstored []Resource
 	// Custom returns the custom resources served now, and a comparable
 	// value that is equal (==) between two calls exactly when they
 	// return the same resources.
@@ -174,9 +180,68 @@ func group(g Group) metav1.APIGroup {
 	return out
 }
 
+// unstoredGroupsAfter is the group kube-apiserver lists the groups of the
+// unstored resources after.
+const unstoredGroupsAfter = "events.k8s.io"
+
+// groups are Config.Groups with those of the unstored resources that no
+// other built-in resource serves.
+func (d *Discovery) groups() []Group {
+	groups := d.cfg.Groups()
+	builtin := 0
+	for builtin < len(groups) && groups[builtin].Builtin {
+		builtin++
+	}
+	var add []Group
+	for _, r := range d.cfg.Unstored {
+		name := r.GVK.Group
+		if slices.ContainsFunc(groups[:builtin], func(g Group) bool { return g.Name == name }) {
+			continue
+		}
+		i := slices.IndexFunc(add, func(g Group) bool { return g.Name == name })
+		if i < 0 {
+			add = append(add, Group{Name: name, Builtin: true})
+			i = len(add) - 1
+		}
+		if !slices.Contains(add[i].Versions, r.GVK.Version) {
+			add[i].Versions = append(add[i].Versions, r.GVK.Version)
+		}
+	}
+	at := 0
+	if i := slices.IndexFunc(groups[:builtin], func(g Group) bool { return g.Name == unstoredGroupsAfter }); i >= 0 {
+		at = i + 1
+	}
+	// A group of custom resources alone gives way to the built-in one.
+	groups = slices.DeleteFunc(groups, func(g Group) bool {
+		return !g.Builtin && slices.ContainsFunc(add, func(a Group) bool { return a.Name == g.Name })
+	})
+	return slices.Insert(groups, at, add...)
+}
+
+// resources are the resources served under gv: the unstored ones of a
+// group only they serve, else Config.Resources'.
+func (d *Discovery) resources(gv schema.GroupVersion) ([]Resource, error) {
+	if len(d.cfg.Unstored) > 0 && !slices.ContainsFunc(d.cfg.Groups(), func(g Group) bool { return g.Builtin && g.Name == gv.Group }) {
+		var out []Resource
+		for _, r := range d.cfg.Unstored {
+			if r.GVK.GroupVersion() == gv {
+				out = append(out, r)
+			}
+		}
+		if out != nil {
+			slices.SortFunc(out, byPlural)
+			return out, nil
+		}
+	}
+	return d.cfg.Resources(gv)
+}
+
+// byPlural orders resources by their plural.
+func byPlural(a, b Resource) int { return strings.Compare(a.Plural, b.Plural) }
+
 func (d *Discovery) apiGroupList(*http.Request) (any, error) {
 	list := &metav1.APIGroupList{TypeMeta: metav1.TypeMeta{Kind: "APIGroupList", APIVersion: "v1"}, Groups: []metav1.APIGroup{}}
-	for _, g := range d.cfg.Groups() {
+	for _, g := range d.groups() {
 		if len(g.Versions) == 0 {
 			continue
 		}
@@ -188,7 +253,7 @@ func (d *Discovery) apiGroupList(*http.Request) (any, error) {
 }
 
 func (d *Discovery) apiGroup(name string) (any, error) {
-	for _, g := range d.cfg.Groups() {
+	for _, g := range d.groups() {
 		if g.Name == name && len(g.Versions) > 0 {
 			doc := group(g)
 			return &doc, nil
@@ -198,7 +263,7 @@ func (d *Discovery) apiGroup(name string) (any, error) {
 }
 
 func (d *Discovery) resourceList(gv schema.GroupVersion) (any, error) {
-	rs, err := d.cfg.Resources(gv)
+	rs, err := d.resources(gv)
 	if err != nil {
 		return nil, err
 	}
