@@ -29,9 +29,8 @@ import (
 // mode Node,RBAC) without the Node authorizer: the system:masters group is
 // allowed everything (kube's privileged-group authorizer), then kube's RBAC
 // authorizer decides on the Roles, ClusterRoles and their bindings, read
-// through informers of the server's loopback client (those of the
-// admission plugins; admission.go), as kube-apiserver's RBAC authorizer
-// reads them through its own.
+// through the informers of the server's loopback client (Loopback), as
+// kube-apiserver's RBAC authorizer reads them through its own.
 //
 // An informer lags the writes it follows by a moment. A request that RBAC
 // would deny is decided again once the informers have seen the writes

@@ -68,11 +68,6 @@ func Reviews() []Review {
 	}
 }
 
-// ReviewGroups are the groups of the reviews, in kube-apiserver's order.
-func ReviewGroups() []string {
-	return []string{authenticationv1.GroupName, authorizationv1.GroupName}
-}
-
 // review is one review resource and the kube storage that answers it.
 type review struct {
 	Review
