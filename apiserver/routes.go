@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/listwatch/listwatch/resources"
@@ -37,32 +36,7 @@ func (s *Server) routes() http.Handler {
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	path := strings.TrimSuffix(r.URL.Path, "/")
 	parts := strings.Split(strings.TrimPrefix(path, "/"), "/")
-	switch {
-	case path == "/openapi/v2":
-		s.serveOpenAPIV2(w, r)
-		return
-	case path == openAPIPrefix || strings.HasPrefix(path, openAPIPrefix+"/"):
-		s.serveOpenAPI(w, r)
-		return
-	case path == "/version":
-		s.serveDiscovery(w, r, s.versionInfo)
-		return
-	case path == "/api":
-		s.serveDiscoveryRoot(w, r, true)
-		return
-	case path == "/apis":
-		s.serveDiscoveryRoot(w, r, false)
-		return
-	case len(parts) == 2 && parts[0] == "api":
-		s.serveDiscovery(w, r, func(r *http.Request) (any, error) { return s.resourceList(schema.GroupVersion{Version: parts[1]}) })
-		return
-	case len(parts) == 2 && parts[0] == "apis":
-		s.serveDiscovery(w, r, func(*http.Request) (any, error) { return s.apiGroup(parts[1]) })
-		return
-	case len(parts) == 3 && parts[0] == "apis":
-		s.serveDiscovery(w, r, func(*http.Request) (any, error) {
-			return s.resourceList(schema.GroupVersion{Group: parts[1], Version: parts[2]})
-		})
+	if s.discovery.Serve(w, r, path) {
 		return
 	}
 	var gv schema.GroupVersion
@@ -90,10 +64,6 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.serveResource(w, r, req)
-}
-
-func notFoundPath() error {
-	return newStatus(http.StatusNotFound, metav1.StatusReasonNotFound, "the server could not find the requested resource")
 }
 
 // parseResourcePath resolves [namespaces/{ns}/]{plural}[/{name}[/{sub}]]

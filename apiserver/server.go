@@ -21,7 +21,9 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/listwatch/listwatch/apiserver/admission"
+	"github.com/listwatch/listwatch/apiserver/auth"
 	"github.com/listwatch/listwatch/apiserver/bootstrap"
+	"github.com/listwatch/listwatch/apiserver/discovery"
 	"github.com/listwatch/listwatch/storage"
 	"github.com/listwatch/listwatch/watchcache"
 )
@@ -90,8 +92,9 @@ type Server struct {
 	// cachesReady is closed once all of them hold their first list.
 	caches      map[*resource]*servedCache
 	cachesReady chan struct{}
-	// openAPI holds the OpenAPI documents, built on first request (openapi.go).
-	openAPI openAPIState
+	// discovery serves /version, /api, /apis and the OpenAPI documents
+	// (package discovery; discovery_host.go).
+	discovery *discovery.Discovery
 
 	// ctx is the server's lifetime: made by New, ended when Run's
 	// context ends, so that what New builds may hold it before Run.
@@ -117,15 +120,9 @@ type Server struct {
 	crdPublish sync.Mutex
 	crdOpenAPI bool
 
-	// aggDiscovery serves aggregated discovery (discovery_aggregated.go).
-	aggDiscovery aggregatedDiscovery
-
-	// authz is the server's authorization (authz.go); saTokens its
-	// service account tokens (auth_serviceaccount.go).
-	authz    *authz
-	saTokens *saTokens
-	// reviewTokens authenticates the TokenReviews (authz_tokenreview.go).
-	reviewTokens reviewTokens
+	// auth is the server's authorization, reviews and service account
+	// tokens (package auth; auth_host.go).
+	auth *auth.Auth
 }
 
 // New builds a server for cfg. It starts nothing and does no I/O: Run
@@ -144,7 +141,6 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, log: log, reg: reg, caches: map[*resource]*servedCache{}, cachesReady: make(chan struct{})}
-	s.reviewTokens.s = s
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.writes = admission.TrackWrites(s.ctx, &s.cfg.Storage, namespacesPrefix)
 	for _, byPlural := range reg.byGV {
@@ -159,12 +155,12 @@ func New(cfg Config) (*Server, error) {
 	if err := s.initServices(); err != nil {
 		return nil, err
 	}
+	s.discovery = s.newDiscovery()
 	s.handler = s.routes()
 	if err := s.initSelf(); err != nil {
 		return nil, err
 	}
-	s.initAuthz()
-	if err := s.initServiceAccountTokens(); err != nil {
+	if err := s.initAuth(); err != nil {
 		s.closeSelf()
 		return nil, err
 	}

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"reflect"
 	"strconv"
@@ -25,18 +24,6 @@ import (
 	"github.com/listwatch/listwatch/apiserver/internal/kube"
 	"github.com/listwatch/listwatch/storage"
 )
-
-func readBody(r *http.Request) ([]byte, error) {
-	body, err := io.ReadAll(r.Body)
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return nil, apierrors.NewRequestEntityTooLargeError(err.Error())
-		}
-		return nil, badRequest("reading the request body: %v", err)
-	}
-	return body, nil
-}
 
 // checkNamespace fills a body's namespace from the path and rejects a
 // mismatch (400), as kube-apiserver does.

@@ -7,8 +7,10 @@
 //
 // The server keeps objects as unstructured maps of their served version;
 // this package converts them to the internal types the strategies work on
-// and back. It is the only package of listwatch that imports
-// k8s.io/kubernetes, and only the server imports it.
+// and back. Three packages of listwatch import k8s.io/kubernetes: this
+// one, apiserver/auth (kube's RBAC authorizer, review storages and service
+// account tokens) and apiserver itself (the controller of the "kubernetes"
+// Service); only the server's packages import them.
 package kube
 
 import (

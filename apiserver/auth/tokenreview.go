@@ -1,8 +1,7 @@
-package apiserver
+package auth
 
 import (
 	"context"
-	"sync/atomic"
 
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/group"
@@ -23,37 +22,24 @@ import (
 // for the API's audiences only), every user put in system:authenticated.
 // Client certificates play no part: a TokenReview carries a token alone.
 
-// reviewTokens is the authenticator of the TokenReviews.
-type reviewTokens struct {
-	s *Server
-	// others are the bearer tokens besides the service accounts' (the
-	// filters' authenticator); nil until SetTokenAuthenticator.
-	others atomic.Pointer[filters.TokenAuthenticator]
-}
-
 // SetTokenAuthenticator gives the TokenReviews the bearer tokens the
 // filters in front of the server accept besides its service account
 // tokens (filters.Options.Authenticator): a TokenReview of a token the
 // server would accept says who it is. Without it only service account
 // tokens are reviewed as authenticated.
-func (s *Server) SetTokenAuthenticator(a filters.TokenAuthenticator) {
-	if a == nil {
-		s.reviewTokens.others.Store(nil)
+func (a *Auth) SetTokenAuthenticator(t filters.TokenAuthenticator) {
+	if t == nil {
+		a.others.Store(nil)
 		return
 	}
-	s.reviewTokens.others.Store(&a)
+	a.others.Store(&t)
 }
 
-// request is the authenticator.Request kube's TokenReview storage calls.
-func (r *reviewTokens) request() authenticator.Request {
-	sa := authenticator.TokenFunc(func(ctx context.Context, tok string) (*authenticator.Response, bool, error) {
-		if r.s.saTokens == nil {
-			return nil, false, nil
-		}
-		return r.s.saTokens.authn.AuthenticateToken(ctx, tok)
-	})
+// tokenReviewRequest is the authenticator.Request kube's TokenReview
+// storage calls.
+func (a *Auth) tokenReviewRequest() authenticator.Request {
 	others := authenticator.TokenFunc(func(_ context.Context, tok string) (*authenticator.Response, bool, error) {
-		p := r.others.Load()
+		p := a.others.Load()
 		if p == nil {
 			return nil, false, nil
 		}
@@ -67,14 +53,6 @@ func (r *reviewTokens) request() authenticator.Request {
 	// authenticators, as kube-apiserver's: an unknown token is "invalid
 	// bearer token", once.
 	return group.NewAuthenticatedGroupAdder(bearertoken.New(tokenunion.New(
-		sa, authenticator.WrapAudienceAgnosticToken(r.apiAudiences(), others),
+		a.tokens.authn, authenticator.WrapAudienceAgnosticToken(a.tokens.audiences, others),
 	)))
-}
-
-// apiAudiences are the audiences of the API: the service account issuer.
-func (r *reviewTokens) apiAudiences() authenticator.Audiences {
-	if r.s.saTokens == nil {
-		return nil
-	}
-	return r.s.saTokens.audiences
 }

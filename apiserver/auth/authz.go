@@ -1,4 +1,4 @@
-package apiserver
+package auth
 
 import (
 	"context"
@@ -29,31 +29,15 @@ import (
 // mode Node,RBAC) without the Node authorizer: the system:masters group is
 // allowed everything (kube's privileged-group authorizer), then kube's RBAC
 // authorizer decides on the Roles, ClusterRoles and their bindings, read
-// through informers of the server's loopback client (those of the
-// admission plugins; admission.go), as kube-apiserver's RBAC authorizer
-// reads them through its own.
+// through the informers of the server's loopback client (Loopback), as
+// kube-apiserver's RBAC authorizer reads them through its own.
 //
 // An informer lags the writes it follows by a moment. A request that RBAC
 // would deny is decided again once the informers have seen the writes
-// already stored (Server.fresh), so that a client that has just bound
+// already stored (Loopback.Fresh), so that a client that has just bound
 // itself a role is not refused on what the informers had not yet read; an
 // allowed request pays nothing for it. A rules review waits for them
 // before it lists (freshRules).
-
-// authz is the server's authorization.
-type authz struct {
-	// authorizer is the union of the privileged group and RBAC.
-	authorizer authorizer.Authorizer
-	// rules resolves what a user may do (SelfSubjectRulesReview).
-	rules authorizer.RuleResolver
-	// resolver lists the rules a user holds, for the escalation checks of
-	// role and binding writes.
-	resolver rbacregistryvalidation.AuthorizationRuleResolver
-	// policies are kube's RBAC registries' escalation checks, by resource.
-	policies map[schema.GroupResource]policyStorage
-	// reviews are the review resources (authz_reviews.go).
-	reviews map[schema.GroupVersionResource]review
-}
 
 // policyStorage is the Create and Update of kube's policy-based RBAC
 // storages (pkg/registry/rbac/*/policybased).
@@ -62,11 +46,9 @@ type policyStorage interface {
 	Update(ctx context.Context, name string, objInfo rest.UpdatedObjectInfo, createValidation rest.ValidateObjectFunc, updateValidation rest.ValidateObjectUpdateFunc, forceAllowCreate bool, options *metav1.UpdateOptions) (runtime.Object, bool, error)
 }
 
-// initAuthz builds the authorizer on the loopback informers; New calls it
-// after initSelf and before the informers start, so that the informer
-// start-up task waits for the RBAC informers too.
-func (s *Server) initAuthz() {
-	rbacInformers := s.self.informers.Rbac().V1()
+// initAuthorizer builds the authorizer on the loopback informers.
+func (a *Auth) initAuthorizer() {
+	rbacInformers := a.cfg.Loopback.Informers().Rbac().V1()
 	roles := &rbacauthorizer.RoleGetter{Lister: rbacInformers.Roles().Lister()}
 	roleBindings := &rbacauthorizer.RoleBindingLister{Lister: rbacInformers.RoleBindings().Lister()}
 	clusterRoles := &rbacauthorizer.ClusterRoleGetter{Lister: rbacInformers.ClusterRoles().Lister()}
@@ -77,25 +59,22 @@ func (s *Server) initAuthz() {
 		union.NamedAuthorizer{AuthorizerName: "kubernetes.io/system-privileged-group", Authorizer: authorizerfactory.NewPrivilegedGroups(user.SystemPrivilegedGroup)},
 		union.NamedAuthorizer{AuthorizerName: "rbac", Authorizer: rbacAuthz},
 	)
-	a := &freshAuthorizer{Authorizer: unioned, fresh: s.fresh}
+	fresh := a.cfg.Loopback.Fresh
+	authz := &freshAuthorizer{Authorizer: unioned, fresh: fresh}
 	resolver := rbacregistryvalidation.NewDefaultRuleResolver(roles, roleBindings, clusterRoles, clusterRoleBindings)
-	s.authz = &authz{
-		authorizer: a,
-		rules:      freshRules{RuleResolver: union.NewRuleResolvers(rbacAuthz), fresh: s.fresh},
-		resolver:   resolver,
-		policies: map[schema.GroupResource]policyStorage{
-			rbac.Resource("roles"):               rolepolicy.NewStorage(checkOnly{}, a, resolver),
-			rbac.Resource("clusterroles"):        clusterrolepolicy.NewStorage(checkOnly{}, a, resolver),
-			rbac.Resource("rolebindings"):        rolebindingpolicy.NewStorage(checkOnly{}, a, resolver),
-			rbac.Resource("clusterrolebindings"): clusterrolebindingpolicy.NewStorage(checkOnly{}, a, resolver),
-		},
+	a.authorizer = authz
+	a.rules = freshRules{RuleResolver: union.NewRuleResolvers(rbacAuthz), fresh: fresh}
+	a.policies = map[schema.GroupResource]policyStorage{
+		rbac.Resource("roles"):               rolepolicy.NewStorage(checkOnly{}, authz, resolver),
+		rbac.Resource("clusterroles"):        clusterrolepolicy.NewStorage(checkOnly{}, authz, resolver),
+		rbac.Resource("rolebindings"):        rolebindingpolicy.NewStorage(checkOnly{}, authz, resolver),
+		rbac.Resource("clusterrolebindings"): clusterrolebindingpolicy.NewStorage(checkOnly{}, authz, resolver),
 	}
-	s.authz.reviews = s.reviews()
 }
 
-// Authorizer is the server's authorizer, for the filters in front of it
-// (filters.Options.Authorizer): kube-apiserver's, as described above.
-func (s *Server) Authorizer() authorizer.Authorizer { return s.authz.authorizer }
+// Authorizer is the server's authorizer, for the filters in front of it:
+// kube-apiserver's, as described above.
+func (a *Auth) Authorizer() authorizer.Authorizer { return a.authorizer }
 
 // freshAuthorizer decides again, once the informers have caught up with
 // the stored writes, a request it would deny.
@@ -130,17 +109,14 @@ func (r freshRules) RulesFor(ctx context.Context, u user.Info, namespace string)
 	return r.RuleResolver.RulesFor(ctx, u, namespace)
 }
 
-// escalationCheck returns the check kube's RBAC registries make of a
+// EscalationCheck returns the check kube's RBAC registries make of a
 // role or binding written (nil for other resources): a user may create or
 // update a role only with rules it holds itself (or with the escalate
 // verb on it), and a binding only to a role whose rules it holds (or with
 // the bind verb on it). obj and old are the internal objects after
 // mutating admission, as kube's storages see them; old is nil on create.
-func (s *Server) escalationCheck(gr schema.GroupResource) func(ctx context.Context, obj, old runtime.Object) error {
-	if s.authz == nil {
-		return nil
-	}
-	p, ok := s.authz.policies[gr]
+func (a *Auth) EscalationCheck(gr schema.GroupResource) func(ctx context.Context, obj, old runtime.Object) error {
+	p, ok := a.policies[gr]
 	if !ok {
 		return nil
 	}
@@ -155,7 +131,7 @@ func (s *Server) escalationCheck(gr schema.GroupResource) func(ctx context.Conte
 		}
 		// The rule resolver reads the informers: let them catch up with
 		// the roles and bindings stored before this write.
-		s.fresh(ctx)
+		a.cfg.Loopback.Fresh(ctx)
 		var err error
 		if old == nil {
 			_, err = p.Create(ctx, obj, nil, nil)
@@ -182,7 +158,7 @@ func (s *Server) escalationCheck(gr schema.GroupResource) func(ctx context.Conte
 func nameOf(obj runtime.Object) (string, error) {
 	m, ok := obj.(interface{ GetName() string })
 	if !ok {
-		return "", fmt.Errorf("apiserver: %T has no name", obj)
+		return "", fmt.Errorf("auth: %T has no name", obj)
 	}
 	return m.GetName(), nil
 }

@@ -1,4 +1,4 @@
-package apiserver
+package auth
 
 import (
 	"context"
@@ -30,6 +30,7 @@ import (
 	token "k8s.io/kubernetes/pkg/serviceaccount"
 
 	"github.com/listwatch/listwatch/apiserver/filters"
+	"github.com/listwatch/listwatch/apiserver/internal/respond"
 )
 
 // Service account tokens as kube-apiserver issues and checks them: the
@@ -58,36 +59,36 @@ type saTokens struct {
 
 // initServiceAccountTokens sets up the token issuer and authenticator with
 // the configured signing key, or a key of the server's own lifetime.
-func (s *Server) initServiceAccountTokens() error {
-	key := s.cfg.ServiceAccountSigningKey
+func (a *Auth) initServiceAccountTokens() error {
+	key := a.cfg.SigningKey
 	if key == nil {
 		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 		if err != nil {
-			return fmt.Errorf("apiserver: service account key: %w", err)
+			return fmt.Errorf("auth: service account key: %w", err)
 		}
 		key = k
 	}
-	issuer := s.cfg.ServiceAccountIssuer
+	issuer := a.cfg.Issuer
 	if issuer == "" {
 		issuer = DefaultServiceAccountIssuer
 	}
 	gen, err := token.JWTTokenGenerator(issuer, key)
 	if err != nil {
-		return fmt.Errorf("apiserver: service account tokens: %w", err)
+		return fmt.Errorf("auth: service account tokens: %w", err)
 	}
 	keys, err := token.StaticPublicKeysGetter([]any{key.Public()})
 	if err != nil {
-		return fmt.Errorf("apiserver: service account tokens: %w", err)
+		return fmt.Errorf("auth: service account tokens: %w", err)
 	}
 	auds := authenticator.Audiences{issuer}
-	getter := clientTokenGetter{client: s.self.client}
-	s.saTokens = &saTokens{
+	client := a.cfg.Loopback.Client()
+	a.tokens = &saTokens{
 		issuer:    issuer,
 		audiences: auds,
 		generator: gen,
-		authn:     token.JWTTokenAuthenticator([]string{issuer}, keys, auds, token.NewValidator(getter)),
-		client:    s.self.client,
-		ctx:       s.ctx,
+		authn:     token.JWTTokenAuthenticator([]string{issuer}, keys, auds, token.NewValidator(clientTokenGetter{client: client})),
+		client:    client,
+		ctx:       a.cfg.Context,
 	}
 	return nil
 }
@@ -95,7 +96,7 @@ func (s *Server) initServiceAccountTokens() error {
 // ServiceAccountTokens authenticates the service account tokens the server
 // issued, for the filters (filters.Options.Authenticator, with a token
 // file: filters.Tokens).
-func (s *Server) ServiceAccountTokens() filters.TokenAuthenticator { return s.saTokens }
+func (a *Auth) ServiceAccountTokens() filters.TokenAuthenticator { return a.tokens }
 
 // saLookupTimeout bounds the lookups of one token's check.
 const saLookupTimeout = 10 * time.Second
@@ -140,31 +141,32 @@ func (g clientTokenGetter) GetMutatingWebhookConfiguration(ctx context.Context, 
 	return g.client.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, name, metav1.GetOptions{})
 }
 
-// serveTokenRequest answers POST /api/v1/namespaces/{ns}/serviceaccounts/
+// ServeTokenRequest answers POST /api/v1/namespaces/{ns}/serviceaccounts/
 // {name}/token (true), or does nothing (false) for another path. rest is
 // the path after the group version.
-func (s *Server) serveTokenRequest(w http.ResponseWriter, r *http.Request, gv schema.GroupVersion, rest []string) bool {
-	if s.saTokens == nil || gv != corev1.SchemeGroupVersion || len(rest) != 5 ||
+func (a *Auth) ServeTokenRequest(w http.ResponseWriter, r *http.Request, gv schema.GroupVersion, rest []string) bool {
+	if gv != corev1.SchemeGroupVersion || len(rest) != 5 ||
 		rest[0] != "namespaces" || rest[2] != "serviceaccounts" || rest[4] != "token" || rest[1] == "" || rest[3] == "" {
 		return false
 	}
 	if r.Method != http.MethodPost {
-		WriteStatus(w, methodNotAllowedPath(r))
+		respond.Status(w, respond.MethodNotAllowed())
 		return true
 	}
-	out, err := s.saTokens.request(r.Context(), r, rest[1], rest[3])
+	out, err := a.tokens.request(r.Context(), r, rest[1], rest[3])
 	if err != nil {
-		WriteStatus(w, err)
+		respond.Status(w, err)
 		return true
 	}
 	responsewriters.WriteObjectNegotiated(legacyscheme.Codecs, negotiation.DefaultEndpointRestrictions, authenticationv1.SchemeGroupVersion, w, r, http.StatusCreated, out, false)
 	return true
 }
 
-var tokenRequestKind = authenticationv1.SchemeGroupVersion.WithKind("TokenRequest")
+// TokenRequestKind is the kind of the serviceaccounts/token subresource.
+var TokenRequestKind = authenticationv1.SchemeGroupVersion.WithKind("TokenRequest")
 
-// serviceAccountKind is the kind whose resource has the token subresource.
-var serviceAccountKind = corev1.SchemeGroupVersion.WithKind("ServiceAccount")
+// ServiceAccountKind is the kind whose resource has the token subresource.
+var ServiceAccountKind = corev1.SchemeGroupVersion.WithKind("ServiceAccount")
 
 // request issues the token r asks for service account name in namespace,
 // with kube-apiserver's TokenRequest rules: the body's name and namespace
@@ -172,7 +174,7 @@ var serviceAccountKind = corev1.SchemeGroupVersion.WithKind("ServiceAccount")
 // validated as kube validates it (at least ten minutes), and a bound
 // object (pod, secret or node) must exist with the UID given.
 func (t *saTokens) request(ctx context.Context, r *http.Request, namespace, name string) (runtime.Object, error) {
-	body, err := readBody(r)
+	body, err := respond.ReadBody(r)
 	if err != nil {
 		return nil, err
 	}
@@ -181,7 +183,7 @@ func (t *saTokens) request(ctx context.Context, r *http.Request, namespace, name
 		return nil, err
 	}
 	internal := schema.GroupVersion{Group: authenticationv1.GroupName, Version: runtime.APIVersionInternal}
-	defaultGVK := tokenRequestKind
+	defaultGVK := TokenRequestKind
 	obj, _, err := legacyscheme.Codecs.DecoderToVersion(info.Serializer, internal).Decode(body, &defaultGVK, nil)
 	if err != nil {
 		return nil, apierrors.NewBadRequest(err.Error())
@@ -190,7 +192,7 @@ func (t *saTokens) request(ctx context.Context, r *http.Request, namespace, name
 	if !ok {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("not a TokenRequest: %T", obj))
 	}
-	gk := tokenRequestKind.GroupKind()
+	gk := TokenRequestKind.GroupKind()
 	if req.Name != "" && req.Name != name {
 		return nil, apierrors.NewInvalid(gk, name, field.ErrorList{field.Invalid(field.NewPath("metadata").Child("name"), req.Name, "must match the service account name if specified")})
 	}
