@@ -85,7 +85,7 @@ func (s *Server) initAdmission() error {
 		Client:    s.self.client,
 		Informers: s.self.informers,
 		Served: func(gvr schema.GroupVersionResource) bool {
-			return s.reg.lookup(gvr.GroupVersion(), gvr.Resource) != nil
+			return s.reg.Lookup(gvr.GroupVersion(), gvr.Resource) != nil
 		},
 		Disabled: s.cfg.DisableAdmissionPlugins,
 		Stop:     s.ctx.Done(),

@@ -14,6 +14,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	toolscache "k8s.io/client-go/tools/cache"
 
+	"github.com/listwatch/listwatch/apiserver/internal/registry"
 	"github.com/listwatch/listwatch/storage"
 )
 
@@ -140,7 +141,7 @@ func (s *Server) track(f informers.SharedInformerFactory, types []reflect.Type) 
 			continue
 		}
 		gvr, _ := meta.UnsafeGuessKindToResource(gvks[0])
-		res := s.reg.lookup(gvr.GroupVersion(), gvr.Resource)
+		res := s.reg.Lookup(gvr.GroupVersion(), gvr.Resource)
 		if res == nil {
 			continue
 		}
@@ -155,7 +156,7 @@ func (s *Server) track(f informers.SharedInformerFactory, types []reflect.Type) 
 		}); err != nil {
 			return err
 		}
-		set.byPrefix[prefixFor(res, "")] = t
+		set.byPrefix[registry.PrefixFor(res, "")] = t
 		set.all = append(set.all, t)
 	}
 	s.writes.tracked.Store(set)

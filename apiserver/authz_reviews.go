@@ -207,13 +207,13 @@ var reviewGroups = []string{authenticationv1.GroupName, authorizationv1.GroupNam
 // isReviewGroup reports whether group holds reviews and no stored
 // resource.
 func (s *Server) isReviewGroup(group string) bool {
-	return s.authz != nil && slices.Contains(reviewGroups, group) && len(s.reg.versions[group]) == 0
+	return s.authz != nil && slices.Contains(reviewGroups, group) && len(s.reg.Versions[group]) == 0
 }
 
 // builtinGroups are the built-in groups of /apis in kube-apiserver's
 // order: the registry's, with the review groups in their place.
 func (s *Server) builtinGroups() []string {
-	groups := slices.Clone(s.reg.groups)
+	groups := slices.Clone(s.reg.Groups)
 	if s.authz == nil {
 		return groups
 	}

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/component-helpers/auth/rbac/reconciliation"
 
+	"github.com/listwatch/listwatch/apiserver/internal/registry"
 	"github.com/listwatch/listwatch/storage"
 
 	"k8s.io/kubernetes/plugin/pkg/auth/authorizer/rbac/bootstrappolicy"
@@ -322,7 +323,7 @@ const policyWrittenMsg = "bootstrap RBAC policy written from the process's first
 // writePolicyObject stores a copy of t with a new uid, creationTimestamp
 // ts and ts as the time of its managedFields.
 func (s *Server) writePolicyObject(ctx context.Context, t policyObject, ts metav1.Time) error {
-	res := s.reg.lookup(rbacv1.SchemeGroupVersion, t.plural)
+	res := s.reg.Lookup(rbacv1.SchemeGroupVersion, t.plural)
 	if res == nil {
 		return fmt.Errorf("no resource %s of %s", t.plural, rbacv1.SchemeGroupVersion)
 	}
@@ -337,11 +338,11 @@ func (s *Server) writePolicyObject(ctx context.Context, t policyObject, ts metav
 		mf[i].Time = &ts
 	}
 	obj.SetManagedFields(mf)
-	value, err := encodeStored(obj)
+	value, err := registry.EncodeStored(obj)
 	if err != nil {
 		return err
 	}
-	if _, err := s.cfg.Storage.Create(ctx, keyFor(res, obj.GetNamespace(), obj.GetName()), value); err != nil {
+	if _, err := s.cfg.Storage.Create(ctx, registry.KeyFor(res, obj.GetNamespace(), obj.GetName()), value); err != nil {
 		return fmt.Errorf("store %s %s: %w", t.plural, obj.GetName(), err)
 	}
 	return nil
@@ -384,11 +385,11 @@ func bindingJob(plural, what string, o reconciliation.ReconcileRoleBindingOption
 // again: with its apiVersion and kind, which client-go's decoding drops,
 // and no resourceVersion.
 func answered(plural string, obj runtime.Object) (object, error) {
-	o, err := asObject(obj.DeepCopyObject())
+	o, err := registry.AsObject(obj.DeepCopyObject())
 	if err != nil {
 		return nil, err
 	}
-	kinds, _, err := scheme.ObjectKinds(o)
+	kinds, _, err := registry.Scheme.ObjectKinds(o)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", plural, err)
 	}

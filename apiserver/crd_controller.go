@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/listwatch/listwatch/apiserver/internal/crd"
+	"github.com/listwatch/listwatch/apiserver/internal/registry"
 	"github.com/listwatch/listwatch/storage"
 	"github.com/listwatch/listwatch/watchcache"
 	"github.com/listwatch/listwatch/workqueue"
@@ -101,7 +102,7 @@ func (c *crdController) watch(ctx context.Context) {
 			continue
 		}
 		// Definitions deleted while no watch was open are found again.
-		for name := range c.s.reg.customResources().byCRD {
+		for name := range c.s.reg.CustomResources().ByCRD {
 			c.queue.Add(name)
 		}
 		for ev := range w.Events() {
@@ -143,7 +144,7 @@ func (c *crdController) sync(ctx context.Context, name string) (requeue bool, er
 	// it is at least that fresh; a newer state has an event of its own,
 	// which queues name again, and that pass corrects what this one
 	// decided. It saves a storage round trip per pass, two per definition.
-	u, ok := c.s.cacheFor(c.res).Get(keyFor(c.res, "", name))
+	u, ok := c.s.cacheFor(c.res).Get(registry.KeyFor(c.res, "", name))
 	if !ok {
 		c.forget(name)
 		c.s.uninstallCRD(name)
@@ -241,7 +242,7 @@ func (c *crdController) calculateNames(in *apiextensionsv1.CustomResourceDefinit
 		if _, ok := c.accepted[item.GetName()]; ok || item.GetName() == in.Name {
 			continue
 		}
-		if nestedString(item.Object, "spec", "group") == in.Spec.Group {
+		if registry.NestedString(item.Object, "spec", "group") == in.Spec.Group {
 			use(storedAcceptedNames(item))
 		}
 	}
@@ -310,7 +311,7 @@ func (c *crdController) calculateNames(in *apiextensionsv1.CustomResourceDefinit
 
 // storedAcceptedNames reads the accepted names of a stored definition.
 func storedAcceptedNames(u *unstructured.Unstructured) apiextensionsv1.CustomResourceDefinitionNames {
-	str := func(f string) string { return nestedString(u.Object, "status", "acceptedNames", f) }
+	str := func(f string) string { return registry.NestedString(u.Object, "status", "acceptedNames", f) }
 	short, _, _ := unstructured.NestedStringSlice(u.Object, "status", "acceptedNames", "shortNames")
 	return apiextensionsv1.CustomResourceDefinitionNames{
 		Plural: str("plural"), Singular: str("singular"), ShortNames: short, Kind: str("kind"), ListKind: str("listKind"),
@@ -429,12 +430,12 @@ func (c *crdController) finalize(ctx context.Context, cur *apiextensionsv1.Custo
 // deleteInstances deletes every stored custom resource of the definition
 // and reports how many remain (waiting for their finalizers).
 func (c *crdController) deleteInstances(ctx context.Context, cur *apiextensionsv1.CustomResourceDefinition) (int, error) {
-	rs := c.s.reg.customResources().byCRD[cur.Name]
+	rs := c.s.reg.CustomResources().ByCRD[cur.Name]
 	if len(rs) == 0 {
 		return 0, nil
 	}
 	res := rs[0]
-	list, err := c.s.cfg.Storage.List(ctx, prefixFor(res, ""), storage.ListOptions{})
+	list, err := c.s.cfg.Storage.List(ctx, registry.PrefixFor(res, ""), storage.ListOptions{})
 	if err != nil {
 		return 0, err
 	}
@@ -442,7 +443,7 @@ func (c *crdController) deleteInstances(ctx context.Context, cur *apiextensionsv
 	remaining := 0
 	var errs []error
 	for _, kv := range kvs {
-		u, err := decodeKV(kv)
+		u, err := registry.DecodeKV(kv)
 		if err != nil {
 			errs = append(errs, err)
 			continue

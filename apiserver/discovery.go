@@ -73,7 +73,7 @@ func (s *Server) apiVersions(r *http.Request) (any, error) {
 }
 
 func (s *Server) group(name string) (metav1.APIGroup, bool) {
-	versions := s.reg.groupVersions(name)
+	versions := s.reg.GroupVersions(name)
 	if s.isReviewGroup(name) {
 		versions = []string{"v1"}
 	}
@@ -93,7 +93,7 @@ func (s *Server) group(name string) (metav1.APIGroup, bool) {
 func (s *Server) apiGroupList(*http.Request) (any, error) {
 	list := &metav1.APIGroupList{TypeMeta: metav1.TypeMeta{Kind: "APIGroupList", APIVersion: "v1"}, Groups: []metav1.APIGroup{}}
 	groups := s.builtinGroups()
-	for _, name := range s.reg.allGroups() {
+	for _, name := range s.reg.AllGroups() {
 		if !slices.Contains(groups, name) {
 			groups = append(groups, name)
 		}
@@ -123,8 +123,8 @@ func (s *Server) unknownResource(gv schema.GroupVersion) error {
 	if gv.Group == "" {
 		return notFoundPath()
 	}
-	for _, r := range s.reg.byGV[gv.String()] {
-		if !r.custom {
+	for _, r := range s.reg.ByGV[gv.String()] {
+		if !r.Custom {
 			return notFoundPath()
 		}
 	}
@@ -144,7 +144,7 @@ func (s *Server) resourceList(gv schema.GroupVersion) (any, error) {
 			APIResources: reviews,
 		}, nil
 	}
-	if !s.reg.hasGroupVersion(gv.String()) {
+	if !s.reg.HasGroupVersion(gv.String()) {
 		return nil, s.unknownResource(gv)
 	}
 	list := &metav1.APIResourceList{
@@ -157,7 +157,7 @@ func (s *Server) resourceList(gv schema.GroupVersion) (any, error) {
 		// apiVersion.
 		list.APIVersion = ""
 	}
-	list.APIResources = s.discoveryResources(s.reg.resources(gv.String()))
+	list.APIResources = s.discoveryResources(s.reg.Resources(gv.String()))
 	return list, nil
 }
 
@@ -168,52 +168,52 @@ func (s *Server) resourceList(gv schema.GroupVersion) (any, error) {
 // resource (serveBindings) is listed in its place among them.
 func (s *Server) discoveryResources(rs []*resource) []metav1.APIResource {
 	out := []metav1.APIResource{}
-	bindings := slices.ContainsFunc(rs, func(r *resource) bool { return r.binding })
+	bindings := slices.ContainsFunc(rs, func(r *resource) bool { return r.Binding })
 	for _, r := range rs {
-		if bindings && r.plural > bindingResource.plural {
+		if bindings && r.Plural > bindingResource.Plural {
 			out = append(out, metav1.APIResource{
-				Name: bindingResource.plural, SingularName: "binding", Namespaced: true,
-				Kind: bindingResource.gvk.Kind, Verbs: metav1.Verbs{"create"},
+				Name: bindingResource.Plural, SingularName: "binding", Namespaced: true,
+				Kind: bindingResource.GVK.Kind, Verbs: metav1.Verbs{"create"},
 			})
 			bindings = false
 		}
 		verbs := collectionVerbs
-		if r.def != nil {
-			verbs = r.def.DiscoveryVerbs()
-		} else if r.cr != nil {
+		if r.Def != nil {
+			verbs = r.Def.DiscoveryVerbs()
+		} else if r.CR != nil {
 			verbs = crdVerbs(r)
 		}
 		out = append(out, metav1.APIResource{
-			Name:         r.plural,
-			SingularName: r.singular,
-			Namespaced:   r.namespaced,
-			Kind:         r.gvk.Kind,
+			Name:         r.Plural,
+			SingularName: r.Singular,
+			Namespaced:   r.Namespaced,
+			Kind:         r.GVK.Kind,
 			Verbs:        slices.Clone(verbs),
-			ShortNames:   slices.Clone(r.shortNames),
-			Categories:   slices.Clone(r.categories),
+			ShortNames:   slices.Clone(r.ShortNames),
+			Categories:   slices.Clone(r.Categories),
 		})
 		// Subresources in name order, as kube-apiserver lists them.
 		sub := func(name, kind string, verbs metav1.Verbs) metav1.APIResource {
-			return metav1.APIResource{Name: r.plural + "/" + name, Namespaced: r.namespaced, Kind: kind, Verbs: slices.Clone(verbs)}
+			return metav1.APIResource{Name: r.Plural + "/" + name, Namespaced: r.Namespaced, Kind: kind, Verbs: slices.Clone(verbs)}
 		}
-		if r.binding {
+		if r.Binding {
 			out = append(out, sub(resources.Binding, "Binding", metav1.Verbs{"create"}))
 		}
-		if r.def != nil && r.def.HasSubresource(resources.Approval) {
-			out = append(out, sub(resources.Approval, r.gvk.Kind, subVerbs))
+		if r.Def != nil && r.Def.HasSubresource(resources.Approval) {
+			out = append(out, sub(resources.Approval, r.GVK.Kind, subVerbs))
 		}
-		if r.def != nil && r.def.HasSubresource(resources.Finalize) {
-			out = append(out, sub(resources.Finalize, r.gvk.Kind, metav1.Verbs{"update"}))
+		if r.Def != nil && r.Def.HasSubresource(resources.Finalize) {
+			out = append(out, sub(resources.Finalize, r.GVK.Kind, metav1.Verbs{"update"}))
 		}
-		if r.scale != nil {
+		if r.Scale != nil {
 			sc := sub(resources.Scale, "Scale", subVerbs)
 			sc.Group, sc.Version = "autoscaling", "v1"
 			out = append(out, sc)
 		}
-		if r.hasStatus {
-			out = append(out, sub(resources.Status, r.gvk.Kind, subVerbs))
+		if r.HasStatus {
+			out = append(out, sub(resources.Status, r.GVK.Kind, subVerbs))
 		}
-		if s.saTokens != nil && r.gvk == serviceAccountKind {
+		if s.saTokens != nil && r.GVK == serviceAccountKind {
 			tr := sub("token", tokenRequestKind.Kind, metav1.Verbs{"create"})
 			tr.Group, tr.Version = tokenRequestKind.Group, tokenRequestKind.Version
 			out = append(out, tr)

@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/endpoints"
 	"k8s.io/apiserver/pkg/endpoints/discovery/aggregated"
+
+	"github.com/listwatch/listwatch/apiserver/internal/registry"
 )
 
 // Aggregated discovery: GET /api and /apis with
@@ -50,7 +52,7 @@ type aggregatedDiscovery struct {
 	// mu guards custom and published: the custom resource set last put
 	// into apisRM and the group versions it holds of it.
 	mu        sync.Mutex
-	custom    *customSet
+	custom    *registry.CustomSet
 	published map[metav1.GroupVersion]bool
 }
 
@@ -83,7 +85,7 @@ func (s *Server) initAggregatedDiscovery() {
 
 	a.apisRM = aggregated.NewResourceManager("apis")
 	for i, group := range s.builtinGroups() {
-		versions := s.reg.versions[group]
+		versions := s.reg.Versions[group]
 		if s.isReviewGroup(group) {
 			versions = []string{"v1"}
 		}
@@ -104,8 +106,8 @@ func (s *Server) initAggregatedDiscovery() {
 // makes it.
 func (s *Server) builtinVersionDiscovery(gv schema.GroupVersion) apidiscoveryv2.APIVersionDiscovery {
 	var rs []*resource
-	for _, r := range s.reg.byGV[gv.String()] {
-		if !r.custom {
+	for _, r := range s.reg.ByGV[gv.String()] {
+		if !r.Custom {
 			rs = append(rs, r)
 		}
 	}
@@ -127,7 +129,7 @@ func (s *Server) builtinVersionDiscovery(gv schema.GroupVersion) apidiscoveryv2.
 // aggregated document of /apis, if they changed since it was last done.
 func (s *Server) syncAggregatedCustom() {
 	a := &s.aggDiscovery
-	cs := s.reg.custom.Load()
+	cs := s.reg.Custom.Load()
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if cs == a.custom {
@@ -154,12 +156,12 @@ func (s *Server) syncAggregatedCustom() {
 // customVersionDiscovery is the aggregated form of the custom resources of
 // cs by group version, as apiextensions-apiserver's discovery controller
 // makes it.
-func customVersionDiscovery(cs *customSet) map[metav1.GroupVersion]apidiscoveryv2.APIVersionDiscovery {
+func customVersionDiscovery(cs *registry.CustomSet) map[metav1.GroupVersion]apidiscoveryv2.APIVersionDiscovery {
 	out := map[metav1.GroupVersion]apidiscoveryv2.APIVersionDiscovery{}
 	if cs == nil {
 		return out
 	}
-	for _, m := range cs.byGV {
+	for _, m := range cs.ByGV {
 		var rs []*resource
 		for _, r := range m {
 			rs = append(rs, r)
@@ -168,7 +170,7 @@ func customVersionDiscovery(cs *customSet) map[metav1.GroupVersion]apidiscoveryv
 			continue
 		}
 		slices.SortFunc(rs, byPlural)
-		gv := rs[0].gvk.GroupVersion()
+		gv := rs[0].GVK.GroupVersion()
 		v := apidiscoveryv2.APIVersionDiscovery{Version: gv.Version, Freshness: apidiscoveryv2.DiscoveryFreshnessCurrent}
 		for _, r := range rs {
 			v.Resources = append(v.Resources, customResourceDiscovery(r))
@@ -181,25 +183,25 @@ func customVersionDiscovery(cs *customSet) map[metav1.GroupVersion]apidiscoveryv
 // customResourceDiscovery is one custom resource's entry.
 func customResourceDiscovery(r *resource) apidiscoveryv2.APIResourceDiscovery {
 	scope := apidiscoveryv2.ScopeCluster
-	if r.namespaced {
+	if r.Namespaced {
 		scope = apidiscoveryv2.ScopeNamespace
 	}
-	kind := &metav1.GroupVersionKind{Group: r.gvk.Group, Version: r.gvk.Version, Kind: r.gvk.Kind}
+	kind := &metav1.GroupVersionKind{Group: r.GVK.Group, Version: r.GVK.Version, Kind: r.GVK.Kind}
 	d := apidiscoveryv2.APIResourceDiscovery{
-		Resource:         r.plural,
-		SingularResource: r.singular,
+		Resource:         r.Plural,
+		SingularResource: r.Singular,
 		Scope:            scope,
 		ResponseKind:     kind,
 		Verbs:            crdVerbs(r),
-		ShortNames:       slices.Clone(r.shortNames),
-		Categories:       slices.Clone(r.categories),
+		ShortNames:       slices.Clone(r.ShortNames),
+		Categories:       slices.Clone(r.Categories),
 	}
-	if r.hasStatus {
+	if r.HasStatus {
 		d.Subresources = append(d.Subresources, apidiscoveryv2.APISubresourceDiscovery{
 			Subresource: "status", ResponseKind: kind, Verbs: slices.Clone(subVerbs),
 		})
 	}
-	if r.scale != nil {
+	if r.Scale != nil {
 		d.Subresources = append(d.Subresources, apidiscoveryv2.APISubresourceDiscovery{
 			Subresource:  "scale",
 			ResponseKind: &metav1.GroupVersionKind{Group: autoscalingv1.GroupName, Version: "v1", Kind: "Scale"},
@@ -210,12 +212,12 @@ func customResourceDiscovery(r *resource) apidiscoveryv2.APIResourceDiscovery {
 }
 
 // byPlural orders resources by their plural.
-func byPlural(a, b *resource) int { return strings.Compare(a.plural, b.plural) }
+func byPlural(a, b *resource) int { return strings.Compare(a.Plural, b.Plural) }
 
 // crdVerbs are the verbs apiextensions-apiserver lists for a custom
 // resource, in its order: fewer while its definition is terminating.
 func crdVerbs(r *resource) metav1.Verbs {
-	if r.terminating {
+	if r.Terminating {
 		return metav1.Verbs{"delete", "deletecollection", "get", "list", "watch"}
 	}
 	return metav1.Verbs{"delete", "deletecollection", "get", "list", "patch", "create", "update", "watch"}
