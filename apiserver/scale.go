@@ -130,8 +130,3 @@ func (s *Server) updateScale(w http.ResponseWriter, r *http.Request, req request
 	}
 	return writeObject(w, r, scaleResource, http.StatusOK, scale)
 }
-
-// fromUnstructured converts a JSON-shaped map into a typed value.
-func fromUnstructured(m map[string]any, into any) error {
-	return runtime.DefaultUnstructuredConverter.FromUnstructured(m, into)
-}

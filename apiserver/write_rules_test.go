@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	kubestorage "k8s.io/apiserver/pkg/storage"
 
 	"github.com/listwatch/listwatch/apiserver/internal/registry"
@@ -479,9 +478,4 @@ func TestStatusRuleDeclared(t *testing.T) {
 			t.Errorf("%s: no Kubernetes rules", r.Plural)
 		}
 	}
-}
-
-// fooGVK is kind in the group and version of fooResource.
-func fooGVK(kind string) schema.GroupVersionKind {
-	return schema.GroupVersionKind{Group: fooResource.Group, Version: fooResource.Version, Kind: kind}
 }
