@@ -10,6 +10,7 @@ import (
 
 	"github.com/listwatch/listwatch/apiserver/admission"
 	"github.com/listwatch/listwatch/apiserver/internal/kube"
+	"github.com/listwatch/listwatch/apiserver/internal/registry"
 )
 
 // self is the server's client of itself and the admission plugins on it
@@ -36,7 +37,7 @@ func (s *Server) initSelf() error {
 // for the watch caches Run starts next).
 func (s *Server) initAdmission() error {
 	return s.self.InitAdmission(func(gvr schema.GroupVersionResource) bool {
-		return s.reg.lookup(gvr.GroupVersion(), gvr.Resource) != nil
+		return s.reg.Lookup(gvr.GroupVersion(), gvr.Resource) != nil
 	}, s.fresh)
 }
 
@@ -72,10 +73,10 @@ func (s *Server) fresh(ctx context.Context) { s.writes.Fresh(ctx) }
 // writes of their resources counted.
 func (s *Server) syncInformers(ctx context.Context) error {
 	return s.writes.Sync(ctx, s.self.informers, func(gvr schema.GroupVersionResource) string {
-		res := s.reg.lookup(gvr.GroupVersion(), gvr.Resource)
+		res := s.reg.Lookup(gvr.GroupVersion(), gvr.Resource)
 		if res == nil {
 			return ""
 		}
-		return prefixFor(res, "")
+		return registry.PrefixFor(res, "")
 	})
 }

@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/listwatch/listwatch/apiserver/internal/registry"
 )
 
 // Server-side apply (PATCH with application/apply-patch+yaml) is answered
@@ -112,7 +114,7 @@ func (s *Server) handleApply(w http.ResponseWriter, r *http.Request, req request
 // kube-apiserver does: the configuration applied to an empty object, then
 // the ordinary create.
 func (s *Server) applyCreate(r *http.Request, req request, fm fieldApplier, applied *unstructured.Unstructured, force bool, merged func(runtime.Object) (*unstructured.Unstructured, error)) (object, error) {
-	empty, _ := objectCreater{res: req.res}.New(req.res.gvk)
+	empty, _ := objectCreater{res: req.res}.New(req.res.GVK)
 	obj, err := fm.Apply(empty, applied.DeepCopy(), req.manage.manager, force)
 	if err != nil {
 		return nil, applyError(err)
@@ -122,16 +124,16 @@ func (s *Server) applyCreate(r *http.Request, req request, fm fieldApplier, appl
 		return nil, err
 	}
 	if uid := u.GetUID(); uid != "" {
-		return nil, apierrors.NewConflict(req.res.gr(), req.name,
+		return nil, apierrors.NewConflict(req.res.GR(), req.name,
 			fmt.Errorf("uid mismatch: the provided object specified uid %s, and no existing object was found", uid))
 	}
 	var o object = u
-	if typed := req.res.newTyped(); typed != nil {
+	if typed := req.res.NewTyped(); typed != nil {
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, typed); err != nil {
 			return nil, cannotHandle(req.res, err)
 		}
-		typed.GetObjectKind().SetGroupVersionKind(req.res.gvk)
-		if o, err = asObject(typed); err != nil {
+		typed.GetObjectKind().SetGroupVersionKind(req.res.GVK)
+		if o, err = registry.AsObject(typed); err != nil {
 			return nil, err
 		}
 	}
@@ -162,8 +164,8 @@ func applyError(err error) error {
 // the configuration, its replicas written to the parent and the managed
 // fields mapped back to it. The answer is the Scale.
 func (s *Server) applyScale(w http.ResponseWriter, r *http.Request, req request, applied *unstructured.Unstructured, force bool) error {
-	if req.res.scale == nil {
-		return apierrors.NewNotFound(req.res.gr(), req.name)
+	if req.res.Scale == nil {
+		return apierrors.NewNotFound(req.res.GR(), req.name)
 	}
 	fm, err := scaleFieldManagerFor(req.res)
 	if err != nil {
@@ -199,7 +201,7 @@ func (s *Server) applyScale(w http.ResponseWriter, r *http.Request, req request,
 			return nil, badRequest("spec.replicas: %v", err)
 		}
 		if n < 0 {
-			return nil, apierrors.NewInvalid(scaleResource.gvk.GroupKind(), req.name, field.ErrorList{
+			return nil, apierrors.NewInvalid(scaleResource.GVK.GroupKind(), req.name, field.ErrorList{
 				field.Invalid(field.NewPath("spec", "replicas"), n, "must be greater than or equal to 0"),
 			})
 		}

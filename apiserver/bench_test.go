@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 
+	"github.com/listwatch/listwatch/apiserver/internal/registry"
 	lwclient "github.com/listwatch/listwatch/client"
 	"github.com/listwatch/listwatch/internal/runtest"
 	"github.com/listwatch/listwatch/storage"
@@ -159,12 +160,12 @@ func benchWatchFanout(b *testing.B, watchers int) {
 		rev   int64
 	}
 	objs := make([]stored, pods)
-	res := srv.reg.lookup(schema.GroupVersion{Version: "v1"}, "pods")
+	res := srv.reg.Lookup(schema.GroupVersion{Version: "v1"}, "pods")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	for i := range pods {
 		benchDo(b, srv, http.MethodPost, "/api/v1/namespaces/default/pods", benchPod(i), http.StatusCreated)
-		kv, err := st.Get(ctx, keyFor(res, "default", fmt.Sprintf("pod-%06d", i)))
+		kv, err := st.Get(ctx, registry.KeyFor(res, "default", fmt.Sprintf("pod-%06d", i)))
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -27,8 +27,8 @@ import (
 // bindingResource describes v1 Binding for decoding bodies of
 // pods/{name}/binding and of the bindings resource.
 var bindingResource = &resource{
-	gvk:    corev1.SchemeGroupVersion.WithKind("Binding"),
-	plural: "bindings",
+	GVK:    corev1.SchemeGroupVersion.WithKind("Binding"),
+	Plural: "bindings",
 }
 
 // handleBinding serves pods/{name}/binding: it assigns the pod to a node,
@@ -38,7 +38,7 @@ func (s *Server) handleBinding(w http.ResponseWriter, r *http.Request, req reque
 	if err != nil {
 		return err
 	}
-	return s.bind(w, r, req, req.res.gvr(), b)
+	return s.bind(w, r, req, req.res.GVR(), b)
 }
 
 // serveBindings serves the bindings resource of core/v1, which takes only
@@ -46,7 +46,7 @@ func (s *Server) handleBinding(w http.ResponseWriter, r *http.Request, req reque
 // does, and answers as kube-apiserver does: 405 to any other method on
 // the collection, 404 under it. It reports whether the path was its.
 func (s *Server) serveBindings(w http.ResponseWriter, r *http.Request, gv schema.GroupVersion, rest []string) bool {
-	if gv != corev1.SchemeGroupVersion || len(rest) < 3 || rest[0] != "namespaces" || rest[1] == "" || rest[2] != bindingResource.plural {
+	if gv != corev1.SchemeGroupVersion || len(rest) < 3 || rest[0] != "namespaces" || rest[1] == "" || rest[2] != bindingResource.Plural {
 		return false
 	}
 	err := func() error {
@@ -56,8 +56,8 @@ func (s *Server) serveBindings(w http.ResponseWriter, r *http.Request, gv schema
 		if r.Method != http.MethodPost {
 			return methodNotAllowedPath(r)
 		}
-		pods := s.reg.lookup(gv, "pods")
-		if pods == nil || !pods.binding {
+		pods := s.reg.Lookup(gv, "pods")
+		if pods == nil || !pods.Binding {
 			return notFoundPath()
 		}
 		req := request{res: pods, namespace: rest[1], sub: resources.Binding, warn: func(text string) { addWarning(w, text) }}
@@ -71,7 +71,7 @@ func (s *Server) serveBindings(w http.ResponseWriter, r *http.Request, gv schema
 		}
 		// The pod is the one the Binding names.
 		req.name = b.Name
-		return s.bind(w, r, req, gv.WithResource(bindingResource.plural), b)
+		return s.bind(w, r, req, gv.WithResource(bindingResource.Plural), b)
 	}()
 	if err != nil {
 		WriteStatus(w, err)
@@ -131,7 +131,7 @@ func decodeBinding(r *http.Request, req request) (*corev1.Binding, error) {
 // bindings.
 func (s *Server) bind(w http.ResponseWriter, r *http.Request, req request, resource schema.GroupVersionResource, b *corev1.Binding) error {
 	kr := s.kubeRequest(r.Context(), req, "create", req.name)
-	if resource.Resource != req.res.plural {
+	if resource.Resource != req.res.Plural {
 		kr.Subresource = ""
 	}
 	b, err := kube.Binding(r.Context(), kr, resource, b)
@@ -148,7 +148,7 @@ func (s *Server) bind(w http.ResponseWriter, r *http.Request, req request, resou
 		}
 		// The pod as its Go type, so that it is stored and watched
 		// without going back to a map.
-		ext, err := req.res.kube.External(cur)
+		ext, err := req.res.Kube.External(cur)
 		if err != nil {
 			return nil, err
 		}

@@ -60,7 +60,7 @@ func requestFormat(r *http.Request, res *resource, allowProto bool) (bodyFormat,
 	}
 	gr := metav1.SchemeGroupVersion.WithResource("").GroupResource()
 	if res != nil {
-		gr = res.gr()
+		gr = res.GR()
 	}
 	return bodyJSON, apierrors.NewGenericServerResponse(http.StatusUnsupportedMediaType, strings.ToLower(r.Method), gr, "",
 		fmt.Sprintf("the body of the request was in an unknown format - accepted media types include: %s", accepted), 0, false)
@@ -129,10 +129,10 @@ func parseFieldValidation(r *http.Request) (fieldValidation, error) {
 func strictProblems(r *resource, js []byte) []string {
 	var errs []error
 	var err error
-	if r.cr != nil {
+	if r.CR != nil {
 		return customProblems(r, js)
 	}
-	if r.custom {
+	if r.Custom {
 		var m map[string]any
 		errs, err = sigsjson.UnmarshalStrict(js, &m, sigsjson.DisallowDuplicateFields)
 		if err != nil {
@@ -151,7 +151,7 @@ func strictProblems(r *resource, js []byte) []string {
 			}
 		}
 	} else {
-		typed := r.newTyped()
+		typed := r.NewTyped()
 		if typed == nil {
 			return nil
 		}
@@ -204,7 +204,7 @@ func decodeRequest(w http.ResponseWriter, r *http.Request, res *resource, body [
 	if err != nil {
 		return nil, nil, err
 	}
-	format, err := requestFormat(r, res, !res.custom)
+	format, err := requestFormat(r, res, !res.Custom)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -215,12 +215,12 @@ func decodeRequest(w http.ResponseWriter, r *http.Request, res *resource, body [
 	var u *unstructured.Unstructured
 	var ext runtime.Object
 	var problems []string
-	if res.kube != nil {
+	if res.Kube != nil {
 		u, ext, problems, err = decodeTyped(res, js, typedOnly)
 		if err != nil && format != bodyProtobuf && len(bytes.TrimSpace(js)) > 0 {
 			// A body refused is answered with kube-apiserver's
 			// decoder's error, when that refuses it too.
-			if kerr := res.kube.BodyError(js); kerr != nil {
+			if kerr := res.Kube.BodyError(js); kerr != nil {
 				err = kerr
 			}
 		}
@@ -233,7 +233,7 @@ func decodeRequest(w http.ResponseWriter, r *http.Request, res *resource, body [
 	// Protobuf has no unknown or duplicate fields to report, and Ignore
 	// need not look for them.
 	if format != bodyProtobuf && fv != fieldValidationIgnore {
-		if res.kube == nil {
+		if res.Kube == nil {
 			problems = strictProblems(res, js)
 		}
 		if err := enforce(w, res, fv, problems); err != nil {

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/listwatch/listwatch/apiserver/bootstrap"
+	"github.com/listwatch/listwatch/apiserver/internal/registry"
 )
 
 // ReadyCheck is a readiness check of the server, named as
@@ -55,7 +56,7 @@ func (s *Server) WaitReady(ctx context.Context) error {
 // with a new uid, creationTimestamp ts and ts as the time of its
 // managedFields: what a create of it through the write path would store.
 func (s *Server) storePolicyObject(ctx context.Context, plural string, obj bootstrap.Object, ts metav1.Time) error {
-	res := s.reg.lookup(rbacv1.SchemeGroupVersion, plural)
+	res := s.reg.Lookup(rbacv1.SchemeGroupVersion, plural)
 	if res == nil {
 		return fmt.Errorf("no resource %s of %s", plural, rbacv1.SchemeGroupVersion)
 	}
@@ -66,11 +67,11 @@ func (s *Server) storePolicyObject(ctx context.Context, plural string, obj boots
 		mf[i].Time = &ts
 	}
 	obj.SetManagedFields(mf)
-	value, err := encodeStored(obj)
+	value, err := registry.EncodeStored(obj)
 	if err != nil {
 		return err
 	}
-	if _, err := s.cfg.Storage.Create(ctx, keyFor(res, obj.GetNamespace(), obj.GetName()), value); err != nil {
+	if _, err := s.cfg.Storage.Create(ctx, registry.KeyFor(res, obj.GetNamespace(), obj.GetName()), value); err != nil {
 		return fmt.Errorf("store %s %s: %w", plural, obj.GetName(), err)
 	}
 	return nil

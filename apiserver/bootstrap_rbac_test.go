@@ -82,7 +82,7 @@ func TestPolicyFastPathStoresWhatTheWritePathStores(t *testing.T) {
 // rbacObjects are the RBAC objects in st, decoded, by key.
 func rbacObjects(t *testing.T, st storage.Interface) map[string]map[string]any {
 	t.Helper()
-	list, err := st.List(context.Background(), "/registry/"+groupDir(rbacv1.GroupName)+"/", storage.ListOptions{})
+	list, err := st.List(context.Background(), "/registry/"+rbacv1.GroupName+"/", storage.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -16,11 +15,11 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/version"
 	sigsjson "sigs.k8s.io/json"
 
 	"github.com/listwatch/listwatch/apiserver/filters"
 	"github.com/listwatch/listwatch/apiserver/internal/crd"
+	"github.com/listwatch/listwatch/apiserver/internal/registry"
 	"github.com/listwatch/listwatch/storage"
 	"github.com/listwatch/listwatch/watchcache"
 )
@@ -31,99 +30,17 @@ import (
 // it goes. The set of custom resources is replaced whole on every change,
 // so that a request reads it with one atomic load.
 
-// customSet is the custom resources served at one moment.
-type customSet struct {
-	// byGV maps "group/version" to plural to resource.
-	byGV map[string]map[string]*resource
-	// groups are the groups of custom resources, sorted, and versions
-	// their served versions, the preferred first.
-	groups   []string
-	versions map[string][]string
-	// byCRD holds each definition's resources, one per served version.
-	byCRD map[string][]*resource
-}
-
-// newCustomSet indexes byCRD.
-func newCustomSet(byCRD map[string][]*resource) *customSet {
-	cs := &customSet{byGV: map[string]map[string]*resource{}, versions: map[string][]string{}, byCRD: byCRD}
-	// versionPriority orders a group's versions as kube-apiserver's
-	// discovery does for custom resources: by Kubernetes version order.
-	seen := map[string]map[string]bool{}
-	for _, rs := range byCRD {
-		for _, r := range rs {
-			gv := r.gvk.GroupVersion()
-			m := cs.byGV[gv.String()]
-			if m == nil {
-				m = map[string]*resource{}
-				cs.byGV[gv.String()] = m
-			}
-			m[r.plural] = r
-			if seen[gv.Group] == nil {
-				seen[gv.Group] = map[string]bool{}
-				cs.groups = append(cs.groups, gv.Group)
-			}
-			if !seen[gv.Group][gv.Version] {
-				seen[gv.Group][gv.Version] = true
-				cs.versions[gv.Group] = append(cs.versions[gv.Group], gv.Version)
-			}
-		}
-	}
-	sort.Strings(cs.groups)
-	for _, vs := range cs.versions {
-		sort.Slice(vs, func(i, j int) bool { return version.CompareKubeAwareVersionStrings(vs[i], vs[j]) > 0 })
-	}
-	return cs
-}
-
-// customResources is the registry's current set of custom resources.
-func (g *registry) customResources() *customSet {
-	if cs := g.custom.Load(); cs != nil {
-		return cs
-	}
-	return &customSet{}
-}
-
-// groupVersions returns the versions of group, built-in or custom, the
-// preferred first.
-func (g *registry) groupVersions(group string) []string {
-	if vs, ok := g.versions[group]; ok {
-		return vs
-	}
-	return g.customResources().versions[group]
-}
-
-// allGroups returns every group, built-in ones first in their order, then
-// those of custom resources by name, as kube-apiserver lists them.
-func (g *registry) allGroups() []string {
-	out := slices.Clone(g.groups)
-	for _, name := range g.customResources().groups {
-		if _, builtin := g.versions[name]; !builtin {
-			out = append(out, name)
-		}
-	}
-	return out
-}
-
-// hasGroupVersion reports whether anything is served under gv.
-func (g *registry) hasGroupVersion(gv string) bool {
-	if _, ok := g.byGV[gv]; ok {
-		return true
-	}
-	_, ok := g.customResources().byGV[gv]
-	return ok
-}
-
 // cacheFor returns the watch cache of r.
-func (s *Server) cacheFor(r *resource) *servedCache {
-	if r.cache != nil {
-		return r.cache
+func (s *Server) cacheFor(r *resource) *registry.Cache {
+	if r.Cache != nil {
+		return r.Cache
 	}
 	return s.caches[r]
 }
 
 // crdResource is the registry's entry of CustomResourceDefinitions.
 func (s *Server) crdResource() *resource {
-	return s.reg.lookup(apiextensionsv1.SchemeGroupVersion, "customresourcedefinitions")
+	return s.reg.Lookup(apiextensionsv1.SchemeGroupVersion, "customresourcedefinitions")
 }
 
 // crdInstallation is a definition's resources made ready to serve.
@@ -132,7 +49,7 @@ type crdInstallation struct {
 	rs  []*resource
 	// made are the watch caches made for it, old those of the
 	// installation it replaces that it does not keep.
-	made, old []*servedCache
+	made, old []*registry.Cache
 }
 
 // abort closes what prepareCRD made; in may be nil.
@@ -172,7 +89,7 @@ func (s *Server) commitCRD(in *crdInstallation) {
 // that.
 func (s *Server) prepareCRD(crdObj *apiextensionsv1.CustomResourceDefinition) (*crdInstallation, error) {
 	fp := crdFingerprint(crdObj)
-	if rs := s.reg.customResources().byCRD[crdObj.Name]; len(rs) > 0 && rs[0].crdFingerprint == fp {
+	if rs := s.reg.CustomResources().ByCRD[crdObj.Name]; len(rs) > 0 && rs[0].CRDFingerprint == fp {
 		return nil, nil
 	}
 	structural, err := crd.Structural(crdObj)
@@ -180,8 +97,8 @@ func (s *Server) prepareCRD(crdObj *apiextensionsv1.CustomResourceDefinition) (*
 		return nil, err
 	}
 	old := map[string]*resource{}
-	for _, r := range s.reg.customResources().byCRD[crdObj.Name] {
-		old[r.gvk.Version] = r
+	for _, r := range s.reg.CustomResources().ByCRD[crdObj.Name] {
+		old[r.GVK.Version] = r
 	}
 	names := crdObj.Status.AcceptedNames
 	in := &crdInstallation{crd: crdObj.DeepCopy()}
@@ -198,48 +115,48 @@ func (s *Server) prepareCRD(crdObj *apiextensionsv1.CustomResourceDefinition) (*
 			return fail(err)
 		}
 		r := &resource{
-			gvk:            schema.GroupVersionKind{Group: crdObj.Spec.Group, Version: v.Name, Kind: names.Kind},
-			plural:         names.Plural,
-			singular:       names.Singular,
-			shortNames:     slices.Clone(names.ShortNames),
-			categories:     slices.Clone(names.Categories),
-			namespaced:     crdObj.Spec.Scope == apiextensionsv1.NamespaceScoped,
-			custom:         true,
-			hasStatus:      rules.HasStatus(),
-			fields:         rules.SelectableFields(),
-			cr:             rules,
-			crdName:        crdObj.Name,
-			crdFingerprint: fp,
-			crd:            in.crd,
-			terminating:    crdObj.DeletionTimestamp != nil,
+			GVK:            schema.GroupVersionKind{Group: crdObj.Spec.Group, Version: v.Name, Kind: names.Kind},
+			Plural:         names.Plural,
+			Singular:       names.Singular,
+			ShortNames:     slices.Clone(names.ShortNames),
+			Categories:     slices.Clone(names.Categories),
+			Namespaced:     crdObj.Spec.Scope == apiextensionsv1.NamespaceScoped,
+			Custom:         true,
+			HasStatus:      rules.HasStatus(),
+			Fields:         rules.SelectableFields(),
+			CR:             rules,
+			CRDName:        crdObj.Name,
+			CRDFingerprint: fp,
+			CRD:            in.crd,
+			Terminating:    crdObj.DeletionTimestamp != nil,
 		}
 		if sc := rules.Scale(); sc != nil {
-			r.scale = &scaleSpec{
-				specReplicas:   jsonPath(sc.SpecReplicasPath),
-				statusReplicas: jsonPath(sc.StatusReplicasPath),
-				selector: func(obj map[string]any) (string, error) {
+			r.Scale = &registry.ScaleSpec{
+				SpecReplicas:   jsonPath(sc.SpecReplicasPath),
+				StatusReplicas: jsonPath(sc.StatusReplicasPath),
+				Selector: func(obj map[string]any) (string, error) {
 					if sc.LabelSelectorPath == nil {
 						return "", nil
 					}
-					return nestedString(obj, jsonPath(*sc.LabelSelectorPath)...), nil
+					return registry.NestedString(obj, jsonPath(*sc.LabelSelectorPath)...), nil
 				},
 			}
 		}
-		if o := old[v.Name]; o != nil && o.plural == r.plural && o.namespaced == r.namespaced && o.gvk.Kind == r.gvk.Kind {
-			r.cache = o.cache
+		if o := old[v.Name]; o != nil && o.Plural == r.Plural && o.Namespaced == r.Namespaced && o.GVK.Kind == r.GVK.Kind {
+			r.Cache = o.Cache
 			delete(old, v.Name)
 		} else {
 			c, err := s.newCustomCache(r)
 			if err != nil {
-				return fail(fmt.Errorf("apiserver: watch cache of %s: %w", r.gvr(), err))
+				return fail(fmt.Errorf("apiserver: watch cache of %s: %w", r.GVR(), err))
 			}
-			r.cache = c
+			r.Cache = c
 			in.made = append(in.made, c)
 		}
 		in.rs = append(in.rs, r)
 	}
 	for _, o := range old {
-		in.old = append(in.old, o.cache)
+		in.old = append(in.old, o.Cache)
 	}
 	return in, nil
 }
@@ -253,13 +170,13 @@ func crdFingerprint(c *apiextensionsv1.CustomResourceDefinition) string {
 
 // uninstallCRD stops serving the custom resources of the definition name.
 func (s *Server) uninstallCRD(name string) {
-	rs := s.reg.customResources().byCRD[name]
+	rs := s.reg.CustomResources().ByCRD[name]
 	if rs == nil {
 		return
 	}
 	openAPI := s.publishCRD(name, nil)
 	for _, r := range rs {
-		r.cache.Close()
+		r.Cache.Close()
 	}
 	if openAPI {
 		s.RemoveCustomResourceOpenAPI(name)
@@ -273,9 +190,9 @@ func (s *Server) uninstallCRD(name string) {
 // storage of the resource stays.
 func (s *Server) awaitCustomDeletes(ctx context.Context, name string, timeout time.Duration) {
 	deadline := time.Now().Add(timeout)
-	for _, r := range s.reg.customResources().byCRD[name] {
+	for _, r := range s.reg.CustomResources().ByCRD[name] {
 		for time.Now().Before(deadline) && ctx.Err() == nil {
-			l, err := r.cache.List(ctx, watchcache.ListOptions{ResourceVersion: "0", Limit: 1})
+			l, err := r.Cache.List(ctx, watchcache.ListOptions{ResourceVersion: "0", Limit: 1})
 			if err != nil || len(l.Items) == 0 {
 				break
 			}
@@ -292,7 +209,7 @@ func (s *Server) publishCRD(name string, rs []*resource) bool {
 	s.crdPublish.Lock()
 	defer s.crdPublish.Unlock()
 	byCRD := map[string][]*resource{}
-	for k, v := range s.reg.customResources().byCRD {
+	for k, v := range s.reg.CustomResources().ByCRD {
 		byCRD[k] = v
 	}
 	if rs == nil {
@@ -300,7 +217,7 @@ func (s *Server) publishCRD(name string, rs []*resource) bool {
 	} else {
 		byCRD[name] = rs
 	}
-	s.reg.custom.Store(newCustomSet(byCRD))
+	s.reg.Custom.Store(registry.NewCustomSet(byCRD))
 	return s.crdOpenAPI
 }
 
@@ -311,9 +228,9 @@ func (s *Server) openAPICRDs() []*apiextensionsv1.CustomResourceDefinition {
 	defer s.crdPublish.Unlock()
 	s.crdOpenAPI = true
 	var out []*apiextensionsv1.CustomResourceDefinition
-	for _, rs := range s.reg.customResources().byCRD {
-		if len(rs) > 0 && rs[0].crd != nil {
-			out = append(out, rs[0].crd)
+	for _, rs := range s.reg.CustomResources().ByCRD {
+		if len(rs) > 0 && rs[0].CRD != nil {
+			out = append(out, rs[0].CRD)
 		}
 	}
 	return out
@@ -323,12 +240,12 @@ func (s *Server) openAPICRDs() []*apiextensionsv1.CustomResourceDefinition {
 func (s *Server) closeCustomCaches() {
 	s.crdPublish.Lock()
 	defer s.crdPublish.Unlock()
-	for _, rs := range s.reg.customResources().byCRD {
+	for _, rs := range s.reg.CustomResources().ByCRD {
 		for _, r := range rs {
-			r.cache.Close()
+			r.Cache.Close()
 		}
 	}
-	s.reg.custom.Store(nil)
+	s.reg.Custom.Store(nil)
 }
 
 // jsonPath turns a scale subresource's path (".spec.replicas") into its
@@ -345,13 +262,13 @@ func jsonPath(p string) []string {
 // objects are decoded as kube-apiserver's storage decodes custom resources
 // for r's version (conversion None, pruning, defaults), and returns it
 // once it holds its first list (or the server stops).
-func (s *Server) newCustomCache(r *resource) (*servedCache, error) {
+func (s *Server) newCustomCache(r *resource) (*registry.Cache, error) {
 	c, err := s.newCache(r, func(kv storage.KeyValue) (*unstructured.Unstructured, error) {
-		u, err := decodeKV(kv)
+		u, err := registry.DecodeKV(kv)
 		if err != nil {
 			return nil, err
 		}
-		r.cr.Decode(u)
+		r.CR.Decode(u)
 		return u, nil
 	})
 	if err != nil {
@@ -378,17 +295,17 @@ func (s *Server) crdRequest(ctx context.Context, req request, verb, name string)
 // and metadata rules).
 func (s *Server) createCustom(ctx context.Context, req request, u *unstructured.Unstructured) error {
 	res := req.res
-	if res.terminating {
-		return apierrors.NewForbidden(res.gr(), u.GetName(), errors.New("create not allowed while custom resource definition is terminating"))
+	if res.Terminating {
+		return apierrors.NewForbidden(res.GR(), u.GetName(), errors.New("create not allowed while custom resource definition is terminating"))
 	}
-	if res.namespaced {
+	if res.Namespaced {
 		if err := s.namespaceExists(ctx, res, u.GetNamespace(), u.GetName()); err != nil {
 			return err
 		}
 	}
 	u.SetUID(types.UID(newUID()))
 	u.SetCreationTimestamp(now())
-	return res.cr.Create(ctx, s.crdRequest(ctx, req, "create", u.GetName()), u)
+	return res.CR.Create(ctx, s.crdRequest(ctx, req, "create", u.GetName()), u)
 }
 
 // updateCustom applies the update rules of a custom resource served from
@@ -397,20 +314,20 @@ func (s *Server) createCustom(ctx context.Context, req request, u *unstructured.
 func (s *Server) updateCustom(ctx context.Context, req request, cur, desired *unstructured.Unstructured) error {
 	desired.SetNamespace(cur.GetNamespace())
 	desired.SetSelfLink("")
-	return req.res.cr.Update(ctx, s.crdRequest(ctx, req, "update", req.name), desired, cur)
+	return req.res.CR.Update(ctx, s.crdRequest(ctx, req, "update", req.name), desired, cur)
 }
 
 // coerceCustom is what kube-apiserver's decoder of a custom resource does
 // to a body: unknown fields pruned (unless preserved), metadata coerced,
 // defaults applied.
 func coerceCustom(r *resource, u *unstructured.Unstructured) error {
-	if r.cr == nil {
+	if r.CR == nil {
 		return nil
 	}
-	if _, err := r.cr.Coerce(u); err != nil {
+	if _, err := r.CR.Coerce(u); err != nil {
 		return err
 	}
-	r.cr.Default(u)
+	r.CR.Default(u)
 	return nil
 }
 
@@ -426,7 +343,7 @@ func customProblems(r *resource, js []byte) []string {
 	for _, e := range errs {
 		out = append(out, e.Error())
 	}
-	paths, err := r.cr.Coerce(&unstructured.Unstructured{Object: m})
+	paths, err := r.CR.Coerce(&unstructured.Unstructured{Object: m})
 	if err != nil {
 		return out
 	}
@@ -476,7 +393,7 @@ func (s *Server) terminateCRD(ctx context.Context, req request, kv storage.KeyVa
 		return nil, false, apierrors.NewInternalError(err)
 	}
 	desired.SetResourceVersion(cur.GetResourceVersion())
-	if _, err := s.writeDeleting(ctx, req, keyFor(req.res, "", req.name), kv, cur, desired); err != nil {
+	if _, err := s.writeDeleting(ctx, req, registry.KeyFor(req.res, "", req.name), kv, cur, desired); err != nil {
 		return nil, false, err
 	}
 	return desired, true, nil

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/listwatch/listwatch/apiserver/crdcontroller"
+	"github.com/listwatch/listwatch/apiserver/internal/registry"
 	"github.com/listwatch/listwatch/storage"
 	"github.com/listwatch/listwatch/watchcache"
 )
@@ -39,7 +40,7 @@ type crdHost struct {
 var _ crdcontroller.Server = crdHost{}
 
 func (h crdHost) Definition(name string) (*unstructured.Unstructured, bool) {
-	return h.s.cacheFor(h.res).Get(keyFor(h.res, "", name))
+	return h.s.cacheFor(h.res).Get(registry.KeyFor(h.res, "", name))
 }
 
 func (h crdHost) Definitions(ctx context.Context) ([]*unstructured.Unstructured, error) {
@@ -55,7 +56,7 @@ func (h crdHost) WatchDefinitions(ctx context.Context) (*watchcache.Watcher[*uns
 }
 
 func (h crdHost) Served() []string {
-	byCRD := h.s.reg.customResources().byCRD
+	byCRD := h.s.reg.CustomResources().ByCRD
 	names := make([]string, 0, len(byCRD))
 	for name := range byCRD {
 		names = append(names, name)
@@ -88,18 +89,18 @@ func (h crdHost) UpdateDefinition(ctx context.Context, name, sub string, change 
 // CustomResources returns the objects it could decode, and the errors of
 // those it could not.
 func (h crdHost) CustomResources(ctx context.Context, name string) ([]*unstructured.Unstructured, error) {
-	rs := h.s.reg.customResources().byCRD[name]
+	rs := h.s.reg.CustomResources().ByCRD[name]
 	if len(rs) == 0 {
 		return nil, nil
 	}
-	list, err := h.s.cfg.Storage.List(ctx, prefixFor(rs[0], ""), storage.ListOptions{})
+	list, err := h.s.cfg.Storage.List(ctx, registry.PrefixFor(rs[0], ""), storage.ListOptions{})
 	if err != nil {
 		return nil, err
 	}
 	out := make([]*unstructured.Unstructured, 0, len(list.Items))
 	var errs []error
 	for _, kv := range list.Items {
-		u, err := decodeKV(kv)
+		u, err := registry.DecodeKV(kv)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -110,7 +111,7 @@ func (h crdHost) CustomResources(ctx context.Context, name string) ([]*unstructu
 }
 
 func (h crdHost) DeleteCustomResource(ctx context.Context, crdName, namespace, name string) (bool, error) {
-	rs := h.s.reg.customResources().byCRD[crdName]
+	rs := h.s.reg.CustomResources().ByCRD[crdName]
 	if len(rs) == 0 {
 		return true, nil
 	}

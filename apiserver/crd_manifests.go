@@ -142,7 +142,7 @@ func (s *Server) waitServed(ctx context.Context, name string) error {
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		if len(s.reg.customResources().byCRD[name]) > 0 {
+		if len(s.reg.CustomResources().ByCRD[name]) > 0 {
 			return nil
 		}
 		select {
@@ -161,14 +161,14 @@ func (s *Server) applyOne(ctx context.Context, o *unstructured.Unstructured) err
 		return fmt.Errorf("apply: %s %q: no resource serves kind %v", gvk.Kind, o.GetName(), gvk)
 	}
 	ns := o.GetNamespace()
-	if res.namespaced && ns == "" {
+	if res.Namespaced && ns == "" {
 		ns = "default"
 	}
 	collection := "/" + manifestPath(gvk.GroupVersion())
-	if res.namespaced {
+	if res.Namespaced {
 		collection += "/namespaces/" + ns
 	}
-	collection += "/" + res.plural
+	collection += "/" + res.Plural
 	body, err := json.Marshal(o.Object)
 	if err != nil {
 		return fmt.Errorf("apply: %w", err)
@@ -208,8 +208,8 @@ func (s *Server) call(ctx context.Context, method, path string, body []byte) (in
 
 // resourceForKind finds the resource serving gvk, built-in or custom.
 func (s *Server) resourceForKind(gvk schema.GroupVersionKind) *resource {
-	for _, r := range s.reg.resources(gvk.GroupVersion().String()) {
-		if r.gvk.Kind == gvk.Kind {
+	for _, r := range s.reg.Resources(gvk.GroupVersion().String()) {
+		if r.GVK.Kind == gvk.Kind {
 			return r
 		}
 	}

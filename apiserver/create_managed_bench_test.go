@@ -2,14 +2,16 @@ package apiserver
 
 import (
 	"testing"
+
+	"github.com/listwatch/listwatch/apiserver/internal/registry"
 )
 
 // builtinResource is the built-in resource of plural name, as the server
 // registers it.
 func builtinResource(tb testing.TB, plural string) *resource {
 	tb.Helper()
-	for _, r := range builtins() {
-		if r.plural == plural {
+	for _, r := range registry.Builtins() {
+		if r.Plural == plural {
 			return r
 		}
 	}
@@ -33,7 +35,7 @@ func BenchmarkManageCreatePod(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		o, err := asObject(obj)
+		o, err := registry.AsObject(obj)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -16,6 +16,7 @@ import (
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	sigsjson "sigs.k8s.io/json"
 
+	"github.com/listwatch/listwatch/apiserver/internal/registry"
 	"github.com/listwatch/listwatch/storage"
 )
 
@@ -23,7 +24,7 @@ import (
 const defaultPodGracePeriod = 30
 
 // deleteOptionsResource names DeleteOptions in decoding errors.
-var deleteOptionsResource = &resource{gvk: metav1.SchemeGroupVersion.WithKind("DeleteOptions"), plural: "deleteoptions"}
+var deleteOptionsResource = &resource{GVK: metav1.SchemeGroupVersion.WithKind("DeleteOptions"), Plural: "deleteoptions"}
 
 // parseDeleteOptions reads DeleteOptions from the body and the query.
 func parseDeleteOptions(r *http.Request) (metav1.DeleteOptions, error) {
@@ -89,13 +90,13 @@ func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request, req reques
 }
 
 func (s *Server) writeDeleteResult(w http.ResponseWriter, r *http.Request, req request, opts metav1.DeleteOptions, obj object, gone bool) error {
-	if gone && !req.res.returnDeleted {
+	if gone && !req.res.ReturnDeleted {
 		// kube-apiserver's store answers with a Status that carries no
 		// code.
 		st := metav1.Status{
 			Status: metav1.StatusSuccess,
 			Details: &metav1.StatusDetails{
-				Name: obj.GetName(), Group: req.res.gvk.Group, Kind: req.res.plural, UID: obj.GetUID(),
+				Name: obj.GetName(), Group: req.res.GVK.Group, Kind: req.res.Plural, UID: obj.GetUID(),
 			},
 		}
 		writeStatusCode(w, http.StatusOK, &st)
@@ -116,10 +117,10 @@ func (s *Server) writeDeleteResult(w http.ResponseWriter, r *http.Request, req r
 // A built-in object is returned as its Go type where the delete made it
 // so (a graceful delete), else as the map.
 func (s *Server) delete(ctx context.Context, req request, opts metav1.DeleteOptions) (object, bool, error) {
-	if req.res.kube != nil {
+	if req.res.Kube != nil {
 		return s.deleteBuiltin(ctx, req, opts)
 	}
-	key := keyFor(req.res, req.namespace, req.name)
+	key := registry.KeyFor(req.res, req.namespace, req.name)
 	for {
 		kv, cur, err := s.current(ctx, req, key)
 		if err != nil {
@@ -182,7 +183,7 @@ func (s *Server) current(ctx context.Context, req request, key string) (storage.
 	if err != nil {
 		return storage.KeyValue{}, nil, s.storageErr(req, err)
 	}
-	cur, err := req.res.decodeKV(kv)
+	cur, err := req.res.DecodeKV(kv)
 	return kv, cur, err
 }
 
@@ -218,7 +219,7 @@ func applyPropagation(r *resource, u metav1.Object, opts metav1.DeleteOptions) {
 	case hasFinalizer(u, metav1.FinalizerOrphanDependents) || hasFinalizer(u, metav1.FinalizerDeleteDependents):
 		// A deletion already in progress keeps its policy.
 		return
-	case r.orphanByDefault:
+	case r.OrphanByDefault:
 		policy = metav1.DeletePropagationOrphan
 	default:
 		return
@@ -230,11 +231,11 @@ func applyPropagation(r *resource, u metav1.Object, opts metav1.DeleteOptions) {
 // gracePeriod is how long a pod bound to a node may take to stop; 0 for
 // everything else, which is deleted at once.
 func (s *Server) gracePeriod(r *resource, u *unstructured.Unstructured, opts metav1.DeleteOptions) int64 {
-	if !r.graceful {
+	if !r.Graceful {
 		return 0
 	}
-	node := nestedString(u.Object, "spec", "nodeName")
-	phase := nestedString(u.Object, "status", "phase")
+	node := registry.NestedString(u.Object, "spec", "nodeName")
+	phase := registry.NestedString(u.Object, "status", "phase")
 	if node == "" || phase == string(corev1.PodSucceeded) || phase == string(corev1.PodFailed) {
 		return 0
 	}
@@ -248,7 +249,7 @@ func (s *Server) gracePeriod(r *resource, u *unstructured.Unstructured, opts met
 }
 
 func (s *Server) handleDeleteCollection(w http.ResponseWriter, r *http.Request, req request) error {
-	if req.res.namespaced && req.namespace == "" {
+	if req.res.Namespaced && req.namespace == "" {
 		return methodNotAllowed(r, req)
 	}
 	opts, err := parseDeleteOptions(r)
@@ -276,7 +277,7 @@ func (s *Server) handleDeleteCollection(w http.ResponseWriter, r *http.Request, 
 		if err != nil {
 			return err
 		}
-		u, err := req.res.asMap(obj)
+		u, err := req.res.AsMap(obj)
 		if err != nil {
 			return err
 		}
@@ -301,11 +302,11 @@ var immortalNamespaces = map[string]bool{
 // removal.
 func (s *Server) deleteBuiltin(ctx context.Context, req request, opts metav1.DeleteOptions) (object, bool, error) {
 	res := req.res
-	isNamespace := res.gvk == namespacesResource.gvk
+	isNamespace := res.GVK == namespacesResource.GVK
 	if isNamespace && immortalNamespaces[req.name] {
-		return nil, false, apierrors.NewForbidden(res.gr(), req.name, errors.New("this namespace may not be deleted"))
+		return nil, false, apierrors.NewForbidden(res.GR(), req.name, errors.New("this namespace may not be deleted"))
 	}
-	key := keyFor(res, req.namespace, req.name)
+	key := registry.KeyFor(res, req.namespace, req.name)
 	kreq := s.kubeRequest(ctx, req, "delete", req.name)
 	for {
 		kv, cur, err := s.current(ctx, req, key)
@@ -322,7 +323,7 @@ func (s *Server) deleteBuiltin(ctx context.Context, req request, opts metav1.Del
 				return out, false, err
 			}
 		}
-		if res.gvk == crdGVK {
+		if res.GVK == crdGVK {
 			out, done, err := s.terminateCRD(ctx, req, kv, cur, o)
 			if errors.Is(err, storage.ErrConflict) {
 				continue
@@ -331,7 +332,7 @@ func (s *Server) deleteBuiltin(ctx context.Context, req request, opts metav1.Del
 				return out, false, err
 			}
 		}
-		graceful, pending, deleting, err := res.kube.BeforeDeleteTyped(ctx, kreq, cur, &o)
+		graceful, pending, deleting, err := res.Kube.BeforeDeleteTyped(ctx, kreq, cur, &o)
 		if err != nil {
 			return nil, false, err
 		}
@@ -341,7 +342,7 @@ func (s *Server) deleteBuiltin(ctx context.Context, req request, opts metav1.Del
 		var desired object
 		if deleting == nil {
 			desired = deepCopy(cur)
-		} else if desired, err = asObject(deleting); err != nil {
+		} else if desired, err = registry.AsObject(deleting); err != nil {
 			return nil, false, err
 		}
 		applyPropagation(res, desired, o)
@@ -382,7 +383,7 @@ func (s *Server) deleteBuiltin(ctx context.Context, req request, opts metav1.Del
 // run. It returns the revision of what is stored and sets desired's
 // resourceVersion to it.
 func (s *Server) writeDeleting(ctx context.Context, req request, key string, kv storage.KeyValue, cur *unstructured.Unstructured, desired object) (int64, error) {
-	value, err := req.res.encodeStored(desired)
+	value, err := req.res.EncodeStored(desired)
 	if err != nil {
 		return 0, err
 	}
@@ -445,7 +446,7 @@ func (s *Server) terminateNamespace(ctx context.Context, req request, kv storage
 			return nil, false, apierrors.NewInternalError(err)
 		}
 		applyPropagation(req.res, desired, o)
-		if _, err := s.writeDeleting(ctx, req, keyFor(req.res, "", req.name), kv, cur, desired); err != nil {
+		if _, err := s.writeDeleting(ctx, req, registry.KeyFor(req.res, "", req.name), kv, cur, desired); err != nil {
 			return nil, false, err
 		}
 		return desired, true, nil

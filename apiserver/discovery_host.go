@@ -98,9 +98,9 @@ func reviewOpenAPIResources() []kube.OpenAPIResource {
 // custom resources alone.
 func (s *Server) discoveryGroups() []discovery.Group {
 	var out []discovery.Group
-	for _, name := range s.reg.allGroups() {
-		_, builtin := s.reg.versions[name]
-		out = append(out, discovery.Group{Name: name, Versions: s.reg.groupVersions(name), Builtin: builtin})
+	for _, name := range s.reg.AllGroups() {
+		_, builtin := s.reg.Versions[name]
+		out = append(out, discovery.Group{Name: name, Versions: s.reg.GroupVersions(name), Builtin: builtin})
 	}
 	return out
 }
@@ -119,16 +119,16 @@ func reviewResources() []discovery.Resource {
 // discoveryResources are the resources served under gv: those of the
 // registry and the custom resources.
 func (s *Server) discoveryResources(gv schema.GroupVersion) ([]discovery.Resource, error) {
-	if !s.reg.hasGroupVersion(gv.String()) {
+	if !s.reg.HasGroupVersion(gv.String()) {
 		return nil, s.unknownResource(gv)
 	}
 	var out []discovery.Resource
 	bindings := false
-	for _, r := range s.reg.resources(gv.String()) {
-		if r.binding && !bindings {
+	for _, r := range s.reg.Resources(gv.String()) {
+		if r.Binding && !bindings {
 			// Where pods are bound, the bindings resource
 			// (serveBindings) is listed in its place among them.
-			out = append(out, discovery.Resource{GVK: bindingResource.gvk, Plural: bindingResource.plural,
+			out = append(out, discovery.Resource{GVK: bindingResource.GVK, Plural: bindingResource.Plural,
 				Singular: "binding", Namespaced: true, Verbs: metav1.Verbs{"create"}})
 			bindings = true
 		}
@@ -141,12 +141,12 @@ func (s *Server) discoveryResources(gv schema.GroupVersion) ([]discovery.Resourc
 // discoveryCustom lists the custom resources served now; the set they
 // come from changes whole with them.
 func (s *Server) discoveryCustom() (any, []discovery.Resource) {
-	cs := s.reg.custom.Load()
+	cs := s.reg.Custom.Load()
 	if cs == nil {
 		return nil, nil
 	}
 	var out []discovery.Resource
-	for _, m := range cs.byGV {
+	for _, m := range cs.ByGV {
 		for _, r := range m {
 			out = append(out, s.discoveryResource(r))
 		}
@@ -164,34 +164,34 @@ var (
 // service account tokens, serviceaccounts/token (package auth).
 func (s *Server) discoveryResource(r *resource) discovery.Resource {
 	verbs := collectionVerbs
-	if r.def != nil {
-		verbs = r.def.DiscoveryVerbs()
-	} else if r.cr != nil {
-		verbs = discovery.CustomResourceVerbs(r.terminating)
+	if r.Def != nil {
+		verbs = r.Def.DiscoveryVerbs()
+	} else if r.CR != nil {
+		verbs = discovery.CustomResourceVerbs(r.Terminating)
 	}
 	d := discovery.Resource{
-		GVK: r.gvk, Plural: r.plural, Singular: r.singular, Namespaced: r.namespaced,
-		Verbs: verbs, ShortNames: r.shortNames, Categories: r.categories, Custom: r.custom,
+		GVK: r.GVK, Plural: r.Plural, Singular: r.Singular, Namespaced: r.Namespaced,
+		Verbs: verbs, ShortNames: r.ShortNames, Categories: r.Categories, Custom: r.Custom,
 	}
 	sub := func(name, kind string, verbs metav1.Verbs) {
 		d.Subresources = append(d.Subresources, discovery.Subresource{Name: name, Kind: kind, Verbs: verbs})
 	}
-	if r.binding {
+	if r.Binding {
 		sub(resources.Binding, "Binding", metav1.Verbs{"create"})
 	}
-	if r.def != nil && r.def.HasSubresource(resources.Approval) {
-		sub(resources.Approval, r.gvk.Kind, subVerbs)
+	if r.Def != nil && r.Def.HasSubresource(resources.Approval) {
+		sub(resources.Approval, r.GVK.Kind, subVerbs)
 	}
-	if r.def != nil && r.def.HasSubresource(resources.Finalize) {
-		sub(resources.Finalize, r.gvk.Kind, metav1.Verbs{"update"})
+	if r.Def != nil && r.Def.HasSubresource(resources.Finalize) {
+		sub(resources.Finalize, r.GVK.Kind, metav1.Verbs{"update"})
 	}
-	if r.scale != nil {
+	if r.Scale != nil {
 		d.Subresources = append(d.Subresources, discovery.Subresource{Name: resources.Scale, Group: "autoscaling", Version: "v1", Kind: "Scale", Verbs: subVerbs})
 	}
-	if r.hasStatus {
-		sub(resources.Status, r.gvk.Kind, subVerbs)
+	if r.HasStatus {
+		sub(resources.Status, r.GVK.Kind, subVerbs)
 	}
-	if s.auth != nil && r.gvk == auth.ServiceAccountKind {
+	if s.auth != nil && r.GVK == auth.ServiceAccountKind {
 		d.Subresources = append(d.Subresources, discovery.Subresource{Name: "token",
 			Group: auth.TokenRequestKind.Group, Version: auth.TokenRequestKind.Version, Kind: auth.TokenRequestKind.Kind, Verbs: metav1.Verbs{"create"}})
 	}
@@ -207,8 +207,8 @@ func (s *Server) unknownResource(gv schema.GroupVersion) error {
 	if gv.Group == "" {
 		return notFoundPath()
 	}
-	for _, r := range s.reg.byGV[gv.String()] {
-		if !r.custom {
+	for _, r := range s.reg.ByGV[gv.String()] {
+		if !r.Custom {
 			return notFoundPath()
 		}
 	}

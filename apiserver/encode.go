@@ -8,6 +8,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/listwatch/listwatch/apiserver/internal/registry"
 )
 
 // encoding is a response format a client accepted.
@@ -57,7 +59,7 @@ func negotiateTable(req *http.Request, r *resource, table bool) (encoding, table
 				}
 			}
 		case mediaProtobuf:
-			if params["as"] == "" && r != nil && !r.custom {
+			if params["as"] == "" && r != nil && !r.Custom {
 				return encProtobuf, "", nil
 			}
 		case "*/*", "application/*":
@@ -110,7 +112,7 @@ func writeEncoded(w http.ResponseWriter, req *http.Request, r *resource, code in
 	}
 	body := js
 	if body == nil {
-		if body, err = marshalJSON(obj); err != nil {
+		if body, err = registry.MarshalJSON(obj); err != nil {
 			return apierrors.NewInternalError(err)
 		}
 	}

@@ -35,6 +35,7 @@ import (
 	"sigs.k8s.io/structured-merge-diff/v6/value"
 
 	"github.com/listwatch/listwatch/apiserver/internal/kube"
+	"github.com/listwatch/listwatch/apiserver/internal/registry"
 )
 
 // metadata.managedFields is kept as kube-apiserver keeps it, by the field
@@ -159,46 +160,46 @@ func newFieldManager(res *resource, sub string) (*managedfields.FieldManager, er
 			return nil, err
 		}
 		return managedfields.NewDefaultFieldManager(tc, versionConvertor{}, objectDefaulter{res: scaleResource}, objectCreater{res: scaleResource},
-			scaleResource.gvk, scaleResource.gvk.GroupVersion(), sub, nil)
+			scaleResource.GVK, scaleResource.GVK.GroupVersion(), sub, nil)
 	}
-	if res.kube != nil {
+	if res.Kube != nil {
 		tc, err := builtinTypeConverter()
 		if err != nil {
 			return nil, err
 		}
 		return newBuiltinFieldManager(res, sub, tc)
 	}
-	conv := versionConvertor{custom: res.custom}
+	conv := versionConvertor{custom: res.Custom}
 	def := objectDefaulter{res: res}
 	cr := objectCreater{res: res}
 	var filters map[fieldpath.APIVersion]fieldpath.Filter
 	switch {
-	case res.cr != nil:
-		tc, err := customTypeConverter(res.crd)
+	case res.CR != nil:
+		tc, err := customTypeConverter(res.CRD)
 		if err != nil {
 			return nil, err
 		}
-		reset, err := res.cr.ResetFields(sub)
+		reset, err := res.CR.ResetFields(sub)
 		if err != nil {
 			return nil, err
 		}
 		if reset != nil {
 			filters = fieldpath.NewExcludeFilterSetMap(reset)
 		}
-		return managedfields.NewDefaultCRDFieldManager(tc, conv, def, cr, res.gvk, res.gvk.GroupVersion(), sub, filters)
+		return managedfields.NewDefaultCRDFieldManager(tc, conv, def, cr, res.GVK, res.GVK.GroupVersion(), sub, filters)
 	}
-	return nil, fmt.Errorf("apiserver: resource %v has no schema for managedFields", res.gvr())
+	return nil, fmt.Errorf("apiserver: resource %v has no schema for managedFields", res.GVR())
 }
 
 // newBuiltinFieldManager is the field manager of the built-in resource
 // res's subresource sub over the type converter tc.
 func newBuiltinFieldManager(res *resource, sub string, tc managedfields.TypeConverter) (*managedfields.FieldManager, error) {
 	var filters map[fieldpath.APIVersion]fieldpath.Filter
-	if reset := res.kube.ResetFields(sub); reset != nil {
+	if reset := res.Kube.ResetFields(sub); reset != nil {
 		filters = fieldpath.NewExcludeFilterSetMap(reset)
 	}
-	return managedfields.NewDefaultFieldManager(tc, versionConvertor{custom: res.custom}, objectDefaulter{res: res}, objectCreater{res: res},
-		res.gvk, res.gvk.GroupVersion(), sub, filters)
+	return managedfields.NewDefaultFieldManager(tc, versionConvertor{custom: res.Custom}, objectDefaulter{res: res}, objectCreater{res: res},
+		res.GVK, res.GVK.GroupVersion(), sub, filters)
 }
 
 // builtinModels are the OpenAPI models of every built-in kind served,
@@ -337,12 +338,12 @@ func (c versionConvertor) ConvertToVersion(in k8sruntime.Object, target k8srunti
 // convertBuiltin converts in, a built-in object of kind from (its Go type
 // or unstructured), to kind to; in is not changed.
 func convertBuiltin(in k8sruntime.Object, from, to schema.GroupVersionKind) (k8sruntime.Object, error) {
-	if _, err := scheme.New(to); err != nil {
+	if _, err := registry.Scheme.New(to); err != nil {
 		return nil, k8sruntime.NewNotRegisteredErrForTarget("listwatch", reflect.TypeOf(in), schema.GroupVersions{to.GroupVersion()})
 	}
 	var typed k8sruntime.Object
 	if u, ok := in.(*unstructured.Unstructured); ok {
-		t, err := scheme.New(from)
+		t, err := registry.Scheme.New(from)
 		if err != nil {
 			return nil, err
 		}
@@ -368,14 +369,14 @@ type objectDefaulter struct{ res *resource }
 func (d objectDefaulter) Default(obj k8sruntime.Object) {
 	u, ok := obj.(*unstructured.Unstructured)
 	switch {
-	case !ok && d.res.kube != nil:
-		d.res.kube.DefaultTyped(obj)
+	case !ok && d.res.Kube != nil:
+		d.res.Kube.DefaultTyped(obj)
 	case !ok:
-	case d.res.kube != nil:
+	case d.res.Kube != nil:
 		// A failure leaves u as it is; validation reports what is wrong.
-		_ = d.res.kube.Default(u)
-	case d.res.cr != nil:
-		d.res.cr.Default(u)
+		_ = d.res.Kube.Default(u)
+	case d.res.CR != nil:
+		d.res.CR.Default(u)
 	}
 }
 
@@ -387,8 +388,8 @@ func (d objectDefaulter) Default(obj k8sruntime.Object) {
 type objectCreater struct{ res *resource }
 
 func (c objectCreater) New(kind schema.GroupVersionKind) (k8sruntime.Object, error) {
-	if kind == c.res.gvk {
-		if typed := c.res.newTyped(); typed != nil {
+	if kind == c.res.GVK {
+		if typed := c.res.NewTyped(); typed != nil {
 			typed.GetObjectKind().SetGroupVersionKind(kind)
 			return typed, nil
 		}
@@ -415,7 +416,7 @@ func (c objectCreater) New(kind schema.GroupVersionKind) (k8sruntime.Object, err
 func manageUpdate(req request, cur *unstructured.Unstructured, written object) (*unstructured.Unstructured, object) {
 	desired, isMap := written.(*unstructured.Unstructured)
 	if !isMap {
-		req.res.kube.DefaultTyped(written)
+		req.res.Kube.DefaultTyped(written)
 	}
 	if req.manage == nil || req.manage.applied {
 		return desired, typedOrNil(written, isMap)
@@ -429,11 +430,11 @@ func manageUpdate(req request, cur *unstructured.Unstructured, written object) (
 		written.SetManagedFields(cur.GetManagedFields())
 		return desired, typedOrNil(written, isMap)
 	}
-	if isMap && req.res.kube != nil {
+	if isMap && req.res.Kube != nil {
 		// Left as it is when it does not convert: validation reports
 		// what is wrong.
-		if ext, err := req.res.kube.External(desired); err == nil {
-			if obj, err := asObject(ext); err == nil {
+		if ext, err := req.res.Kube.External(desired); err == nil {
+			if obj, err := registry.AsObject(ext); err == nil {
 				written, isMap = obj, false
 			}
 		}
@@ -470,7 +471,7 @@ func manageCreate(req request, obj object) object {
 		return obj
 	}
 	objectDefaulter{res: req.res}.Default(obj)
-	live, _ := objectCreater{res: req.res}.New(req.res.gvk)
+	live, _ := objectCreater{res: req.res}.New(req.res.GVK)
 	obj.SetManagedFields(managedBy(fm, req, live, obj))
 	return obj
 }
@@ -480,8 +481,8 @@ func manageCreate(req request, obj object) object {
 // in the internal version (kube.Rules.ThroughHub).
 func managedBy(fm *managedfields.FieldManager, req request, live, newObj k8sruntime.Object) []metav1.ManagedFieldsEntry {
 	seen := newObj
-	if req.res.kube != nil {
-		if hub, err := req.res.kube.ThroughHub(newObj); err == nil {
+	if req.res.Kube != nil {
+		if hub, err := req.res.Kube.ThroughHub(newObj); err == nil {
 			seen = hub
 		}
 	}
@@ -503,7 +504,7 @@ func managedBy(fm *managedfields.FieldManager, req request, live, newObj k8srunt
 func manageScale(req request, cur, desired *unstructured.Unstructured) {
 	desired.SetManagedFields(cur.GetManagedFields())
 	fm, err := scaleFieldManagerFor(req.res)
-	if err != nil || req.res.scale == nil {
+	if err != nil || req.res.Scale == nil {
 		return
 	}
 	h, err := scaleHandler(req.res, cur.GetManagedFields())
@@ -541,8 +542,8 @@ func manageScale(req request, cur, desired *unstructured.Unstructured) {
 
 // scaleReplicasPath is where res keeps the replicas its Scale shows.
 func scaleReplicasPath(res *resource) []string {
-	if res.scale != nil && res.scale.specReplicas != nil {
-		return res.scale.specReplicas
+	if res.Scale != nil && res.Scale.SpecReplicas != nil {
+		return res.Scale.SpecReplicas
 	}
 	return []string{"spec", "replicas"}
 }
@@ -559,8 +560,8 @@ func scaleHandler(res *resource, entries []metav1.ManagedFieldsEntry) (*managedf
 	if err != nil {
 		return nil, err
 	}
-	return managedfields.NewScaleHandler(entries, res.gvk.GroupVersion(),
-		managedfields.ResourcePathMappings{res.apiVersion(): path}), nil
+	return managedfields.NewScaleHandler(entries, res.GVK.GroupVersion(),
+		managedfields.ResourcePathMappings{res.APIVersion(): path}), nil
 }
 
 // scaleFieldManagerFor is the field manager of res's scale subresource,

@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/managedfields"
+
+	"github.com/listwatch/listwatch/apiserver/internal/registry"
 )
 
 // goldenBodies are the objects the golden cases send to built-in
@@ -24,8 +26,8 @@ func goldenBodies(t *testing.T) map[*resource][][]byte {
 		t.Fatalf("no golden data: %v", err)
 	}
 	byGVK := map[string]*resource{}
-	for _, r := range builtins() {
-		byGVK[r.apiVersion()+"/"+r.gvk.Kind] = r
+	for _, r := range registry.Builtins() {
+		byGVK[r.APIVersion()+"/"+r.GVK.Kind] = r
 	}
 	out := map[*resource][][]byte{}
 	for _, f := range files {
@@ -97,18 +99,18 @@ func TestGoTypeConverterAsKube(t *testing.T) {
 				continue // refused before the field manager
 			}
 			objectDefaulter{res: res}.Default(obj)
-			seen, err := res.kube.ThroughHub(obj)
+			seen, err := res.Kube.ThroughHub(obj)
 			if err != nil {
 				continue
 			}
-			live, err := objectCreater{res: res}.New(res.gvk)
+			live, err := objectCreater{res: res}.New(res.GVK)
 			if err != nil {
 				t.Fatal(err)
 			}
 			want, wantErr := managedUpdate(kubeFM, live, seen.DeepCopyObject())
 			got, gotErr := managedUpdate(ourFM, live, seen.DeepCopyObject())
 			if (wantErr != nil) != (gotErr != nil) || !reflect.DeepEqual(got, want) {
-				t.Errorf("%s create of %s:\n got %v (%v)\nwant %v (%v)", res.gvr(), body, got, gotErr, want, wantErr)
+				t.Errorf("%s create of %s:\n got %v (%v)\nwant %v (%v)", res.GVR(), body, got, gotErr, want, wantErr)
 			}
 			checked++
 
@@ -134,7 +136,7 @@ func TestGoTypeConverterAsKube(t *testing.T) {
 			want, wantErr = managedUpdate(kubeFM, cur.DeepCopy(), next.DeepCopyObject())
 			got, gotErr = managedUpdate(ourFM, cur.DeepCopy(), next.DeepCopyObject())
 			if (wantErr != nil) != (gotErr != nil) || !reflect.DeepEqual(got, want) {
-				t.Errorf("%s update of %s:\n got %v (%v)\nwant %v (%v)", res.gvr(), body, got, gotErr, want, wantErr)
+				t.Errorf("%s update of %s:\n got %v (%v)\nwant %v (%v)", res.GVR(), body, got, gotErr, want, wantErr)
 			}
 		}
 	}

@@ -5,6 +5,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/listwatch/listwatch/apiserver/internal/registry"
 )
 
 // The watch caches' metrics, under the names and labels kube-apiserver
@@ -44,18 +46,18 @@ func (cacheCollector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c cacheCollector) Collect(ch chan<- prometheus.Metric) {
 	seen := map[schema.GroupResource]bool{}
-	emit := func(r *resource, cache *servedCache) {
-		if r.storedAs != nil || cache == nil || seen[r.gr()] {
+	emit := func(r *resource, cache *registry.Cache) {
+		if r.StoredAs != nil || cache == nil || seen[r.GR()] {
 			return
 		}
-		seen[r.gr()] = true
+		seen[r.GR()] = true
 		select {
 		case <-cache.Ready():
 		default:
 			return // not listed yet: nothing to say
 		}
 		st := cache.Stats()
-		g, res := r.gvk.Group, r.plural
+		g, res := r.GVK.Group, r.Plural
 		gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 		}
@@ -63,7 +65,7 @@ func (c cacheCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
 		}
 		gauge(descResourceObjects, float64(st.Objects), g, res)
-		gauge(descStorageObjects, float64(st.Objects), r.gr().String())
+		gauge(descStorageObjects, float64(st.Objects), r.GR().String())
 		// kube truncates to the 15 least significant digits, which a
 		// float64 holds exactly.
 		gauge(descResourceVersion, float64(st.ResourceVersion%1e15), g, res)
@@ -81,9 +83,9 @@ func (c cacheCollector) Collect(ch chan<- prometheus.Metric) {
 	for r, cache := range c.s.caches {
 		emit(r, cache)
 	}
-	for _, rs := range c.s.reg.customResources().byCRD {
+	for _, rs := range c.s.reg.CustomResources().ByCRD {
 		for _, r := range rs {
-			emit(r, r.cache)
+			emit(r, r.Cache)
 		}
 	}
 }

@@ -14,9 +14,8 @@ import (
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	sigsjson "sigs.k8s.io/json"
 
-	"github.com/listwatch/listwatch/apiserver/internal/kube"
+	"github.com/listwatch/listwatch/apiserver/internal/registry"
 	"github.com/listwatch/listwatch/internal/jsontree"
-	"github.com/listwatch/listwatch/storage"
 )
 
 // Objects are handled as unstructured maps for every resource, but for
@@ -27,29 +26,13 @@ import (
 // (drop unknown fields, reject wrong types), for strategic merge patch and
 // for protobuf.
 
-// object is an object the server creates or answers with: a built-in
-// resource's Go type (such as *corev1.Pod), or *unstructured.Unstructured.
-type object interface {
-	runtime.Object
-	metav1.Object
-}
-
 // newObject is the object to create from a decoded body: ext, the body as
 // its built-in Go type, when there is one, else u.
 func newObject(u *unstructured.Unstructured, ext runtime.Object) (object, error) {
 	if ext == nil {
 		return u, nil
 	}
-	return asObject(ext)
-}
-
-// asObject is obj, which must have object metadata, as an object.
-func asObject(obj runtime.Object) (object, error) {
-	o, ok := obj.(object)
-	if !ok {
-		return nil, apierrors.NewInternalError(fmt.Errorf("%T has no object metadata", obj))
-	}
-	return o, nil
+	return registry.AsObject(ext)
 }
 
 // decodeBody parses a request body as an object of r, checking that its
@@ -64,9 +47,9 @@ func decodeBody(r *resource, body []byte) (*unstructured.Unstructured, error) {
 		return nil, err
 	}
 	kind := u.GetKind()
-	u.SetAPIVersion(r.apiVersion())
-	u.SetKind(r.gvk.Kind)
-	if r.cr != nil && kind != "" {
+	u.SetAPIVersion(r.APIVersion())
+	u.SetKind(r.GVK.Kind)
+	if r.CR != nil && kind != "" {
 		u.SetKind(kind) // a custom resource's kind is validated (422), as kube-apiserver does
 	}
 	if err := normalize(r, u); err != nil {
@@ -83,11 +66,11 @@ func decodeBody(r *resource, body []byte) (*unstructured.Unstructured, error) {
 // that strict field validation reports.
 func decodeTyped(r *resource, body []byte, typedOnly bool) (*unstructured.Unstructured, runtime.Object, []string, error) {
 	if len(bytes.TrimSpace(body)) == 0 {
-		return nil, nil, nil, badRequest("the body of the request was empty: %s in version %q cannot be handled as a %s", r.gvk.Kind, r.gvk.Version, r.gvk.Kind)
+		return nil, nil, nil, badRequest("the body of the request was empty: %s in version %q cannot be handled as a %s", r.GVK.Kind, r.GVK.Version, r.GVK.Kind)
 	}
-	ext := r.newTyped()
+	ext := r.NewTyped()
 	if ext == nil {
-		return nil, nil, nil, apierrors.NewInternalError(fmt.Errorf("no Go type for %s", r.gvk))
+		return nil, nil, nil, apierrors.NewInternalError(fmt.Errorf("no Go type for %s", r.GVK))
 	}
 	strictErrs, err := sigsjson.UnmarshalStrict(body, ext, sigsjson.DisallowDuplicateFields, sigsjson.DisallowUnknownFields)
 	if err != nil {
@@ -104,7 +87,7 @@ func decodeTyped(r *resource, body []byte, typedOnly bool) (*unstructured.Unstru
 	if err := checkKind(r, &unstructured.Unstructured{Object: tm}); err != nil {
 		return nil, nil, nil, err
 	}
-	ext.GetObjectKind().SetGroupVersionKind(r.gvk)
+	ext.GetObjectKind().SetGroupVersionKind(r.GVK)
 	problems := make([]string, 0, len(strictErrs))
 	for _, e := range strictErrs {
 		problems = append(problems, e.Error())
@@ -122,7 +105,7 @@ func decodeTyped(r *resource, body []byte, typedOnly bool) (*unstructured.Unstru
 // parseObject parses JSON into a map, answering 400 with the parse error.
 func parseObject(r *resource, body []byte) (map[string]any, error) {
 	if len(bytes.TrimSpace(body)) == 0 {
-		return nil, badRequest("the body of the request was empty: %s in version %q cannot be handled as a %s", r.gvk.Kind, r.gvk.Version, r.gvk.Kind)
+		return nil, badRequest("the body of the request was empty: %s in version %q cannot be handled as a %s", r.GVK.Kind, r.GVK.Version, r.GVK.Kind)
 	}
 	var v any
 	if err := utiljson.Unmarshal(body, &v); err != nil {
@@ -141,7 +124,7 @@ func parseObject(r *resource, body []byte) (map[string]any, error) {
 }
 
 func cannotHandle(r *resource, err error) error {
-	return badRequest("%s in version %q cannot be handled as a %s: %v", r.gvk.Kind, r.gvk.Version, r.gvk.Kind, err)
+	return badRequest("%s in version %q cannot be handled as a %s: %v", r.GVK.Kind, r.GVK.Version, r.GVK.Kind, err)
 }
 
 func checkKind(r *resource, u *unstructured.Unstructured) error {
@@ -153,15 +136,15 @@ func checkKind(r *resource, u *unstructured.Unstructured) error {
 	if _, ok := u.Object["kind"]; ok && !isString(u.Object["kind"]) {
 		return cannotHandle(r, fmt.Errorf("kind must be a string"))
 	}
-	if av != "" && av != r.apiVersion() {
+	if av != "" && av != r.APIVersion() {
 		gv, err := schema.ParseGroupVersion(av)
 		if err != nil {
 			return cannotHandle(r, err)
 		}
-		return badRequest("the API version in the data (%s) does not match the expected API version (%s)", gv, r.apiVersion())
+		return badRequest("the API version in the data (%s) does not match the expected API version (%s)", gv, r.APIVersion())
 	}
-	if kind != "" && kind != r.gvk.Kind && r.cr == nil {
-		return badRequest("the object provided is unrecognized (must be of type %s): %s in version %q cannot be handled as a %s", r.gvk.Kind, kind, r.gvk.Version, r.gvk.Kind)
+	if kind != "" && kind != r.GVK.Kind && r.CR == nil {
+		return badRequest("the object provided is unrecognized (must be of type %s): %s in version %q cannot be handled as a %s", r.GVK.Kind, kind, r.GVK.Version, r.GVK.Kind)
 	}
 	return nil
 }
@@ -177,7 +160,7 @@ func normalize(r *resource, u *unstructured.Unstructured) error {
 	if err != nil {
 		return cannotHandle(r, err)
 	}
-	if r.custom {
+	if r.Custom {
 		var meta struct {
 			Metadata metav1.ObjectMeta `json:"metadata"`
 		}
@@ -186,9 +169,9 @@ func normalize(r *resource, u *unstructured.Unstructured) error {
 		}
 		return coerceCustom(r, u)
 	}
-	typed := r.newTyped()
+	typed := r.NewTyped()
 	if typed == nil {
-		return apierrors.NewInternalError(fmt.Errorf("no Go type for %s", r.gvk))
+		return apierrors.NewInternalError(fmt.Errorf("no Go type for %s", r.GVK))
 	}
 	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(raw, typed); err != nil {
 		return cannotHandle(r, err)
@@ -203,45 +186,6 @@ func normalize(r *resource, u *unstructured.Unstructured) error {
 	}
 	u.Object = obj
 	return nil
-}
-
-// encodeStored is the storage form of an object: JSON without
-// resourceVersion (the revision is the resourceVersion).
-func encodeStored(obj object) ([]byte, error) {
-	if rv := obj.GetResourceVersion(); rv != "" {
-		obj.SetResourceVersion("")
-		defer obj.SetResourceVersion(rv)
-	}
-	b, err := marshalJSON(obj)
-	if err != nil {
-		return nil, apierrors.NewInternalError(fmt.Errorf("encode: %w", err))
-	}
-	return b, nil
-}
-
-// marshalJSON is obj as JSON: a map's keys sorted, a Go type's fields in
-// their order.
-func marshalJSON(obj object) ([]byte, error) {
-	if u, ok := obj.(*unstructured.Unstructured); ok {
-		return json.Marshal(u.Object)
-	}
-	return json.Marshal(obj)
-}
-
-// decodeStored is the inverse of encodeStored: it sets resourceVersion from
-// the revision.
-func decodeStored(value []byte, rev int64) (*unstructured.Unstructured, error) {
-	obj, err := jsontree.DecodeObject(value)
-	if err != nil {
-		return nil, apierrors.NewInternalError(fmt.Errorf("decode stored object: %w", err))
-	}
-	u := &unstructured.Unstructured{Object: obj}
-	u.SetResourceVersion(strconv.FormatInt(rev, 10))
-	return u, nil
-}
-
-func decodeKV(kv storage.KeyValue) (*unstructured.Unstructured, error) {
-	return decodeStored(kv.Value, kv.Revision)
 }
 
 // parseRV parses a resourceVersion; "" and "0" are 0.
@@ -261,119 +205,10 @@ func deepCopy(u *unstructured.Unstructured) *unstructured.Unstructured {
 	return u.DeepCopy()
 }
 
-// asMap is obj, an object of r, as a map: obj itself when it is one.
-func (r *resource) asMap(obj object) (*unstructured.Unstructured, error) {
-	if u, ok := obj.(*unstructured.Unstructured); ok {
-		return u, nil
-	}
-	if r.kube == nil {
-		return nil, apierrors.NewInternalError(fmt.Errorf("%v as %T", r.gvk, obj))
-	}
-	u := &unstructured.Unstructured{}
-	return u, r.kube.SetUnstructured(u, obj)
-}
-
 // copyObject is a deep copy of obj.
 func copyObject(obj object) (object, error) {
 	if u, ok := obj.(*unstructured.Unstructured); ok {
 		return deepCopy(u), nil
 	}
-	return asObject(obj.DeepCopyObject())
-}
-
-// storage is the resource whose storage holds r's objects: r itself, or
-// the version they are stored as.
-func (r *resource) storage() *resource {
-	if r.storedAs != nil {
-		return r.storedAs
-	}
-	return r
-}
-
-// decodeKV reads an object of r from storage, converted from the version
-// it is stored as when that is another: a built-in resource's other
-// version through Kubernetes' conversions (as kube-apiserver reads
-// events.k8s.io/v1 events from core/v1's storage), a custom resource from
-// whatever version it was stored at (the storage version then, which may
-// have changed since) to r's, which with the None conversion strategy
-// rewrites its apiVersion.
-func (r *resource) decodeKV(kv storage.KeyValue) (*unstructured.Unstructured, error) {
-	u, err := decodeKV(kv)
-	if err == nil && r.cr != nil {
-		u.SetAPIVersion(r.apiVersion())
-	}
-	if err != nil || r.storedAs == nil {
-		return u, err
-	}
-	typed := r.storedAs.newTyped()
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, typed); err != nil {
-		return nil, apierrors.NewInternalError(fmt.Errorf("decode stored %v: %w", r.storedAs.gvk, err))
-	}
-	converted, err := kube.Convert(typed, r.gvk)
-	if err != nil {
-		return nil, err
-	}
-	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(converted)
-	if err != nil {
-		return nil, apierrors.NewInternalError(fmt.Errorf("encode %v: %w", r.gvk, err))
-	}
-	out := &unstructured.Unstructured{Object: obj}
-	out.SetAPIVersion(r.apiVersion())
-	out.SetKind(r.gvk.Kind)
-	return out, nil
-}
-
-// encodeStored is obj's storage form, at the version r's objects are
-// stored as: a built-in resource's storage version, or a custom
-// resource's definition's, as kube-apiserver's storage encodes it
-// whatever version the request wrote (with the None conversion strategy
-// only apiVersion differs).
-func (r *resource) encodeStored(obj object) ([]byte, error) {
-	if u, ok := obj.(*unstructured.Unstructured); ok && r.cr != nil {
-		served := u.GetAPIVersion()
-		u.SetAPIVersion(r.cr.StorageAPIVersion())
-		defer u.SetAPIVersion(served)
-		return encodeStored(u)
-	}
-	if r.storedAs == nil {
-		return encodeStored(obj)
-	}
-	stored, err := r.toStorage(obj)
-	if err != nil {
-		return nil, err
-	}
-	return encodeStored(stored)
-}
-
-// encodeOnce is encodeOnce for an object of r: one stored at another
-// version than it is served (a built-in resource's other version, a custom
-// resource whose storage version is another) is encoded for storage alone,
-// its answer not being the same JSON.
-func (r *resource) encodeOnce(obj object) (onceEncoded, error) {
-	u, isU := obj.(*unstructured.Unstructured)
-	if r.storedAs == nil && (r.cr == nil || !isU || u.GetAPIVersion() == r.cr.StorageAPIVersion()) {
-		return encodeOnce(obj)
-	}
-	js, err := r.encodeStored(obj)
-	return onceEncoded{js: js, at: -1}, err
-}
-
-// toStorage converts obj, of r's version, to the version r is stored as;
-// obj is not changed.
-func (r *resource) toStorage(obj object) (object, error) {
-	typed := r.newTyped()
-	if u, ok := obj.(*unstructured.Unstructured); ok {
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, typed); err != nil {
-			return nil, apierrors.NewInternalError(fmt.Errorf("convert %v: %w", r.gvk, err))
-		}
-	} else {
-		// Conversion may share memory with its input: the caller keeps obj.
-		typed = obj.DeepCopyObject()
-	}
-	typed.GetObjectKind().SetGroupVersionKind(r.gvk)
-	converted, err := kube.Convert(typed, r.storedAs.gvk)
-	if err != nil {
-		return nil, err
-	}
-	return asObject(converted)
+	return registry.AsObject(obj.DeepCopyObject())
 }

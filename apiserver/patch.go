@@ -79,7 +79,7 @@ func jsonDepth(b []byte) int {
 // apply type only behind an alpha feature gate, off by default.)
 func patchTypes(r *resource) []string {
 	pts := []string{string(types.JSONPatchType), string(types.MergePatchType)}
-	if !r.custom {
+	if !r.Custom {
 		pts = append(pts, string(types.StrategicMergePatchType))
 	}
 	return append(pts, string(types.ApplyYAMLPatchType))
@@ -100,7 +100,7 @@ func patchTypeOf(r *http.Request, res *resource) (types.PatchType, error) {
 	if slices.Contains(supported, ct) {
 		return types.PatchType(ct), nil
 	}
-	if res.custom {
+	if res.Custom {
 		return "", negotiation.NewUnsupportedMediaTypeError(supported)
 	}
 	return "", apierrors.NewGenericServerResponse(http.StatusUnsupportedMediaType, "", schema.GroupResource{}, "",
@@ -210,13 +210,13 @@ func (p *patcher) apply(cur *unstructured.Unstructured) ([]byte, error) {
 // cur, the server cannot decode (err): kube-apiserver's, when its decoder
 // refuses the object too.
 func (p *patcher) decodeFailed(cur *unstructured.Unstructured, patched []byte, err error) error {
-	if p.res.kube == nil {
+	if p.res.Kube == nil {
 		return err
 	}
 	if p.pt == types.StrategicMergePatchType {
 		// kube-apiserver converts the patched map into the Go type, and
 		// quotes the patch.
-		typed := p.res.newTyped()
+		typed := p.res.NewTyped()
 		if typed == nil || p.patched == nil {
 			return err
 		}
@@ -227,7 +227,7 @@ func (p *patcher) decodeFailed(cur *unstructured.Unstructured, patched []byte, e
 		}
 		return err
 	}
-	if p.res.kube.DecodeError(patched) == nil {
+	if p.res.Kube.DecodeError(patched) == nil {
 		return err
 	}
 	return p.undecodable(cur, patched)
@@ -267,12 +267,12 @@ func (p *patcher) applyJSON(orig []byte) ([]byte, error) {
 // the patched object as kube-apiserver patches it, the stored object
 // encoded by its codec (so that the quote has its field order).
 func (p *patcher) undecodable(cur *unstructured.Unstructured, patched []byte) error {
-	if orig, err := p.res.kube.EncodeJSON(cur); err == nil {
+	if orig, err := p.res.Kube.EncodeJSON(cur); err == nil {
 		if out, err := p.applyJSON(orig); err == nil {
 			patched = out
 		}
 	}
-	err := p.res.kube.DecodeError(patched)
+	err := p.res.Kube.DecodeError(patched)
 	if err == nil {
 		err = errors.New("the patched object cannot be decoded")
 	}
@@ -285,9 +285,9 @@ func (p *patcher) undecodable(cur *unstructured.Unstructured, patched []byte) er
 // merge keys of the resource's Go type, answering as kube-apiserver does
 // when that fails.
 func (p *patcher) applyStrategic(cur *unstructured.Unstructured) ([]byte, error) {
-	typed := p.res.newTyped()
+	typed := p.res.NewTyped()
 	if typed == nil {
-		return nil, apierrors.NewInternalError(fmt.Errorf("no Go type for %s", p.res.gvk))
+		return nil, apierrors.NewInternalError(fmt.Errorf("no Go type for %s", p.res.GVK))
 	}
 	doc, _, err := p.smpDocument()
 	if err != nil {
@@ -430,8 +430,8 @@ func (p *patcher) strictInvalid(cur *unstructured.Unstructured, patched []byte, 
 	switch {
 	case p.pt == types.StrategicMergePatchType:
 		value = fmt.Sprintf("%+v", p.doc)
-	case p.res.kube != nil:
-		if orig, err := p.res.kube.EncodeJSON(cur); err == nil {
+	case p.res.Kube != nil:
+		if orig, err := p.res.Kube.EncodeJSON(cur); err == nil {
 			if out, err := p.applyJSON(orig); err == nil {
 				value = string(out)
 			}

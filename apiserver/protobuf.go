@@ -7,11 +7,13 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+
+	"github.com/listwatch/listwatch/apiserver/internal/registry"
 )
 
 // protoSerializer writes the Kubernetes protobuf envelope (magic prefix and
 // runtime.Unknown) of built-in types.
-var protoSerializer = protobuf.NewSerializer(scheme, scheme)
+var protoSerializer = protobuf.NewSerializer(registry.Scheme, registry.Scheme)
 
 // typedOf converts an unstructured built-in object or list to its Go type.
 // It walks the map with apimachinery's converter rather than decoding the
@@ -21,7 +23,7 @@ var protoSerializer = protobuf.NewSerializer(scheme, scheme)
 // 12.1 kB through JSON.
 func typedOf(u *unstructured.Unstructured) (runtime.Object, error) {
 	gvk := u.GroupVersionKind()
-	typed, err := scheme.New(gvk)
+	typed, err := registry.Scheme.New(gvk)
 	if err != nil {
 		return nil, fmt.Errorf("no Go type for %s: %w", gvk, err)
 	}

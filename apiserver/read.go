@@ -14,19 +14,20 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/listwatch/listwatch/apiserver/internal/registry"
 	"github.com/listwatch/listwatch/storage"
 	"github.com/listwatch/listwatch/watchcache"
 )
 
 // getObject reads one object, answering 404 in kube's words.
 func (s *Server) getObject(ctx context.Context, req request) (*unstructured.Unstructured, storage.KeyValue, error) {
-	kv, err := s.cfg.Storage.Get(ctx, keyFor(req.res, req.namespace, req.name))
+	kv, err := s.cfg.Storage.Get(ctx, registry.KeyFor(req.res, req.namespace, req.name))
 	if err != nil {
 		return nil, kv, s.storageErr(req, err)
 	}
-	u, err := req.res.decodeKV(kv)
-	if err == nil && req.res.cr != nil {
-		req.res.cr.Decode(u) // defaults on read, as kube-apiserver's storage decoding
+	u, err := req.res.DecodeKV(kv)
+	if err == nil && req.res.CR != nil {
+		req.res.CR.Decode(u) // defaults on read, as kube-apiserver's storage decoding
 	}
 	return u, kv, err
 }
@@ -35,9 +36,9 @@ func (s *Server) getObject(ctx context.Context, req request) (*unstructured.Unst
 func (s *Server) storageErr(req request, err error) error {
 	switch {
 	case errors.Is(err, storage.ErrNotFound):
-		return apierrors.NewNotFound(req.res.gr(), req.name)
+		return apierrors.NewNotFound(req.res.GR(), req.name)
 	case errors.Is(err, storage.ErrKeyExists):
-		return apierrors.NewAlreadyExists(req.res.gr(), req.name)
+		return apierrors.NewAlreadyExists(req.res.GR(), req.name)
 	case errors.Is(err, storage.ErrConflict):
 		return conflict(req, "the object has been modified; please apply your changes to the latest version and try again")
 	}
@@ -45,7 +46,7 @@ func (s *Server) storageErr(req request, err error) error {
 }
 
 func conflict(req request, msg string) error {
-	return apierrors.NewConflict(req.res.gr(), req.name, errors.New(msg))
+	return apierrors.NewConflict(req.res.GR(), req.name, errors.New(msg))
 }
 
 func (s *Server) handleGet(w http.ResponseWriter, r *http.Request, req request) error {
@@ -184,15 +185,15 @@ func listObject(r *resource, res listResult) *unstructured.Unstructured {
 		items[i] = it.Object
 	}
 	md := map[string]any{"resourceVersion": strconv.FormatInt(res.rev, 10)}
-	if res.continue_ != "" || r.cr != nil {
+	if res.continue_ != "" || r.CR != nil {
 		md["continue"] = res.continue_
 	}
 	if res.remaining != nil {
 		md["remainingItemCount"] = *res.remaining
 	}
 	return &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": r.apiVersion(),
-		"kind":       r.gvk.Kind + "List",
+		"apiVersion": r.APIVersion(),
+		"kind":       r.GVK.Kind + "List",
 		"metadata":   md,
 		"items":      items,
 	}}

@@ -80,7 +80,7 @@ func (s *Server) parseResourcePath(gv schema.GroupVersion, p []string) (request,
 		req.namespace = p[1]
 		p = p[2:]
 	}
-	res := s.reg.lookup(gv, p[0])
+	res := s.reg.Lookup(gv, p[0])
 	if res == nil {
 		return req, s.unknownResource(gv)
 	}
@@ -88,7 +88,7 @@ func (s *Server) parseResourcePath(gv schema.GroupVersion, p []string) (request,
 		return req, notFoundPath()
 	}
 	req.res = res
-	if res.plural == "namespaces" && len(p) >= 2 {
+	if res.Plural == "namespaces" && len(p) >= 2 {
 		// A namespace's own path: its namespace is itself for admission,
 		// but it is cluster-scoped in storage.
 		req.name = p[1]
@@ -98,19 +98,19 @@ func (s *Server) parseResourcePath(gv schema.GroupVersion, p []string) (request,
 	if len(p) == 3 {
 		req.sub = p[2]
 		switch {
-		case req.sub == "status" && res.hasStatus:
-		case req.sub == "scale" && res.scale != nil:
-		case req.sub == "binding" && res.binding:
-		case (req.sub == resources.Finalize || req.sub == resources.Approval) && res.def != nil && res.def.HasSubresource(req.sub):
-		case res.cr != nil:
+		case req.sub == "status" && res.HasStatus:
+		case req.sub == "scale" && res.Scale != nil:
+		case req.sub == "binding" && res.Binding:
+		case (req.sub == resources.Finalize || req.sub == resources.Approval) && res.Def != nil && res.Def.HasSubresource(req.sub):
+		case res.CR != nil:
 			// The custom resource handler answers an unknown subresource
 			// as a missing object.
-			return req, apierrors.NewNotFound(res.gr(), req.name)
+			return req, apierrors.NewNotFound(res.GR(), req.name)
 		default:
 			return req, notFoundPath()
 		}
 	}
-	if req.namespace != "" && !res.namespaced {
+	if req.namespace != "" && !res.Namespaced {
 		return req, notFoundPath()
 	}
 	return req, nil
@@ -165,7 +165,7 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, req reque
 		err = s.handlePatch(w, r, req)
 	case http.MethodDelete:
 		if req.name == "" || req.sub != "" {
-			if req.name == "" && req.sub == "" && (req.res.def == nil || slices.Contains(req.res.def.DiscoveryVerbs(), "deletecollection")) {
+			if req.name == "" && req.sub == "" && (req.res.Def == nil || slices.Contains(req.res.Def.DiscoveryVerbs(), "deletecollection")) {
 				err = s.handleDeleteCollection(w, r, req)
 				break
 			}
@@ -183,7 +183,7 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, req reque
 }
 
 func methodNotAllowed(r *http.Request, req request) error {
-	return apierrors.NewMethodNotSupported(req.res.gr(), strings.ToLower(r.Method))
+	return apierrors.NewMethodNotSupported(req.res.GR(), strings.ToLower(r.Method))
 }
 
 func isWatch(r *http.Request) bool {

@@ -8,7 +8,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -17,34 +16,8 @@ import (
 // scaleResource describes autoscaling/v1 Scale for decoding and encoding
 // bodies of /scale.
 var scaleResource = &resource{
-	gvk:    autoscalingv1.SchemeGroupVersion.WithKind("Scale"),
-	plural: "scale",
-}
-
-// mapSelector renders a map selector (replicationcontrollers).
-func mapSelector(obj map[string]any) (string, error) {
-	sel, _, err := unstructured.NestedStringMap(obj, "spec", "selector")
-	if err != nil {
-		return "", err
-	}
-	return labels.SelectorFromSet(sel).String(), nil
-}
-
-// labelSelectorSelector renders a metav1.LabelSelector (deployments).
-func labelSelectorSelector(obj map[string]any) (string, error) {
-	m, ok, err := unstructured.NestedMap(obj, "spec", "selector")
-	if err != nil || !ok {
-		return "", err
-	}
-	var ls metav1.LabelSelector
-	if err := fromUnstructured(m, &ls); err != nil {
-		return "", err
-	}
-	sel, err := metav1.LabelSelectorAsSelector(&ls)
-	if err != nil {
-		return "", err
-	}
-	return sel.String(), nil
+	GVK:    autoscalingv1.SchemeGroupVersion.WithKind("Scale"),
+	Plural: "scale",
 }
 
 // replicas reads spec.replicas, which defaults to 1.
@@ -58,18 +31,18 @@ func replicas(obj map[string]any) int64 {
 
 // toScale is the Scale view of a scalable object.
 func toScale(r *resource, u *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-	sel, err := r.scale.selector(u.Object)
+	sel, err := r.Scale.Selector(u.Object)
 	if err != nil {
 		return nil, apierrors.NewInternalError(err)
 	}
 	statusReplicas, _, _ := unstructured.NestedInt64(u.Object, "status", "replicas")
 	specReplicas := replicas(u.Object)
-	if r.scale.specReplicas != nil {
+	if r.Scale.SpecReplicas != nil {
 		// A custom resource's scale subresource: its paths, 0 when unset.
-		specReplicas, _, _ = unstructured.NestedInt64(u.Object, r.scale.specReplicas...)
+		specReplicas, _, _ = unstructured.NestedInt64(u.Object, r.Scale.SpecReplicas...)
 		statusReplicas = 0
-		if r.scale.statusReplicas != nil {
-			statusReplicas, _, _ = unstructured.NestedInt64(u.Object, r.scale.statusReplicas...)
+		if r.Scale.StatusReplicas != nil {
+			statusReplicas, _, _ = unstructured.NestedInt64(u.Object, r.Scale.StatusReplicas...)
 		}
 	}
 	// The Go type gives the Scale kube-apiserver's shape (no spec.replicas
@@ -90,8 +63,8 @@ func toScale(r *resource, u *unstructured.Unstructured) (*unstructured.Unstructu
 		return nil, apierrors.NewInternalError(err)
 	}
 	out := &unstructured.Unstructured{Object: obj}
-	out.SetAPIVersion(scaleResource.apiVersion())
-	out.SetKind(scaleResource.gvk.Kind)
+	out.SetAPIVersion(scaleResource.APIVersion())
+	out.SetKind(scaleResource.GVK.Kind)
 	return out, nil
 }
 
@@ -119,7 +92,7 @@ func (s *Server) updateScale(w http.ResponseWriter, r *http.Request, req request
 		// scale subresources answer a conflict on <plural>/scale (a patch
 		// that changes it included).
 		if uid := sc.GetUID(); uid != "" && uid != cur.GetUID() {
-			gr := schema.GroupResource{Group: req.res.gvk.Group, Resource: req.res.plural + "/scale"}
+			gr := schema.GroupResource{Group: req.res.GVK.Group, Resource: req.res.Plural + "/scale"}
 			return nil, apierrors.NewConflict(gr, req.name,
 				errors.New("Precondition failed: UID in precondition: "+string(uid)+", UID in object meta: "+string(cur.GetUID())))
 		}
@@ -128,7 +101,7 @@ func (s *Server) updateScale(w http.ResponseWriter, r *http.Request, req request
 			return nil, badRequest("spec.replicas: %v", err)
 		}
 		if n < 0 {
-			return nil, apierrors.NewInvalid(scaleResource.gvk.GroupKind(), req.name, field.ErrorList{
+			return nil, apierrors.NewInvalid(scaleResource.GVK.GroupKind(), req.name, field.ErrorList{
 				field.Invalid(field.NewPath("spec", "replicas"), n, "must be greater than or equal to 0"),
 			})
 		}
@@ -136,13 +109,13 @@ func (s *Server) updateScale(w http.ResponseWriter, r *http.Request, req request
 			n = 0
 		}
 		path := []string{"spec", "replicas"}
-		if req.res.scale.specReplicas != nil {
-			path = req.res.scale.specReplicas
+		if req.res.Scale.SpecReplicas != nil {
+			path = req.res.Scale.SpecReplicas
 		}
 		if err := unstructured.SetNestedField(cur.Object, n, path...); err != nil {
 			return nil, apierrors.NewInternalError(err)
 		}
-		if rv := sc.GetResourceVersion(); rv != "" || req.res.cr == nil {
+		if rv := sc.GetResourceVersion(); rv != "" || req.res.CR == nil {
 			// A custom resource's Scale without a resourceVersion is
 			// written unconditionally, as kube-apiserver does.
 			cur.SetResourceVersion(rv)
@@ -156,9 +129,4 @@ func (s *Server) updateScale(w http.ResponseWriter, r *http.Request, req request
 		return err
 	}
 	return writeObject(w, r, scaleResource, http.StatusOK, scale)
-}
-
-// fromUnstructured converts a JSON-shaped map into a typed value.
-func fromUnstructured(m map[string]any, into any) error {
-	return runtime.DefaultUnstructuredConverter.FromUnstructured(m, into)
 }

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/listwatch/listwatch/apiserver/internal/registry"
 	"github.com/listwatch/listwatch/watchcache"
 )
 
@@ -30,7 +31,7 @@ const (
 	memoJSON = "json"
 	// memoProto is the typed object as a protobuf message, without the
 	// envelope: what a list's items and the envelope's raw field hold.
-	memoProto = "protobuf-message"
+	memoProto = registry.MemoProto
 )
 
 // protoMagic starts every Kubernetes protobuf body ("k8s\x00").
@@ -39,6 +40,12 @@ var protoMagic = []byte{0x6b, 0x38, 0x73, 0x00}
 // protoMessage is a generated Kubernetes type that marshals itself.
 type protoMessage interface {
 	Marshal() ([]byte, error)
+}
+
+// protoObject is a built-in object that marshals itself as protobuf.
+type protoObject interface {
+	object
+	protoMessage
 }
 
 // objectJSON returns u as JSON, memoized in m.
@@ -108,7 +115,7 @@ func protoOf(u *unstructured.Unstructured) ([]byte, error) {
 // withResourceVersion is msg, the protobuf message of an object of kind
 // gvk, with resourceVersion rv.
 func withResourceVersion(gvk schema.GroupVersionKind, msg []byte, rv string) ([]byte, error) {
-	typed, err := scheme.New(gvk)
+	typed, err := registry.Scheme.New(gvk)
 	if err != nil {
 		return nil, err
 	}
@@ -218,7 +225,7 @@ func writeList(w http.ResponseWriter, r *resource, enc encoding, res listResult)
 		// is answered in JSON.
 	}
 	itemJSON := objectJSON
-	if r.storedAs != nil {
+	if r.StoredAs != nil {
 		itemJSON = convertedItemJSON
 	}
 	items, total, err := encodeItems(res, itemJSON)
@@ -246,7 +253,7 @@ func encodeItems(res listResult, encode func(*unstructured.Unstructured, *watchc
 
 func writeJSONList(w http.ResponseWriter, r *resource, res listResult, items [][]byte, total int) error {
 	md := map[string]any{"resourceVersion": strconv.FormatInt(res.rev, 10)}
-	if res.continue_ != "" || r.cr != nil {
+	if res.continue_ != "" || r.CR != nil {
 		md["continue"] = res.continue_ // a custom resource list always has it
 	}
 	if res.remaining != nil {
@@ -258,9 +265,9 @@ func writeJSONList(w http.ResponseWriter, r *resource, res listResult, items [][
 	}
 	head := make([]byte, 0, 64+len(mdJSON))
 	head = append(head, `{"kind":`...)
-	head = strconv.AppendQuote(head, r.gvk.Kind+"List")
+	head = strconv.AppendQuote(head, r.GVK.Kind+"List")
 	head = append(head, `,"apiVersion":`...)
-	head = strconv.AppendQuote(head, r.apiVersion())
+	head = strconv.AppendQuote(head, r.APIVersion())
 	head = append(head, `,"metadata":`...)
 	head = append(head, mdJSON...)
 	head = append(head, `,"items":[`...)
@@ -296,7 +303,7 @@ func writeProtoList(w http.ResponseWriter, r *resource, res listResult, items []
 	for _, it := range items {
 		msg += protowire.SizeTag(2) + protowire.SizeBytes(len(it))
 	}
-	apiVersion, kind := r.apiVersion(), r.gvk.Kind+"List"
+	apiVersion, kind := r.APIVersion(), r.GVK.Kind+"List"
 	n := envelopeSize(apiVersion, kind, msg)
 
 	w.Header().Set("Content-Type", mediaProtobuf)

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/listwatch/listwatch/apiserver/internal/registry"
 	"github.com/listwatch/listwatch/watchcache"
 )
 
@@ -34,11 +35,11 @@ func serializeObjects(t *testing.T) map[string]*unstructured.Unstructured {
 		if err != nil {
 			t.Fatalf("decode %s: %v", body, err)
 		}
-		stored, err := encodeStored(u)
+		stored, err := registry.EncodeStored(u)
 		if err != nil {
 			t.Fatal(err)
 		}
-		u, err = decodeStored(stored, rev)
+		u, err = registry.DecodeStored(stored, rev)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -61,11 +62,11 @@ func serializeObjects(t *testing.T) map[string]*unstructured.Unstructured {
 
 func lookupResource(t *testing.T, group, plural string) *resource {
 	t.Helper()
-	reg, err := newRegistry()
+	reg, err := registry.New()
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := reg.lookup(schema.GroupVersion{Group: group, Version: "v1"}, plural)
+	r := reg.Lookup(schema.GroupVersion{Group: group, Version: "v1"}, plural)
 	if r == nil {
 		t.Fatalf("no resource %s", plural)
 	}
@@ -195,7 +196,7 @@ func TestSharedSerializations(t *testing.T) {
 	for i := range 3 {
 		last = c.mustDo("POST", pods, "", benchPod(i), http.StatusCreated)
 	}
-	res := c.srv.reg.lookup(schema.GroupVersion{Version: "v1"}, "pods")
+	res := c.srv.reg.Lookup(schema.GroupVersion{Version: "v1"}, "pods")
 	cache := c.srv.caches[res]
 	// resourceVersion=0 is served from the watch cache, which may lag
 	// behind the writes just acknowledged: wait until it holds the last.

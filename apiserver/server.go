@@ -17,13 +17,12 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/listwatch/listwatch/apiserver/admission"
 	"github.com/listwatch/listwatch/apiserver/auth"
 	"github.com/listwatch/listwatch/apiserver/bootstrap"
 	"github.com/listwatch/listwatch/apiserver/discovery"
+	"github.com/listwatch/listwatch/apiserver/internal/registry"
 	"github.com/listwatch/listwatch/storage"
 	"github.com/listwatch/listwatch/watchcache"
 )
@@ -86,11 +85,11 @@ type Config struct {
 type Server struct {
 	cfg     Config
 	log     *slog.Logger
-	reg     *registry
+	reg     *registry.Registry
 	handler http.Handler
 	// caches serve every list and watch, one per built-in resource;
 	// cachesReady is closed once all of them hold their first list.
-	caches      map[*resource]*servedCache
+	caches      map[*resource]*registry.Cache
 	cachesReady chan struct{}
 	// discovery serves /version, /api, /apis and the OpenAPI documents
 	// (package discovery; discovery_host.go).
@@ -136,18 +135,18 @@ func New(cfg Config) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	reg, err := newRegistry()
+	reg, err := registry.New()
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: log, reg: reg, caches: map[*resource]*servedCache{}, cachesReady: make(chan struct{})}
+	s := &Server{cfg: cfg, log: log, reg: reg, caches: map[*resource]*registry.Cache{}, cachesReady: make(chan struct{})}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.writes = admission.TrackWrites(s.ctx, &s.cfg.Storage, namespacesPrefix)
-	for _, byPlural := range reg.byGV {
+	for _, byPlural := range reg.ByGV {
 		for _, r := range byPlural {
-			c, err := s.newCache(r, r.decodeKV)
+			c, err := s.newCache(r, r.DecodeKV)
 			if err != nil {
-				return nil, fmt.Errorf("apiserver: watch cache for %s: %w", r.gvr(), err)
+				return nil, fmt.Errorf("apiserver: watch cache for %s: %w", r.GVR(), err)
 			}
 			s.caches[r] = c
 		}
@@ -196,34 +195,8 @@ func (s *Server) Run(ctx context.Context) error {
 	return nil
 }
 
-// servedCache is a resource's watch cache as the server runs it.
-type servedCache struct {
-	*watchcache.Cache[*unstructured.Unstructured]
-	stop  context.CancelFunc // ends its Run; nil until runCache
-	done  chan struct{}      // closed when its Run has returned
-	hints writeHints         // the Go objects of writes it has yet to see
-}
-
 // runCache runs c until the server stops or c is closed.
-func (s *Server) runCache(c *servedCache) {
-	ctx, cancel := context.WithCancel(s.ctx)
-	c.stop, c.done = cancel, make(chan struct{})
-	s.wg.Go(func() {
-		defer close(c.done)
-		if err := c.Run(ctx); err != nil {
-			s.log.Error("watch cache", "err", err)
-		}
-	})
-}
-
-// Close stops c and waits for its Run to return; a cache never run has
-// nothing to stop.
-func (c *servedCache) Close() {
-	if c.stop != nil {
-		c.stop()
-		<-c.done
-	}
-}
+func (s *Server) runCache(c *registry.Cache) { c.Start(s.ctx, &s.wg, s.log) }
 
 // awaitCaches closes cachesReady once every built-in watch cache is ready.
 func (s *Server) awaitCaches() {
@@ -254,44 +227,21 @@ func (s *Server) awaitCachesFor(ctx context.Context) bool {
 }
 
 // newCache is the watch cache of r, whose stored objects decode reads.
-func (s *Server) newCache(r *resource, decode func(storage.KeyValue) (*unstructured.Unstructured, error)) (*servedCache, error) {
-	sc := &servedCache{}
-	c, err := watchcache.New(watchcache.Config[*unstructured.Unstructured]{
-		Storage: s.cfg.Storage,
-		Prefix:  prefixFor(r, ""),
-		Decode:  decode,
-		Preset:  sc.hints.preset,
-		Attrs: func(u *unstructured.Unstructured) (labels.Set, fields.Set, error) {
-			return labels.Set(u.GetLabels()), fieldSet(r, u.Object), nil
-		},
-		New: func() *unstructured.Unstructured {
-			u := &unstructured.Unstructured{Object: map[string]any{}}
-			u.SetAPIVersion(r.apiVersion())
-			u.SetKind(r.gvk.Kind)
-			return u
-		},
+func (s *Server) newCache(r *resource, decode func(storage.KeyValue) (*unstructured.Unstructured, error)) (*registry.Cache, error) {
+	return registry.NewCache(r, decode, watchcache.Config[*unstructured.Unstructured]{
+		Storage:          s.cfg.Storage,
 		WindowSize:       s.cfg.WatchCache.WindowSize,
 		WatcherBuffer:    s.cfg.WatchCache.WatcherBuffer,
 		BookmarkInterval: s.cfg.WatchCache.BookmarkInterval,
 		Logger:           s.log,
 	})
-	if err != nil {
-		return nil, err
-	}
-	sc.Cache = c
-	return sc, nil
 }
 
 // leaveHint tells the watch cache of r that value, about to be stored at
-// key, is obj (writeHints); the returned func withdraws the hint, for a
-// write that failed. Only a built-in resource stored as it is served has
-// hints: its cache holds the version obj is.
+// key, is obj (registry.Cache.LeaveHint); the returned func withdraws the
+// hint, for a write that failed.
 func (s *Server) leaveHint(r *resource, key string, value []byte, obj object) (withdraw func()) {
-	c := s.cacheFor(r)
-	if c == nil || r.kube == nil || r.storedAs != nil {
-		return func() {}
-	}
-	return c.hints.leave(key, value, obj)
+	return s.cacheFor(r).LeaveHint(key, value, obj)
 }
 
 // Handler returns the API routes: discovery, /version and resources.

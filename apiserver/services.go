@@ -70,7 +70,7 @@ func (s *Server) initServices() error {
 	if err != nil {
 		return fmt.Errorf("apiserver: %w", err)
 	}
-	res := s.reg.lookup(schema.GroupVersion{Version: "v1"}, "services")
+	res := s.reg.Lookup(schema.GroupVersion{Version: "v1"}, "services")
 	if res == nil || s.caches[res] == nil {
 		return errors.New("apiserver: no services resource")
 	}
@@ -217,7 +217,7 @@ func (s *Server) serviceDeleted(ctx context.Context, res *resource, obj object) 
 	if !s.isServices(res) {
 		return
 	}
-	u, err := res.asMap(obj)
+	u, err := res.AsMap(obj)
 	if err != nil {
 		return
 	}

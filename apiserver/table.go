@@ -50,25 +50,25 @@ var (
 // a built-in resource, Name and Age for a custom resource (the default of
 // a CustomResourceDefinition without additionalPrinterColumns).
 func printerFor(r *resource) (printer, error) {
-	if r.cr != nil {
+	if r.CR != nil {
 		// The CustomResourceDefinition's additionalPrinterColumns, by
 		// apiextensions-apiserver's Table convertor.
-		columns, err := r.cr.Columns()
+		columns, err := r.CR.Columns()
 		if err != nil {
 			return printer{}, apierrors.NewInternalError(err)
 		}
-		return printer{columns: columns, row: r.cr.Row}, nil
+		return printer{columns: columns, row: r.CR.Row}, nil
 	}
-	if r.kube == nil {
+	if r.Kube == nil {
 		return printer{columns: []metav1.TableColumnDefinition{nameCol, ageCol}, cells: func(u *unstructured.Unstructured) ([]any, error) {
 			return []any{u.GetName(), since(u.GetCreationTimestamp().Time)}, nil
 		}}, nil
 	}
-	r.printOnce.Do(func() { r.printer, r.printErr = r.kube.Printer() })
-	if r.printErr != nil {
-		return printer{}, apierrors.NewInternalError(r.printErr)
+	p, err := r.Printer()
+	if err != nil {
+		return printer{}, apierrors.NewInternalError(err)
 	}
-	return printer{columns: r.printer.Columns(), row: r.printer.Row}, nil
+	return printer{columns: p.Columns(), row: p.Row}, nil
 }
 
 // since is a duration as kubectl prints ages.

@@ -20,6 +20,7 @@ import (
 	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/randfill"
 
+	"github.com/listwatch/listwatch/apiserver/internal/registry"
 	"github.com/listwatch/listwatch/internal/jsontree"
 )
 
@@ -79,7 +80,7 @@ func typedFiller(seed int64) *randfill.Filler {
 // server holds them (jsontree), typedOf's conversion gives the same
 // protobuf message as decoding the JSON into the Go type does.
 func TestTypedOfMatchesJSONDecoding(t *testing.T) {
-	kinds := scheme.AllKnownTypes()
+	kinds := registry.Scheme.AllKnownTypes()
 	gvks := make([]schema.GroupVersionKind, 0, len(kinds))
 	for gvk, typ := range kinds {
 		if _, ok := reflect.New(typ).Interface().(protoMessage); ok && gvk.Version != runtime.APIVersionInternal {
@@ -94,7 +95,7 @@ func TestTypedOfMatchesJSONDecoding(t *testing.T) {
 	checked := 0
 	for _, gvk := range gvks {
 		for seed := range seeds {
-			obj, err := scheme.New(gvk)
+			obj, err := registry.Scheme.New(gvk)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -115,7 +116,7 @@ func TestTypedOfMatchesJSONDecoding(t *testing.T) {
 				// not an object the server stores.
 				break
 			}
-			want, _ := scheme.New(gvk)
+			want, _ := registry.Scheme.New(gvk)
 			if err := jsonTyped(u, want); err != nil {
 				continue // JSON that does not decode into its own type
 			}

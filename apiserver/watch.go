@@ -58,10 +58,8 @@ func (s *Server) handleWatch(w http.ResponseWriter, r *http.Request, req request
 	defer cancel()
 	if enc == encProtobuf {
 		// From now on writes leave their Go objects for this watch's
-		// events (writeHints).
-		hints := &s.cacheFor(req.res).hints
-		hints.protoWatchers.Add(1)
-		defer hints.protoWatchers.Add(-1)
+		// events (registry.Cache.LeaveHint).
+		defer s.cacheFor(req.res).WatchProtobuf()()
 	}
 	wch, err := s.cacheFor(req.res).Watch(ctx, watchcache.WatchOptions{
 		ResourceVersion:      o.rv,

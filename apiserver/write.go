@@ -22,13 +22,14 @@ import (
 
 	"github.com/listwatch/listwatch/apiserver/filters"
 	"github.com/listwatch/listwatch/apiserver/internal/kube"
+	"github.com/listwatch/listwatch/apiserver/internal/registry"
 	"github.com/listwatch/listwatch/storage"
 )
 
 // checkNamespace fills a body's namespace from the path and rejects a
 // mismatch (400), as kube-apiserver does.
 func checkNamespace(req request, u metav1.Object) error {
-	if !req.res.namespaced {
+	if !req.res.Namespaced {
 		u.SetNamespace("")
 		return nil
 	}
@@ -42,7 +43,7 @@ func checkNamespace(req request, u metav1.Object) error {
 }
 
 func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, req request) error {
-	if req.sub != "" || (req.res.namespaced && req.namespace == "") {
+	if req.sub != "" || (req.res.Namespaced && req.namespace == "") {
 		return methodNotAllowed(r, req)
 	}
 	body, err := readBody(r)
@@ -86,10 +87,10 @@ func (s *Server) create(ctx context.Context, req request, obj object) (object, [
 	if generated {
 		obj.SetName(generatedBase(obj.GetGenerateName()) + nameSuffix(5))
 	}
-	if res.kube != nil {
+	if res.Kube != nil {
 		// As kube-apiserver: admission (the namespace's lifecycle) before
 		// the resource's strategy, which validates.
-		if res.namespaced {
+		if res.Namespaced {
 			if err := s.namespaceExists(ctx, res, obj.GetNamespace(), obj.GetName()); err != nil {
 				return nil, nil, err
 			}
@@ -99,22 +100,22 @@ func (s *Server) create(ctx context.Context, req request, obj object) (object, [
 		if err := s.allocateServiceCreate(ctx, req, obj); err != nil {
 			return nil, nil, err
 		}
-		stored, err := res.kube.Create(ctx, s.kubeRequest(ctx, req, "create", obj.GetName()), obj)
+		stored, err := res.Kube.Create(ctx, s.kubeRequest(ctx, req, "create", obj.GetName()), obj)
 		if err != nil {
 			return nil, nil, err
 		}
-		if obj, err = asObject(stored); err != nil {
+		if obj, err = registry.AsObject(stored); err != nil {
 			return nil, nil, err
 		}
 		s.decorateService(req, obj)
 	} else if u, ok := obj.(*unstructured.Unstructured); !ok {
-		return nil, nil, apierrors.NewInternalError(fmt.Errorf("custom resource %v as %T", res.gvk, obj))
-	} else if res.cr == nil {
-		return nil, nil, apierrors.NewInternalError(fmt.Errorf("apiserver: resource %v has no write rules", res.gvr()))
+		return nil, nil, apierrors.NewInternalError(fmt.Errorf("custom resource %v as %T", res.GVK, obj))
+	} else if res.CR == nil {
+		return nil, nil, apierrors.NewInternalError(fmt.Errorf("apiserver: resource %v has no write rules", res.GVR()))
 	} else if err := s.createCustom(ctx, req, u); err != nil {
 		return nil, nil, err
 	}
-	enc, err := res.encodeOnce(obj)
+	enc, err := res.EncodeOnce(obj)
 	if err != nil {
 		return nil, nil, apierrors.NewInternalError(fmt.Errorf("encode: %w", err))
 	}
@@ -122,15 +123,15 @@ func (s *Server) create(ctx context.Context, req request, obj object) (object, [
 	if req.dryRun {
 		// What would be stored, without a resourceVersion: none was
 		// assigned. A name clash is still reported.
-		if _, err := s.cfg.Storage.Get(ctx, keyFor(res, obj.GetNamespace(), obj.GetName())); err == nil {
-			return nil, nil, apierrors.NewAlreadyExists(res.gr(), obj.GetName())
+		if _, err := s.cfg.Storage.Get(ctx, registry.KeyFor(res, obj.GetNamespace(), obj.GetName())); err == nil {
+			return nil, nil, apierrors.NewAlreadyExists(res.GR(), obj.GetName())
 		} else if !errors.Is(err, storage.ErrNotFound) {
 			return nil, nil, s.storageErr(req, err)
 		}
 		return obj, nil, nil
 	}
 	store := func() (int64, error) {
-		key, value := keyFor(res, obj.GetNamespace(), obj.GetName()), enc.stored()
+		key, value := registry.KeyFor(res, obj.GetNamespace(), obj.GetName()), enc.Stored()
 		withdraw := s.leaveHint(res, key, value, obj)
 		rev, err := s.cfg.Storage.Create(ctx, key, value)
 		if err != nil {
@@ -145,7 +146,7 @@ func (s *Server) create(ctx context.Context, req request, obj object) (object, [
 	// client's create with a 409 it did nothing to cause.
 	for attempt := 1; generated && errors.Is(err, storage.ErrKeyExists) && attempt < generateNameAttempts; attempt++ {
 		obj.SetName(generatedBase(obj.GetGenerateName()) + nameSuffix(5))
-		if enc, err = res.encodeOnce(obj); err != nil {
+		if enc, err = res.EncodeOnce(obj); err != nil {
 			return nil, nil, apierrors.NewInternalError(fmt.Errorf("encode: %w", err))
 		}
 		req.name = obj.GetName()
@@ -156,13 +157,13 @@ func (s *Server) create(ctx context.Context, req request, obj object) (object, [
 	}
 	svc.done(true)
 	obj.SetResourceVersion(strconv.FormatInt(rev, 10))
-	return obj, enc.answer(rev), nil
+	return obj, enc.Answer(rev), nil
 }
 
 // kubeRequest describes a write to the Kubernetes strategies.
 func (s *Server) kubeRequest(ctx context.Context, req request, verb, name string) kube.Request {
 	kr := kube.Request{Verb: verb, Namespace: req.namespace, Name: name, Subresource: req.sub, Warn: req.warn, Admission: s.admissionChain(), DryRun: req.dryRun}
-	kr.Check = s.escalationCheck(req.res.gr())
+	kr.Check = s.escalationCheck(req.res.GR())
 	if u, ok := filters.UserFrom(ctx); ok {
 		kr.User = kube.User{Name: u.Name, UID: u.UID, Groups: u.Groups}
 	}
@@ -182,8 +183,8 @@ func generatedBase(prefix string) string {
 }
 
 var namespacesResource = func() *resource {
-	for _, r := range builtins() {
-		if r.plural == "namespaces" {
+	for _, r := range registry.Builtins() {
+		if r.Plural == "namespaces" {
 			return r
 		}
 	}
@@ -191,7 +192,7 @@ var namespacesResource = func() *resource {
 }()
 
 // namespacesPrefix is the storage prefix of namespaces.
-var namespacesPrefix = prefixFor(namespacesResource, "")
+var namespacesPrefix = registry.PrefixFor(namespacesResource, "")
 
 // namespaceExists is kube-apiserver's namespace lifecycle admission of a
 // create: 404 NotFound for a missing namespace, 403 Forbidden (with the
@@ -204,11 +205,11 @@ var namespacesPrefix = prefixFor(namespacesResource, "")
 // that a namespace this server made or marked Terminating counts at once).
 // The storage read it saves is a round trip and a decode per create.
 func (s *Server) namespaceExists(ctx context.Context, res *resource, ns, name string) error {
-	key := keyFor(namespacesResource, "", ns)
+	key := registry.KeyFor(namespacesResource, "", ns)
 	var nsObj *unstructured.Unstructured
 	// The cache is the one of the server's own namespaces resource:
 	// namespacesResource is a copy of it that no cache is kept for.
-	nsRes := s.reg.lookup(namespacesResource.gvk.GroupVersion(), namespacesResource.plural)
+	nsRes := s.reg.Lookup(namespacesResource.GVK.GroupVersion(), namespacesResource.Plural)
 	if nsRes != nil {
 		if c := s.cacheFor(nsRes); c != nil && c.ResourceVersion() >= s.writes.Namespaces() {
 			nsObj, _ = c.Get(key)
@@ -217,22 +218,22 @@ func (s *Server) namespaceExists(ctx context.Context, res *resource, ns, name st
 	if nsObj == nil {
 		kv, err := s.cfg.Storage.Get(ctx, key)
 		if errors.Is(err, storage.ErrNotFound) {
-			return apierrors.NewNotFound(namespacesResource.gr(), ns)
+			return apierrors.NewNotFound(namespacesResource.GR(), ns)
 		}
 		if err != nil {
 			return err
 		}
-		if nsObj, err = decodeKV(kv); err != nil {
+		if nsObj, err = registry.DecodeKV(kv); err != nil {
 			return err
 		}
 	}
-	if nestedString(nsObj.Object, "status", "phase") != string(corev1.NamespaceTerminating) {
+	if registry.NestedString(nsObj.Object, "status", "phase") != string(corev1.NamespaceTerminating) {
 		return nil
 	}
 	if name == "" {
 		name = "Unknown"
 	}
-	err := apierrors.NewForbidden(res.gr(), name, fmt.Errorf("unable to create new content in namespace %s because it is being terminated", ns))
+	err := apierrors.NewForbidden(res.GR(), name, fmt.Errorf("unable to create new content in namespace %s because it is being terminated", ns))
 	var st *apierrors.StatusError
 	if errors.As(err, &st) {
 		st.ErrStatus.Details.Causes = append(st.ErrStatus.Details.Causes, metav1.StatusCause{
@@ -268,7 +269,7 @@ func shouldDeleteDuringUpdate(ctx context.Context, r *resource, obj object, cur 
 	if !genericregistry.ShouldDeleteDuringUpdate(ctx, "", obj, cur) {
 		return false
 	}
-	if r == namespacesResource || r.gvk == namespacesResource.gvk {
+	if r == namespacesResource || r.GVK == namespacesResource.GVK {
 		switch ns := obj.(type) {
 		case *corev1.Namespace:
 			return len(ns.Spec.Finalizers) == 0
@@ -292,7 +293,7 @@ type mutateFunc func(cur *unstructured.Unstructured) (object, error)
 // but for the subresources and the resource (services) whose write changes
 // the map.
 func (s *Server) typedUpdate(req request) bool {
-	if req.res.kube == nil || req.manage == nil || req.manage.applied || req.sub == "scale" || req.sub == "binding" || s.isServices(req.res) {
+	if req.res.Kube == nil || req.manage == nil || req.manage.applied || req.sub == "scale" || req.sub == "binding" || s.isServices(req.res) {
 		return false
 	}
 	_, err := fieldManagerFor(req.res, req.sub)
@@ -309,7 +310,7 @@ func (s *Server) update(ctx context.Context, req request, mutate mutateFunc) (*u
 	if err != nil || out != nil {
 		return out, err
 	}
-	return req.res.asMap(typed)
+	return req.res.AsMap(typed)
 }
 
 // updateObject is update answering with the object as its Go type where
@@ -330,7 +331,7 @@ func (s *Server) updateObject(ctx context.Context, req request, mutate mutateFun
 // the write made it so (a built-in resource's update through its rules),
 // and then no map; else the map and no Go type.
 func (s *Server) updateTyped(ctx context.Context, req request, mutate mutateFunc) (*unstructured.Unstructured, object, error) {
-	key := keyFor(req.res, req.namespace, req.name)
+	key := registry.KeyFor(req.res, req.namespace, req.name)
 	ctx, svc := s.serviceWrite(ctx, req)
 	defer svc.done(false)
 	for {
@@ -338,7 +339,7 @@ func (s *Server) updateTyped(ctx context.Context, req request, mutate mutateFunc
 		var outTyped object
 		withdraw := func() {}
 		rev, err := storage.GuaranteedUpdate(ctx, s.cfg.Storage, key, func(kv storage.KeyValue) ([]byte, error) {
-			cur, err := req.res.decodeKV(kv)
+			cur, err := req.res.DecodeKV(kv)
 			if err != nil {
 				return nil, err
 			}
@@ -359,7 +360,7 @@ func (s *Server) updateTyped(ctx context.Context, req request, mutate mutateFunc
 			if typed != nil {
 				toStore = typed
 			}
-			value, err := req.res.encodeStored(toStore)
+			value, err := req.res.EncodeStored(toStore)
 			if err != nil {
 				return nil, err
 			}
@@ -367,7 +368,7 @@ func (s *Server) updateTyped(ctx context.Context, req request, mutate mutateFunc
 				if typed == nil {
 					return desired, nil
 				}
-				return decodeStored(value, kv.Revision)
+				return registry.DecodeStored(value, kv.Revision)
 			}
 			if same, err := storedAlready(kv, value, cur, toStore); err != nil {
 				return nil, err
@@ -466,7 +467,7 @@ func storedAlready(kv storage.KeyValue, value []byte, cur *unstructured.Unstruct
 	case bytes.HasPrefix(kv.Value, typedPrefix) && bytes.HasPrefix(value, typedPrefix):
 		return false, nil
 	}
-	u, err := decodeStored(value, kv.Revision)
+	u, err := registry.DecodeStored(value, kv.Revision)
 	if err != nil {
 		return false, err
 	}
@@ -479,16 +480,16 @@ func storedAlready(kv storage.KeyValue, value []byte, cur *unstructured.Unstruct
 // it, and desired is left as it was: the result stands for it.
 func (s *Server) prepareUpdate(ctx context.Context, req request, cur, desired *unstructured.Unstructured, typed object) (object, error) {
 	res := req.res
-	if (desired == nil && typed == nil) || (typed != nil && res.kube == nil) {
-		return nil, apierrors.NewInternalError(fmt.Errorf("apiserver: update of %v with no object", res.gvr()))
+	if (desired == nil && typed == nil) || (typed != nil && res.Kube == nil) {
+		return nil, apierrors.NewInternalError(fmt.Errorf("apiserver: update of %v with no object", res.GVR()))
 	}
 	var written object = desired
 	if typed != nil {
 		written = typed
 	}
 	if rv := written.GetResourceVersion(); rv == "" {
-		if !res.unconditionalUpdate {
-			return nil, apierrors.NewInvalid(res.qualifiedKind(), req.name, field.ErrorList{
+		if !res.UnconditionalUpdate {
+			return nil, apierrors.NewInvalid(res.QualifiedKind(), req.name, field.ErrorList{
 				field.Invalid(field.NewPath("metadata", "resourceVersion"), 0, "must be specified for an update"),
 			})
 		}
@@ -499,7 +500,7 @@ func (s *Server) prepareUpdate(ctx context.Context, req request, cur, desired *u
 		return nil, conflict(req, "the object has been modified; please apply your changes to the latest version and try again")
 	}
 	written.SetResourceVersion(cur.GetResourceVersion())
-	if res.kube != nil {
+	if res.Kube != nil {
 		if req.sub == "binding" {
 			// A binding sets the pod's node directly, with no strategy,
 			// as kube-apiserver's binding storage does (handleBinding
@@ -507,18 +508,18 @@ func (s *Server) prepareUpdate(ctx context.Context, req request, cur, desired *u
 			if typed == nil {
 				return nil, apierrors.NewInternalError(fmt.Errorf("apiserver: binding of %s as a map", req.name))
 			}
-			out, err := res.kube.ReadBack(typed)
+			out, err := res.Kube.ReadBack(typed)
 			if err != nil {
 				return nil, err
 			}
-			return asObject(out)
+			return registry.AsObject(out)
 		}
 		if typed != nil && s.isServices(res) {
 			// What follows changes the map.
 			if desired == nil {
 				desired = &unstructured.Unstructured{}
 			}
-			if err := res.kube.SetUnstructured(desired, typed); err != nil {
+			if err := res.Kube.SetUnstructured(desired, typed); err != nil {
 				return nil, err
 			}
 			typed = nil
@@ -528,20 +529,20 @@ func (s *Server) prepareUpdate(ctx context.Context, req request, cur, desired *u
 		}
 		kr := s.kubeRequest(ctx, req, "update", req.name)
 		if typed == nil {
-			if err := res.kube.Update(ctx, kr, desired, cur); err != nil {
+			if err := res.Kube.Update(ctx, kr, desired, cur); err != nil {
 				return nil, err
 			}
 			s.decorateService(req, desired)
 			return nil, nil
 		}
-		out, err := res.kube.UpdateTyped(ctx, kr, typed, cur)
+		out, err := res.Kube.UpdateTyped(ctx, kr, typed, cur)
 		if err != nil {
 			return nil, err
 		}
-		return asObject(out)
+		return registry.AsObject(out)
 	}
-	if res.cr == nil {
-		return nil, apierrors.NewInternalError(fmt.Errorf("apiserver: resource %v has no write rules", res.gvr()))
+	if res.CR == nil {
+		return nil, apierrors.NewInternalError(fmt.Errorf("apiserver: resource %v has no write rules", res.GVR()))
 	}
 	return nil, s.updateCustom(ctx, req, cur, desired)
 }
@@ -604,7 +605,7 @@ func (s *Server) handleUpdate(w http.ResponseWriter, r *http.Request, req reques
 		}
 		return copyObject(obj)
 	})
-	if apierrors.IsNotFound(err) && req.res.createOnUpdate && req.sub == "" {
+	if apierrors.IsNotFound(err) && req.res.CreateOnUpdate && req.sub == "" {
 		// Nothing stored has the uid asked for, where an update would
 		// create: kube-apiserver answers this precondition's conflict and
 		// creates nothing. Where it would not, the answer is NotFound
@@ -655,7 +656,7 @@ func preconditions(req request, uid types.UID, rv string, storedUID types.UID, s
 		p.ResourceVersion = &rv
 	}
 	stored := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{UID: storedUID, ResourceVersion: storedRV}}
-	if err := p.Check(kubeStorageKey(req.res, req.namespace, req.name), stored); err != nil {
+	if err := p.Check(registry.KubeStorageKey(req.res, req.namespace, req.name), stored); err != nil {
 		return conflict(req, err.Error())
 	}
 	return nil

@@ -3,21 +3,16 @@ package apiserver
 import (
 	"bytes"
 	"fmt"
-	"maps"
 	"net/http"
 	"net/http/httptest"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 
-	"github.com/listwatch/listwatch/storage"
 	"github.com/listwatch/listwatch/watchcache"
 )
 
@@ -25,7 +20,7 @@ import (
 // clients do (create, update, status, patch, binding, scale, graceful and
 // final delete) while a protobuf watch is open on each resource, and checks
 // that every event whose protobuf message was marshalled from the writer's
-// Go object (writeHints) carries the bytes converting the cached map gives,
+// Go object (registry.Cache.LeaveHint) carries the bytes converting the cached map gives,
 // and that hints were used; and that the DELETED event, whose message is
 // made from its last version's, carries the same bytes too.
 func TestWriteHintsServeTheSameBytes(t *testing.T) {
@@ -40,13 +35,13 @@ func TestWriteHintsServeTheSameBytes(t *testing.T) {
 		{Group: "apps", Version: "v1", Resource: "replicasets"}, {Group: "apps", Version: "v1", Resource: "deployments"},
 		{Group: "coordination.k8s.io", Version: "v1", Resource: "leases"},
 	} {
-		res := srv.reg.lookup(gvr.GroupVersion(), gvr.Resource)
+		res := srv.reg.Lookup(gvr.GroupVersion(), gvr.Resource)
 		if res == nil {
 			t.Fatalf("no resource %v", gvr)
 		}
 		c := srv.cacheFor(res)
 		// As handleWatch counts a protobuf watch.
-		c.hints.protoWatchers.Add(1)
+		defer c.WatchProtobuf()()
 		w, err := c.Watch(t.Context(), watchcache.WatchOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -140,108 +135,22 @@ func TestWriteHintsServeTheSameBytes(t *testing.T) {
 	}
 	var used int64
 	for _, wd := range all {
-		used += srv.cacheFor(wd.res).hints.used.Load()
+		used += srv.cacheFor(wd.res).HintStats().Used
 	}
 	// Every write of steps but the ReplicaSet's scale (whose object is a
 	// map) leaves a hint its event takes, and the service account is not
 	// watched; of the racing writers', those left while the cache was
-	// more than maxKeyHints writes behind are not kept.
+	// more than a key's bound of hints behind are not kept.
 	if want := int64(len(steps) - 2); used < want {
 		t.Errorf("%d of %d events hinted, want at least %d", used, events, want)
 	}
 	for _, wd := range all {
-		h := &srv.cacheFor(wd.res).hints
-		h.mu.Lock()
-		if h.n != 0 {
-			t.Errorf("%s: %d hints left after every event: %v", wd.res.gvr(), h.n, slices.Collect(maps.Keys(h.m)))
+		if left := srv.cacheFor(wd.res).HintStats().Left; len(left) != 0 {
+			t.Errorf("%s: hints left after every event: %v", wd.res.GVR(), left)
 		}
-		h.mu.Unlock()
 	}
 	if deleted != 1 {
 		t.Errorf("%d DELETED events, want the pod's", deleted)
 	}
 	t.Logf("%d events, %d hinted", events, used)
-}
-
-// TestWriteHints checks the hints' bookkeeping: a hint presets the memo
-// only for the bytes it was left with, and is left only while a protobuf
-// watch is open and for a Go object; one whose event has not come stays,
-// and a withdrawn one is gone.
-func TestWriteHints(t *testing.T) {
-	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns"}}
-	value := []byte(`{"kind":"Pod"}`)
-	other := []byte(`{"kind":"Pod","x":1}`)
-	const key = "/pods/ns/p"
-	for _, tc := range []struct {
-		name      string
-		watchers  int32
-		obj       object
-		withdraw  bool
-		stored    []byte
-		wantUsed  bool
-		wantMiss  bool
-		wantLeft  int
-		leaveMore bool // a second hint, for other, before the event
-	}{
-		{name: "same bytes", watchers: 1, obj: p, stored: value, wantUsed: true},
-		{name: "other bytes", watchers: 1, obj: p, stored: other, wantMiss: true, wantLeft: 1},
-		{name: "the second of two", watchers: 1, obj: p, stored: other, leaveMore: true, wantUsed: true, wantLeft: 1},
-		{name: "no protobuf watch", watchers: 0, obj: p, stored: value},
-		{name: "a map", watchers: 1, obj: &unstructured.Unstructured{Object: map[string]any{}}, stored: value},
-		{name: "withdrawn", watchers: 1, obj: p, stored: value, withdraw: true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var h writeHints
-			h.protoWatchers.Store(tc.watchers)
-			withdraw := h.leave(key, value, tc.obj)
-			if tc.leaveMore {
-				h.leave(key, other, p)
-			}
-			if tc.withdraw {
-				withdraw()
-			}
-			var enc watchcache.Encodings
-			h.preset(storage.KeyValue{Key: key, Value: tc.stored, Revision: 7}, nil, &enc)
-			got, err := enc.Get(memoProto, func() ([]byte, error) { return []byte("converted"), nil })
-			if err != nil {
-				t.Fatal(err)
-			}
-			if used := string(got) != "converted"; used != tc.wantUsed {
-				t.Errorf("hint used: %v, want %v", used, tc.wantUsed)
-			}
-			if tc.wantUsed {
-				want := p.DeepCopy()
-				want.ResourceVersion = "7"
-				b, _ := want.Marshal()
-				if !bytes.Equal(got, b) {
-					t.Errorf("preset %q, want the pod at revision 7", got)
-				}
-				if p.ResourceVersion != "" {
-					t.Error("the writer's object was changed")
-				}
-			}
-			if h.used.Load() == 1 != tc.wantUsed || h.unmatched.Load() == 1 != tc.wantMiss {
-				t.Errorf("used %d, unmatched %d", h.used.Load(), h.unmatched.Load())
-			}
-			if len(h.m[key]) != tc.wantLeft || h.n != tc.wantLeft {
-				t.Errorf("%d hints left after the event (count %d), want %d", len(h.m[key]), h.n, tc.wantLeft)
-			}
-		})
-	}
-	t.Run("bounded", func(t *testing.T) {
-		var h writeHints
-		h.protoWatchers.Store(1)
-		for range 2 * maxKeyHints {
-			h.leave("/pods/ns/one", value, p)
-		}
-		if n := len(h.m["/pods/ns/one"]); n != maxKeyHints {
-			t.Errorf("%d hints of one key, want at most %d", n, maxKeyHints)
-		}
-		for i := range maxWriteHints {
-			h.leave(fmt.Sprintf("/pods/ns/p%d", i), value, p)
-		}
-		if h.n != maxWriteHints {
-			t.Errorf("%d hints kept, want at most %d", h.n, maxWriteHints)
-		}
-	})
 }

@@ -9,8 +9,9 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	kubestorage "k8s.io/apiserver/pkg/storage"
+
+	"github.com/listwatch/listwatch/apiserver/internal/registry"
 )
 
 // Paths of the objects the write-rule tests make in namespace default.
@@ -469,34 +470,12 @@ func TestStatusUpdateMetadata(t *testing.T) {
 	})
 }
 
-// Every built-in resource has Kubernetes' rules, and the registry refuses
-// a resource without them: custom resources, with their own rules, come
-// from CustomResourceDefinitions.
+// Every built-in resource has Kubernetes' rules (the registry refuses a
+// resource without them: registry.TestAddRefusesResourcesWithoutRules).
 func TestStatusRuleDeclared(t *testing.T) {
-	for _, r := range builtins() {
-		if r.kube == nil {
-			t.Errorf("%s: no Kubernetes rules", r.plural)
+	for _, r := range registry.Builtins() {
+		if r.Kube == nil {
+			t.Errorf("%s: no Kubernetes rules", r.Plural)
 		}
 	}
-	tests := []struct {
-		name string
-		r    *resource
-		ok   bool
-	}{
-		{"no rules", &resource{gvk: fooGVK("Bar"), plural: "bars"}, false},
-		{"status without rules", &resource{gvk: fooGVK("Bar"), plural: "bars", hasStatus: true}, false},
-		{"custom", &resource{gvk: fooGVK("Bar"), plural: "bars", custom: true}, false},
-		{"built-in", builtins()[0], true},
-	}
-	for _, tt := range tests {
-		g := &registry{byGV: map[string]map[string]*resource{}, versions: map[string][]string{}}
-		if err := g.add(tt.r); (err == nil) != tt.ok {
-			t.Errorf("%s: add: %v", tt.name, err)
-		}
-	}
-}
-
-// fooGVK is kind in the group and version of fooResource.
-func fooGVK(kind string) schema.GroupVersionKind {
-	return schema.GroupVersionKind{Group: fooResource.Group, Version: fooResource.Version, Kind: kind}
 }

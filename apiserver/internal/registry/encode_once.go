@@ -1,4 +1,4 @@
-package apiserver
+package registry
 
 import (
 	"bytes"
@@ -13,7 +13,7 @@ import (
 // with a placeholder resourceVersion, and both forms are cut from that.
 
 // rvPlaceholder is the resourceVersion an object is encoded with by
-// encodeOnce. It is drawn at random per process, and begins with a NUL
+// EncodeOnce. It is drawn at random per process, and begins with a NUL
 // (no resourceVersion has one), so that no client can write the same
 // text into an object and have it taken for the placeholder.
 var rvPlaceholder = "\x00" + rand.Text()
@@ -21,8 +21,8 @@ var rvPlaceholder = "\x00" + rand.Text()
 // rvMember is the placeholder's member as encoding/json writes it.
 var rvMember = []byte(`"resourceVersion":"\u0000` + rvPlaceholder[1:] + `"`)
 
-// onceEncoded is an object encoded once for storage and answer.
-type onceEncoded struct {
+// OnceEncoded is an object encoded once for storage and answer.
+type OnceEncoded struct {
 	js []byte
 	// at is where rvMember starts in js; -1 when js is the storage form
 	// itself (the placeholder was not found, which encoding/json cannot
@@ -30,26 +30,26 @@ type onceEncoded struct {
 	at int
 }
 
-// encodeOnce encodes obj, whose resourceVersion it replaces with the
+// EncodeOnce encodes obj, whose resourceVersion it replaces with the
 // placeholder while it encodes and then clears.
-func encodeOnce(obj object) (onceEncoded, error) {
+func EncodeOnce(obj Object) (OnceEncoded, error) {
 	obj.SetResourceVersion(rvPlaceholder)
-	js, err := marshalJSON(obj)
+	js, err := MarshalJSON(obj)
 	obj.SetResourceVersion("")
 	if err != nil {
-		return onceEncoded{}, err
+		return OnceEncoded{}, err
 	}
 	at := bytes.Index(js, rvMember)
 	if at < 0 {
-		js, err := encodeStored(obj)
-		return onceEncoded{js: js, at: -1}, err
+		js, err := EncodeStored(obj)
+		return OnceEncoded{js: js, at: -1}, err
 	}
-	return onceEncoded{js: js, at: at}, nil
+	return OnceEncoded{js: js, at: at}, nil
 }
 
-// stored is the storage form: the object without resourceVersion, as
+// Stored is the storage form: the object without resourceVersion, as
 // encodeStored writes it.
-func (e onceEncoded) stored() []byte {
+func (e OnceEncoded) Stored() []byte {
 	if e.at < 0 {
 		return e.js
 	}
@@ -64,9 +64,9 @@ func (e onceEncoded) stored() []byte {
 	return append(append(out, e.js[:from]...), e.js[to:]...)
 }
 
-// answer is the object with resourceVersion rev, as marshalJSON writes
+// Answer is the object with resourceVersion rev, as MarshalJSON writes
 // it, or nil when the encoding has no placeholder.
-func (e onceEncoded) answer(rev int64) []byte {
+func (e OnceEncoded) Answer(rev int64) []byte {
 	if e.at < 0 {
 		return nil
 	}

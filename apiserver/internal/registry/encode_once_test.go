@@ -1,4 +1,4 @@
-package apiserver
+package registry
 
 import (
 	"bytes"
@@ -11,25 +11,25 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
-// TestEncodeOnce holds encodeOnce's two forms to what encoding the object
-// twice gives: the storage form to encodeStored's, the answer to
-// marshalJSON's with the revision set, byte for byte.
+// TestEncodeOnce holds EncodeOnce's two forms to what encoding the object
+// twice gives: the storage form to EncodeStored's, the answer to
+// MarshalJSON's with the revision set, byte for byte.
 func TestEncodeOnce(t *testing.T) {
-	cases := map[string]func() object{
-		"typed pod": func() object {
+	cases := map[string]func() Object{
+		"typed pod": func() Object {
 			return &corev1.Pod{
 				TypeMeta:   metav1.TypeMeta{Kind: "Pod", APIVersion: "v1"},
 				ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u", Labels: map[string]string{"a": "b"}},
 				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "i"}}},
 			}
 		},
-		"typed pod whose annotations imitate the member": func() object {
+		"typed pod whose annotations imitate the member": func() Object {
 			return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Annotations: map[string]string{
 				"resourceVersion": "\x00AAAA", "x": `"resourceVersion":"\u0000"`,
 			}}}
 		},
-		"typed object with nothing but the resourceVersion": func() object { return &corev1.ConfigMap{} },
-		"custom resource, keys sorted": func() object {
+		"typed Object with nothing but the resourceVersion": func() Object { return &corev1.ConfigMap{} },
+		"custom resource, keys sorted": func() Object {
 			return &unstructured.Unstructured{Object: map[string]any{
 				"apiVersion": "example.com/v1", "kind": "Foo",
 				"data":     map[string]any{"resourceVersion": "\x00"},
@@ -37,37 +37,37 @@ func TestEncodeOnce(t *testing.T) {
 				"spec":     map[string]any{"replicas": int64(3)},
 			}}
 		},
-		"custom resource with empty metadata": func() object {
+		"custom resource with empty metadata": func() Object {
 			return &unstructured.Unstructured{Object: map[string]any{"kind": "Foo", "metadata": map[string]any{}}}
 		},
-		"custom resource whose resourceVersion member comes last": func() object {
+		"custom resource whose resourceVersion member comes last": func() Object {
 			return &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"name": "a"}}}
 		},
 	}
 	for name, newObj := range cases {
 		t.Run(name, func(t *testing.T) {
 			for _, rev := range []int64{1, 42, 1 << 40} {
-				enc, err := encodeOnce(newObj())
+				enc, err := EncodeOnce(newObj())
 				if err != nil {
 					t.Fatal(err)
 				}
 				if enc.at < 0 {
 					t.Fatal("the placeholder was not found")
 				}
-				want, err := encodeStored(newObj())
+				want, err := EncodeStored(newObj())
 				if err != nil {
 					t.Fatal(err)
 				}
-				if got := enc.stored(); !bytes.Equal(got, want) {
+				if got := enc.Stored(); !bytes.Equal(got, want) {
 					t.Errorf("stored:\n got %s\nwant %s", got, want)
 				}
 				obj := newObj()
 				obj.SetResourceVersion(fmt.Sprint(rev))
-				wantAnswer, err := marshalJSON(obj)
+				wantAnswer, err := MarshalJSON(obj)
 				if err != nil {
 					t.Fatal(err)
 				}
-				if got := enc.answer(rev); !bytes.Equal(got, wantAnswer) {
+				if got := enc.Answer(rev); !bytes.Equal(got, wantAnswer) {
 					t.Errorf("answer:\n got %s\nwant %s", got, wantAnswer)
 				}
 			}
@@ -101,18 +101,18 @@ func TestEncodeOnceRandomMetadata(t *testing.T) {
 		}
 		obj["metadata"] = meta
 		u := &unstructured.Unstructured{Object: obj}
-		enc, err := encodeOnce(u.DeepCopy())
+		enc, err := EncodeOnce(u.DeepCopy())
 		if err != nil {
 			t.Fatal(err)
 		}
-		want, _ := encodeStored(u.DeepCopy())
-		if got := enc.stored(); !bytes.Equal(got, want) {
+		want, _ := EncodeStored(u.DeepCopy())
+		if got := enc.Stored(); !bytes.Equal(got, want) {
 			t.Fatalf("case %d stored:\n got %s\nwant %s", i, got, want)
 		}
 		withRV := u.DeepCopy()
 		withRV.SetResourceVersion("7")
-		wantAnswer, _ := marshalJSON(withRV)
-		if got := enc.answer(7); !bytes.Equal(got, wantAnswer) {
+		wantAnswer, _ := MarshalJSON(withRV)
+		if got := enc.Answer(7); !bytes.Equal(got, wantAnswer) {
 			t.Fatalf("case %d answer:\n got %s\nwant %s", i, got, wantAnswer)
 		}
 	}

@@ -1,4 +1,4 @@
-package apiserver
+package registry
 
 import (
 	"bytes"
@@ -51,9 +51,13 @@ type writeHint struct {
 
 // protoObject is a built-in object that marshals itself as protobuf.
 type protoObject interface {
-	object
-	protoMessage
+	Object
+	Marshal() ([]byte, error)
 }
+
+// MemoProto is the key of a cached object's protobuf message, without
+// the envelope, in its watchcache.Encodings.
+const MemoProto = "protobuf-message"
 
 // Each hint lives from its write to its event, or to its withdrawal when
 // the write fails, so these bounds are only reached by writes the cache
@@ -67,7 +71,7 @@ const (
 // protobuf watch is open; obj is copied, so the writer keeps it. The
 // returned func withdraws the hint; a writer calls it when its write
 // failed.
-func (h *writeHints) leave(key string, value []byte, obj object) (withdraw func()) {
+func (h *writeHints) leave(key string, value []byte, obj Object) (withdraw func()) {
 	if h.protoWatchers.Load() == 0 {
 		return func() {}
 	}
@@ -132,7 +136,7 @@ func (h *writeHints) preset(kv storage.KeyValue, _ *unstructured.Unstructured, e
 	h.used.Add(1)
 	obj := hint.obj
 	rv := strconv.FormatInt(kv.Revision, 10)
-	enc.Preset(memoProto, func() ([]byte, error) {
+	enc.Preset(MemoProto, func() ([]byte, error) {
 		obj.SetResourceVersion(rv)
 		return obj.Marshal()
 	})

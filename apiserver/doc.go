@@ -1,0 +1,42 @@
+// Package apiserver is a Kubernetes-compatible API server over a
+// storage.Interface (etcd or memory), answering as kube-apiserver does.
+//
+// # One create, from the socket to etcd and back
+//
+// A POST of a pod to /api/v1/namespaces/default/pods goes down through
+// these files:
+//
+//  1. serve/serve.go accepts the connection; filters/filters.go (Chain)
+//     runs the request through recovery, limits, authentication,
+//     authorization (filters/authn.go, filters/authz.go) and metrics.
+//  2. routes.go (Server.serve) parses the path into a request, finding
+//     its registry.Resource with registry.Registry.Lookup
+//     (internal/registry/registry.go), and hands it to the verb's handler.
+//  3. write.go (handleCreate) reads the body; body.go (decodeNew) decodes
+//     it as the resource's Go type, or as a map for a custom resource;
+//     managedfields.go (manageCreate) records the field manager.
+//  4. write.go (create) runs the resource's rules: namespace lifecycle
+//     admission (namespaceExists), services' cluster IP and node port
+//     allocation (services.go), then Kubernetes' strategy, admission and
+//     validation of a built-in resource (internal/kube/kube.go,
+//     Rules.Create), or apiextensions' of a custom one (crd.go,
+//     createCustom, over internal/crd/crd.go).
+//  5. internal/registry/encode_once.go encodes the object once for both
+//     storage and the answer; internal/registry/write_hints.go leaves the
+//     Go object for the resource's watch cache (internal/registry/cache.go)
+//     under its key (internal/registry/keys.go); the storage package
+//     (storage/etcd) stores it.
+//  6. Back in write.go the object takes the revision etcd gave it as its
+//     resourceVersion, and encode.go (writeEncoded) answers 201 with it,
+//     as JSON or protobuf. The watch cache then sees the write from
+//     etcd's watch and sends it to watchers (watch.go, serialize.go).
+//
+// # Where a new resource's behaviour goes
+//
+// A built-in resource is stated once in package resources (its kind,
+// scope, subresources, selectable fields); how its writes behave comes
+// from its Kubernetes strategy, which internal/kube ties to it (kube.For).
+// A custom resource's behaviour comes from its CustomResourceDefinition
+// through internal/crd. What every resource shares below its rules (keys,
+// stored form, watch cache) is in internal/registry.
+package apiserver

@@ -1,0 +1,254 @@
+package registry
+
+import (
+	"fmt"
+	"sync"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+
+	"github.com/listwatch/listwatch/apiserver/internal/crd"
+	"github.com/listwatch/listwatch/apiserver/internal/kube"
+	"github.com/listwatch/listwatch/resources"
+	"github.com/listwatch/listwatch/storage"
+)
+
+// Scheme holds the built-in types the server serves; it is ours, not
+// client-go's, so that only what we register is known.
+var Scheme = runtime.NewScheme()
+
+func init() {
+	utilruntime.Must(resources.AddToScheme(Scheme))
+}
+
+// Resource is everything the handlers need to know about one resource.
+type Resource struct {
+	GVK        schema.GroupVersionKind
+	Plural     string
+	Singular   string
+	ShortNames []string
+	Categories []string
+	Namespaced bool
+	// Custom resources are served as unstructured JSON; no strategic merge
+	// patch, no protobuf.
+	Custom bool
+	// HasStatus: a /status subresource exists and the main resource's
+	// writes keep the stored status.
+	HasStatus bool
+	// Scale is non-nil when a /scale subresource exists.
+	Scale *ScaleSpec
+	// UnconditionalUpdate allows PUT without metadata.resourceVersion.
+	UnconditionalUpdate bool
+	// CreateOnUpdate lets PUT create a missing object.
+	CreateOnUpdate bool
+	// ReturnDeleted answers an immediate delete with the deleted object
+	// rather than a Status.
+	ReturnDeleted bool
+	// OrphanByDefault: a delete without a propagation policy orphans
+	// dependents (the legacy default of replicationcontrollers).
+	OrphanByDefault bool
+	// Graceful: delete of an object bound to a node waits for the node
+	// agent (pods).
+	Graceful bool
+	// Binding: a /binding subresource assigns the object to a node (pods).
+	Binding bool
+	// Fields are the field selector labels beyond metadata.name and
+	// metadata.namespace, each a dotted path into the object.
+	Fields []string
+	// Def is the registry's entry of a built-in resource; nil for custom
+	// resources.
+	Def *resources.Resource
+	// StoredAs is the resource whose storage holds this one's objects,
+	// another version of them (resources.Resource.StoredAs); nil when the
+	// resource is stored as itself.
+	StoredAs *Resource
+	// Kube holds Kubernetes' own rules of a built-in resource (defaulting,
+	// strategies); nil for custom resources.
+	Kube *kube.Rules
+	// CR holds kube-apiserver's rules of a custom resource served from a
+	// CustomResourceDefinition (package crd); nil for built-ins.
+	CR *crd.Rules
+	// Cache is the watch cache of a custom resource (those of built-ins
+	// are kept by the server).
+	Cache *Cache
+	// CRDName is the CustomResourceDefinition a custom resource is
+	// served from; Terminating is set while it is being deleted (creates
+	// are refused).
+	CRDName     string
+	Terminating bool
+	// CRDFingerprint identifies the installation of a custom resource's
+	// definition, and CRD is the definition installed (shared, not to be
+	// changed).
+	CRDFingerprint string
+	CRD            *apiextensionsv1.CustomResourceDefinition
+
+	// printer is kube's Table form of a built-in resource, made on first
+	// use.
+	printOnce sync.Once
+	printer   *kube.Printer
+	printErr  error
+}
+
+// ScaleSpec says where a resource keeps what autoscaling/v1 Scale shows.
+type ScaleSpec struct {
+	// Selector renders the object's selector as a label selector string.
+	Selector func(obj map[string]any) (string, error)
+	// SpecReplicas and StatusReplicas are where the replicas are; nil
+	// means spec.replicas (defaulting to 1) and status.replicas.
+	SpecReplicas, StatusReplicas []string
+}
+
+// GVR is the resource's group, version and plural.
+func (r *Resource) GVR() schema.GroupVersionResource {
+	return r.GVK.GroupVersion().WithResource(r.Plural)
+}
+
+// GR is the resource's group and plural.
+func (r *Resource) GR() schema.GroupResource {
+	return schema.GroupResource{Group: r.GVK.Group, Resource: r.Plural}
+}
+
+// APIVersion is the apiVersion of the resource's objects.
+func (r *Resource) APIVersion() string { return r.GVK.GroupVersion().String() }
+
+// QualifiedKind names the resource in the errors of kube-apiserver's
+// generic store: the kind of a built-in object, the plural of a custom
+// resource (which it serves as unstructured objects).
+func (r *Resource) QualifiedKind() schema.GroupKind {
+	if r.CR != nil {
+		return schema.GroupKind{Group: r.GVK.Group, Kind: r.Plural}
+	}
+	return r.GVK.GroupKind()
+}
+
+// NewTyped returns an empty typed object of the resource's kind; nil for
+// custom resources.
+func (r *Resource) NewTyped() runtime.Object {
+	if r.Custom {
+		return nil
+	}
+	obj, err := Scheme.New(r.GVK)
+	if err != nil {
+		return nil
+	}
+	return obj
+}
+
+// Printer is kube's Table form of a built-in resource, made on first use.
+func (r *Resource) Printer() (*kube.Printer, error) {
+	r.printOnce.Do(func() { r.printer, r.printErr = r.Kube.Printer() })
+	return r.printer, r.printErr
+}
+
+// Storage is the resource whose storage holds r's objects: r itself, or
+// the version they are stored as.
+func (r *Resource) Storage() *Resource {
+	if r.StoredAs != nil {
+		return r.StoredAs
+	}
+	return r
+}
+
+// AsMap is obj, an object of r, as a map: obj itself when it is one.
+func (r *Resource) AsMap(obj Object) (*unstructured.Unstructured, error) {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		return u, nil
+	}
+	if r.Kube == nil {
+		return nil, apierrors.NewInternalError(fmt.Errorf("%v as %T", r.GVK, obj))
+	}
+	u := &unstructured.Unstructured{}
+	return u, r.Kube.SetUnstructured(u, obj)
+}
+
+// DecodeKV reads an object of r from storage, converted from the version
+// it is stored as when that is another: a built-in resource's other
+// version through Kubernetes' conversions (as kube-apiserver reads
+// events.k8s.io/v1 events from core/v1's storage), a custom resource from
+// whatever version it was stored at (the storage version then, which may
+// have changed since) to r's, which with the None conversion strategy
+// rewrites its apiVersion.
+func (r *Resource) DecodeKV(kv storage.KeyValue) (*unstructured.Unstructured, error) {
+	u, err := DecodeKV(kv)
+	if err == nil && r.CR != nil {
+		u.SetAPIVersion(r.APIVersion())
+	}
+	if err != nil || r.StoredAs == nil {
+		return u, err
+	}
+	typed := r.StoredAs.NewTyped()
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, typed); err != nil {
+		return nil, apierrors.NewInternalError(fmt.Errorf("decode stored %v: %w", r.StoredAs.GVK, err))
+	}
+	converted, err := kube.Convert(typed, r.GVK)
+	if err != nil {
+		return nil, err
+	}
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(converted)
+	if err != nil {
+		return nil, apierrors.NewInternalError(fmt.Errorf("encode %v: %w", r.GVK, err))
+	}
+	out := &unstructured.Unstructured{Object: obj}
+	out.SetAPIVersion(r.APIVersion())
+	out.SetKind(r.GVK.Kind)
+	return out, nil
+}
+
+// EncodeStored is obj's storage form, at the version r's objects are
+// stored as: a built-in resource's storage version, or a custom
+// resource's definition's, as kube-apiserver's storage encodes it
+// whatever version the request wrote (with the None conversion strategy
+// only apiVersion differs).
+func (r *Resource) EncodeStored(obj Object) ([]byte, error) {
+	if u, ok := obj.(*unstructured.Unstructured); ok && r.CR != nil {
+		served := u.GetAPIVersion()
+		u.SetAPIVersion(r.CR.StorageAPIVersion())
+		defer u.SetAPIVersion(served)
+		return EncodeStored(u)
+	}
+	if r.StoredAs == nil {
+		return EncodeStored(obj)
+	}
+	stored, err := r.ToStorage(obj)
+	if err != nil {
+		return nil, err
+	}
+	return EncodeStored(stored)
+}
+
+// EncodeOnce is EncodeOnce for an object of r: one stored at another
+// version than it is served (a built-in resource's other version, a custom
+// resource whose storage version is another) is encoded for storage alone,
+// its answer not being the same JSON.
+func (r *Resource) EncodeOnce(obj Object) (OnceEncoded, error) {
+	u, isU := obj.(*unstructured.Unstructured)
+	if r.StoredAs == nil && (r.CR == nil || !isU || u.GetAPIVersion() == r.CR.StorageAPIVersion()) {
+		return EncodeOnce(obj)
+	}
+	js, err := r.EncodeStored(obj)
+	return OnceEncoded{js: js, at: -1}, err
+}
+
+// ToStorage converts obj, of r's version, to the version r is stored as;
+// obj is not changed.
+func (r *Resource) ToStorage(obj Object) (Object, error) {
+	typed := r.NewTyped()
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, typed); err != nil {
+			return nil, apierrors.NewInternalError(fmt.Errorf("convert %v: %w", r.GVK, err))
+		}
+	} else {
+		// Conversion may share memory with its input: the caller keeps obj.
+		typed = obj.DeepCopyObject()
+	}
+	typed.GetObjectKind().SetGroupVersionKind(r.GVK)
+	converted, err := kube.Convert(typed, r.StoredAs.GVK)
+	if err != nil {
+		return nil, err
+	}
+	return AsObject(converted)
+}
