@@ -1,7 +1,3 @@
-// Package apiserver is the HTTP layer of listwatch's Kubernetes-compatible
-// API server: discovery, and get/list/watch/create/update/patch/delete of
-// built-in and custom resources over a storage.Interface, with the wire
-// behaviour (paths, status codes, Status bodies) of kube-apiserver.
 package apiserver
 
 import (

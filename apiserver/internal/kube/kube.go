@@ -7,10 +7,14 @@
 //
 // The server keeps objects as unstructured maps of their served version;
 // this package converts them to the internal types the strategies work on
-// and back. Three packages of listwatch import k8s.io/kubernetes: this
-// one, apiserver/auth (kube's RBAC authorizer, review storages and service
-// account tokens) and apiserver itself (the controller of the "kubernetes"
-// Service); only the server's packages import them.
+// and back. Five packages of listwatch import k8s.io/kubernetes, all of
+// them the server's: this one; apiserver/auth (kube's RBAC authorizer,
+// review storages and service account tokens); apiserver/bootstrap (the
+// bootstrap RBAC policy, the "kubernetes" Service's controller and
+// reconciler, the system priority classes); apiserver/internal/registry
+// (kube's storage keys, kubeapiserver); and apiserver itself (a pod's
+// binding: kube's pod helpers and feature gates). No client-side package
+// imports any of them.
 package kube
 
 import (
