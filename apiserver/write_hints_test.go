@@ -2,9 +2,11 @@ package apiserver
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -74,12 +76,38 @@ func TestWriteHintsServeTheSameBytes(t *testing.T) {
 		{http.MethodPatch, apps + "/deployments/d", `{"spec":{"template":{"spec":{"containers":[{"name":"c","image":"nginx:2"}]}}}}`, http.StatusOK},
 		{http.MethodPost, "/apis/coordination.k8s.io/v1/namespaces/default/leases", `{"metadata":{"name":"l"},"spec":{"holderIdentity":"a","renewTime":"2026-11-26T18:00:00.123456Z"}}`, http.StatusCreated},
 	}
+	// written is the highest resourceVersion each resource's writes were
+	// answered with: its watch is read up to there, since the cache may
+	// not yet have applied the last writes when they return.
+	var writtenMu sync.Mutex
+	written := map[string]int64{}
+	noteWrite := func(path string, body []byte) {
+		var answer struct {
+			Metadata struct {
+				ResourceVersion string `json:"resourceVersion"`
+			} `json:"metadata"`
+		}
+		if json.Unmarshal(body, &answer) != nil {
+			return
+		}
+		rv, err := strconv.ParseInt(answer.Metadata.ResourceVersion, 10, 64)
+		if err != nil {
+			return
+		}
+		for _, wd := range all {
+			if strings.Contains(path, "/"+wd.res.Plural+"/") || strings.HasSuffix(path, "/"+wd.res.Plural) {
+				writtenMu.Lock()
+				written[wd.res.Plural] = max(written[wd.res.Plural], rv)
+				writtenMu.Unlock()
+			}
+		}
+	}
 	for _, s := range steps {
 		contentType := "application/json"
 		if s.method == http.MethodPatch {
 			contentType = "application/merge-patch+json"
 		}
-		benchSend(t, srv, s.method, s.path, contentType, s.body, s.code)
+		noteWrite(s.path, benchSend(t, srv, s.method, s.path, contentType, s.body, s.code))
 	}
 	// Writers racing on one object: attempts refused as conflicts, and
 	// retried, must leave no hint behind.
@@ -94,6 +122,7 @@ func TestWriteHintsServeTheSameBytes(t *testing.T) {
 				if rec.Code != http.StatusOK {
 					t.Errorf("patch: %d %s", rec.Code, rec.Body.Bytes())
 				}
+				noteWrite(ns+"/configmaps/cm", rec.Body.Bytes())
 			}
 		})
 	}
@@ -101,7 +130,7 @@ func TestWriteHintsServeTheSameBytes(t *testing.T) {
 	// Every resource's events up to the last write.
 	events, deleted := 0, 0
 	for _, wd := range all {
-		rev := srv.cacheFor(wd.res).ResourceVersion()
+		rev := max(srv.cacheFor(wd.res).ResourceVersion(), written[wd.res.Plural])
 		for done := false; !done; {
 			ev := <-wd.w.Events()
 			if ev.Revision >= rev {
