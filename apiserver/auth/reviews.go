@@ -159,21 +159,11 @@ func (a *Auth) ServeReview(w http.ResponseWriter, r *http.Request, gv schema.Gro
 // createReview decodes the review in r's body into its internal type and
 // has kube's storage answer it.
 func (a *Auth) createReview(ctx context.Context, r *http.Request, rv review) (runtime.Object, error) {
-	body, err := respond.ReadBody(r)
-	if err != nil {
-		return nil, err
-	}
-	info, err := negotiation.NegotiateInputSerializer(r, false, legacyscheme.Codecs)
+	obj, gvk, err := decodeInternal(r, rv.GVK)
 	if err != nil {
 		return nil, err
 	}
 	internal := schema.GroupVersion{Group: rv.GVK.Group, Version: runtime.APIVersionInternal}
-	decoder := legacyscheme.Codecs.DecoderToVersion(info.Serializer, internal)
-	defaultGVK := rv.GVK
-	obj, gvk, err := decoder.Decode(body, &defaultGVK, nil)
-	if err != nil {
-		return nil, apierrors.NewBadRequest(err.Error())
-	}
 	if gvk.GroupKind() != rv.GVK.GroupKind() {
 		return nil, apierrors.NewBadRequest("the API version in the data (" + gvk.GroupVersion().String() +
 			") does not match the expected API version (" + rv.GVK.GroupVersion().String() + ")")
@@ -192,4 +182,25 @@ func (a *Auth) createReview(ctx context.Context, r *http.Request, rv review) (ru
 	}
 	obj = managers[rv.GVK].UpdateNoErrors(live, obj, manager)
 	return rv.rest.Create(ctx, obj, nil, &metav1.CreateOptions{})
+}
+
+// decodeInternal decodes r's body, in the serializer its Content-Type
+// names, into the internal type of its kind (gvk when the body names
+// none), as kube's create handler does before a storage sees it; a body
+// that cannot be decoded is a 400.
+func decodeInternal(r *http.Request, gvk schema.GroupVersionKind) (runtime.Object, *schema.GroupVersionKind, error) {
+	body, err := respond.ReadBody(r)
+	if err != nil {
+		return nil, nil, err
+	}
+	info, err := negotiation.NegotiateInputSerializer(r, false, legacyscheme.Codecs)
+	if err != nil {
+		return nil, nil, err
+	}
+	internal := schema.GroupVersion{Group: gvk.Group, Version: runtime.APIVersionInternal}
+	obj, got, err := legacyscheme.Codecs.DecoderToVersion(info.Serializer, internal).Decode(body, &gvk, nil)
+	if err != nil {
+		return nil, nil, apierrors.NewBadRequest(err.Error())
+	}
+	return obj, got, nil
 }

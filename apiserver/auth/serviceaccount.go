@@ -174,19 +174,9 @@ var ServiceAccountKind = corev1.SchemeGroupVersion.WithKind("ServiceAccount")
 // validated as kube validates it (at least ten minutes), and a bound
 // object (pod, secret or node) must exist with the UID given.
 func (t *saTokens) request(ctx context.Context, r *http.Request, namespace, name string) (runtime.Object, error) {
-	body, err := respond.ReadBody(r)
+	obj, _, err := decodeInternal(r, TokenRequestKind)
 	if err != nil {
 		return nil, err
-	}
-	info, err := negotiation.NegotiateInputSerializer(r, false, legacyscheme.Codecs)
-	if err != nil {
-		return nil, err
-	}
-	internal := schema.GroupVersion{Group: authenticationv1.GroupName, Version: runtime.APIVersionInternal}
-	defaultGVK := TokenRequestKind
-	obj, _, err := legacyscheme.Codecs.DecoderToVersion(info.Serializer, internal).Decode(body, &defaultGVK, nil)
-	if err != nil {
-		return nil, apierrors.NewBadRequest(err.Error())
 	}
 	req, ok := obj.(*authenticationapi.TokenRequest)
 	if !ok {
