@@ -2,7 +2,6 @@ package apiserver
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -14,10 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	sigsjson "sigs.k8s.io/json"
 
-	"github.com/listwatch/listwatch/apiserver/filters"
 	"github.com/listwatch/listwatch/apiserver/internal/crd"
 	"github.com/listwatch/listwatch/apiserver/internal/registry"
 	"github.com/listwatch/listwatch/storage"
@@ -277,44 +274,6 @@ func (s *Server) newCustomCache(r *resource) (*registry.Cache, error) {
 	s.runCache(c)
 	<-c.Ready()
 	return c, nil
-}
-
-// crdRequest describes a write of a custom resource to its rules.
-func (s *Server) crdRequest(ctx context.Context, req request, verb, name string) crd.Request {
-	cr := crd.Request{Verb: verb, Namespace: req.namespace, Name: name, Subresource: req.sub, Warn: req.warn}
-	if u, ok := filters.UserFrom(ctx); ok {
-		cr.User, cr.UID, cr.Groups = u.Name, u.UID, u.Groups
-	}
-	return cr
-}
-
-// createCustom applies the create rules of a custom resource served from
-// a CustomResourceDefinition, as kube-apiserver does: namespace lifecycle,
-// then the custom resource strategy's BeforeCreate (status dropped with a
-// status subresource, generation 1, validation by the schema, CEL rules
-// and metadata rules).
-func (s *Server) createCustom(ctx context.Context, req request, u *unstructured.Unstructured) error {
-	res := req.res
-	if res.Terminating {
-		return apierrors.NewForbidden(res.GR(), u.GetName(), errors.New("create not allowed while custom resource definition is terminating"))
-	}
-	if res.Namespaced {
-		if err := s.namespaceExists(ctx, res, u.GetNamespace(), u.GetName()); err != nil {
-			return err
-		}
-	}
-	u.SetUID(types.UID(newUID()))
-	u.SetCreationTimestamp(now())
-	return res.CR.Create(ctx, s.crdRequest(ctx, req, "create", u.GetName()), u)
-}
-
-// updateCustom applies the update rules of a custom resource served from
-// a CustomResourceDefinition: the custom resource strategy (or its status
-// strategy for /status) through kube-apiserver's BeforeUpdate.
-func (s *Server) updateCustom(ctx context.Context, req request, cur, desired *unstructured.Unstructured) error {
-	desired.SetNamespace(cur.GetNamespace())
-	desired.SetSelfLink("")
-	return req.res.CR.Update(ctx, s.crdRequest(ctx, req, "update", req.name), desired, cur)
 }
 
 // coerceCustom is what kube-apiserver's decoder of a custom resource does

@@ -373,7 +373,7 @@ func (s *Server) deleteBuiltin(ctx context.Context, req request, opts metav1.Del
 		} else if err != nil {
 			return nil, false, err
 		}
-		s.serviceDeleted(ctx, res, out)
+		res.WriteRules().Deleted(ctx, out)
 		return out, true, nil
 	}
 }

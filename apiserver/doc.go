@@ -15,12 +15,13 @@
 //  3. write.go (handleCreate) reads the body; body.go (decodeNew) decodes
 //     it as the resource's Go type, or as a map for a custom resource;
 //     managedfields.go (manageCreate) records the field manager.
-//  4. write.go (create) runs the resource's rules: namespace lifecycle
-//     admission (namespaceExists), services' cluster IP and node port
-//     allocation (services.go), then Kubernetes' strategy, admission and
-//     validation of a built-in resource (internal/kube/kube.go,
-//     Rules.Create), or apiextensions' of a custom one (crd.go,
-//     createCustom, over internal/crd/crd.go).
+//  4. write.go (create) runs namespace lifecycle admission
+//     (namespaceExists), then the resource's rules (registry.Rules,
+//     internal/registry/rules.go): Kubernetes' strategy, admission and
+//     validation of a built-in resource (BuiltinRules over
+//     internal/kube/kube.go), apiextensions' of a custom one (CustomRules
+//     over internal/crd/crd.go); services' rules first allocate cluster
+//     IPs and node ports (internal/registry/services.go).
 //  5. internal/registry/encode_once.go encodes the object once for both
 //     storage and the answer; internal/registry/write_hints.go leaves the
 //     Go object for the resource's watch cache (internal/registry/cache.go)
@@ -37,6 +38,8 @@
 // scope, subresources, selectable fields); how its writes behave comes
 // from its Kubernetes strategy, which internal/kube ties to it (kube.For).
 // A custom resource's behaviour comes from its CustomResourceDefinition
-// through internal/crd. What every resource shares below its rules (keys,
-// stored form, watch cache) is in internal/registry.
+// through internal/crd. A resource that does more than its strategy gets
+// its own registry.Rules wrapping BuiltinRules (as ServiceRules do), set
+// as its Resource.Rules. What every resource shares below its rules
+// (keys, stored form, watch cache) is in internal/registry.
 package apiserver

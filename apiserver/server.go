@@ -98,9 +98,9 @@ type Server struct {
 	wg      sync.WaitGroup
 	running atomic.Bool
 
-	// services allocates the cluster IPs and node ports of services
-	// (services.go).
-	services *serviceAllocations
+	// services are the rules of services, which allocate their cluster
+	// IPs and node ports (services.go).
+	services *registry.ServiceRules
 
 	// self is the server's client of itself and the admission plugins on
 	// it, writes counts the writes they wait for (admission_host.go);

@@ -282,6 +282,14 @@ func TestServiceAllocationsReleased(t *testing.T) {
 			{"POST", servicesPath, svcBody("a", `"type":"NodePort"`, `[{"port":80,"nodePort":30777}]`), "201"},
 			{"PATCH", servicesPath + "/a", `{"spec":{"type":"ClusterIP"}}`, "200"},
 		}},
+		{"a PUT from NodePort to ClusterIP releases the node port", [][4]string{
+			{"POST", servicesPath, svcBody("a", `"type":"NodePort"`, `[{"port":80,"nodePort":30777}]`), "201"},
+			{"PUT", servicesPath + "/a", svcBody("a", `"type":"ClusterIP"`, `[{"port":80}]`), "200"},
+		}},
+		{"a PUT refused by validation takes nothing", [][4]string{
+			{"POST", servicesPath, svcBody("a", "", ""), "201"},
+			{"PUT", servicesPath + "/a", svcBody("a", `"type":"NodePort","sessionAffinity":"bogus"`, `[{"port":80,"nodePort":30777}]`), "422"},
+		}},
 		{"ClusterIP to ExternalName releases the IP", [][4]string{
 			{"POST", servicesPath, svcBody("a", `"clusterIP":"10.96.7.7"`, ""), "201"},
 			{"PATCH", servicesPath + "/a", `{"spec":{"type":"ExternalName","externalName":"example.com","clusterIP":"","clusterIPs":null}}`, "200"},

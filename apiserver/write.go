@@ -75,8 +75,6 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, req reques
 // namespace is the request's (checkNamespace).
 func (s *Server) create(ctx context.Context, req request, obj object) (object, []byte, error) {
 	res := req.res
-	ctx, svc := s.serviceWrite(ctx, req)
-	defer svc.done(false)
 	obj.SetResourceVersion("")
 	obj.SetUID("")
 	obj.SetDeletionTimestamp(nil)
@@ -87,32 +85,21 @@ func (s *Server) create(ctx context.Context, req request, obj object) (object, [
 	if generated {
 		obj.SetName(generatedBase(obj.GetGenerateName()) + nameSuffix(5))
 	}
-	if res.Kube != nil {
-		// As kube-apiserver: admission (the namespace's lifecycle) before
-		// the resource's strategy, which validates.
-		if res.Namespaced {
-			if err := s.namespaceExists(ctx, res, obj.GetNamespace(), obj.GetName()); err != nil {
-				return nil, nil, err
-			}
-		}
-		obj.SetUID(types.UID(newUID()))
-		obj.SetCreationTimestamp(now())
-		if err := s.allocateServiceCreate(ctx, req, obj); err != nil {
+	if res.Terminating {
+		return nil, nil, apierrors.NewForbidden(res.GR(), obj.GetName(), errors.New("create not allowed while custom resource definition is terminating"))
+	}
+	// As kube-apiserver: admission (the namespace's lifecycle) before the
+	// resource's rules, which validate.
+	if res.Namespaced {
+		if err := s.namespaceExists(ctx, res, obj.GetNamespace(), obj.GetName()); err != nil {
 			return nil, nil, err
 		}
-		stored, err := res.Kube.Create(ctx, s.kubeRequest(ctx, req, "create", obj.GetName()), obj)
-		if err != nil {
-			return nil, nil, err
-		}
-		if obj, err = registry.AsObject(stored); err != nil {
-			return nil, nil, err
-		}
-		s.decorateService(req, obj)
-	} else if u, ok := obj.(*unstructured.Unstructured); !ok {
-		return nil, nil, apierrors.NewInternalError(fmt.Errorf("custom resource %v as %T", res.GVK, obj))
-	} else if res.CR == nil {
-		return nil, nil, apierrors.NewInternalError(fmt.Errorf("apiserver: resource %v has no write rules", res.GVR()))
-	} else if err := s.createCustom(ctx, req, u); err != nil {
+	}
+	obj.SetUID(types.UID(newUID()))
+	obj.SetCreationTimestamp(now())
+	obj, finish, err := res.WriteRules().Create(ctx, s.write(ctx, req, "create", obj.GetName()), obj)
+	defer finish.Done(false)
+	if err != nil {
 		return nil, nil, err
 	}
 	enc, err := res.EncodeOnce(obj)
@@ -155,19 +142,24 @@ func (s *Server) create(ctx context.Context, req request, obj object) (object, [
 	if err != nil {
 		return nil, nil, s.storageErr(req, err)
 	}
-	svc.done(true)
+	finish.Done(true)
 	obj.SetResourceVersion(strconv.FormatInt(rev, 10))
 	return obj, enc.Answer(rev), nil
 }
 
+// write describes a write of req to its resource's rules.
+func (s *Server) write(ctx context.Context, req request, verb, name string) registry.Write {
+	w := registry.Write{Verb: verb, Namespace: req.namespace, Name: name, Subresource: req.sub, Warn: req.warn, Admission: s.admissionChain(), DryRun: req.dryRun}
+	w.Check = s.escalationCheck(req.res.GR())
+	if u, ok := filters.UserFrom(ctx); ok {
+		w.User = kube.User{Name: u.Name, UID: u.UID, Groups: u.Groups}
+	}
+	return w
+}
+
 // kubeRequest describes a write to the Kubernetes strategies.
 func (s *Server) kubeRequest(ctx context.Context, req request, verb, name string) kube.Request {
-	kr := kube.Request{Verb: verb, Namespace: req.namespace, Name: name, Subresource: req.sub, Warn: req.warn, Admission: s.admissionChain(), DryRun: req.dryRun}
-	kr.Check = s.escalationCheck(req.res.GR())
-	if u, ok := filters.UserFrom(ctx); ok {
-		kr.User = kube.User{Name: u.Name, UID: u.UID, Groups: u.Groups}
-	}
-	return kr
+	return s.write(ctx, req, verb, name).KubeRequest()
 }
 
 // generateNameAttempts bounds the names drawn for one create, as
@@ -293,7 +285,7 @@ type mutateFunc func(cur *unstructured.Unstructured) (object, error)
 // but for the subresources and the resource (services) whose write changes
 // the map.
 func (s *Server) typedUpdate(req request) bool {
-	if req.res.Kube == nil || req.manage == nil || req.manage.applied || req.sub == "scale" || req.sub == "binding" || s.isServices(req.res) {
+	if req.res.Kube == nil || req.manage == nil || req.manage.applied || req.sub == "scale" || req.sub == "binding" {
 		return false
 	}
 	_, err := fieldManagerFor(req.res, req.sub)
@@ -332,8 +324,10 @@ func (s *Server) updateObject(ctx context.Context, req request, mutate mutateFun
 // and then no map; else the map and no Go type.
 func (s *Server) updateTyped(ctx context.Context, req request, mutate mutateFunc) (*unstructured.Unstructured, object, error) {
 	key := registry.KeyFor(req.res, req.namespace, req.name)
-	ctx, svc := s.serviceWrite(ctx, req)
-	defer svc.done(false)
+	// finish is what the rules took for the attempt being made: given up
+	// when another is made or the write fails, kept once it is stored.
+	var finish registry.Finish
+	defer func() { finish.Done(false) }()
 	for {
 		var out *unstructured.Unstructured
 		var outTyped object
@@ -348,9 +342,14 @@ func (s *Server) updateTyped(ctx context.Context, req request, mutate mutateFunc
 				return nil, err
 			}
 			desired, ext := manageUpdate(req, cur, written)
-			typed, err := s.prepareUpdate(ctx, req, cur, desired, ext)
+			finish.Done(false)
+			typed, f, err := s.prepareUpdate(ctx, req, cur, desired, ext)
+			finish = f
 			if err != nil {
 				return nil, err
+			}
+			if u, ok := typed.(*unstructured.Unstructured); ok {
+				desired, typed = u, nil
 			}
 			// When the rules gave the object as its Go type, that is what
 			// is stored (it encodes faster than a map, to the same
@@ -407,7 +406,7 @@ func (s *Server) updateTyped(ctx context.Context, req request, mutate mutateFunc
 		var del errDeleteInstead
 		switch {
 		case err == nil:
-			svc.done(true)
+			finish.Done(true)
 			rv := strconv.FormatInt(rev, 10)
 			if out != nil {
 				out.SetResourceVersion(rv)
@@ -427,8 +426,8 @@ func (s *Server) updateTyped(ctx context.Context, req request, mutate mutateFunc
 				return nil, nil, s.storageErr(req, err)
 			}
 			del.obj.SetResourceVersion(strconv.FormatInt(drev, 10))
-			svc.done(true)
-			s.serviceDeleted(ctx, req.res, del.obj)
+			finish.Done(true)
+			req.res.WriteRules().Deleted(ctx, del.obj)
 			return del.obj, nil, nil
 		default:
 			return nil, nil, s.storageErr(req, err)
@@ -474,77 +473,34 @@ func storedAlready(kv storage.KeyValue, value []byte, cur *unstructured.Unstruct
 	return unchanged(kv, value, cur, u), nil
 }
 
-// prepareUpdate turns desired into what may be stored over cur. typed,
-// when not nil, is desired as its Go type (manageUpdate), which stands for it
-// (desired may then be nil). When the result is of a Go type it returns
-// it, and desired is left as it was: the result stands for it.
-func (s *Server) prepareUpdate(ctx context.Context, req request, cur, desired *unstructured.Unstructured, typed object) (object, error) {
+// prepareUpdate turns desired into what may be stored over cur, through
+// the resource's rules, and returns it with the rules' Finish. typed, when
+// not nil, is desired as its Go type (manageUpdate), which stands for it
+// (desired may then be nil). The result is desired itself when the rules
+// changed it in place.
+func (s *Server) prepareUpdate(ctx context.Context, req request, cur, desired *unstructured.Unstructured, typed object) (object, registry.Finish, error) {
 	res := req.res
-	if (desired == nil && typed == nil) || (typed != nil && res.Kube == nil) {
-		return nil, apierrors.NewInternalError(fmt.Errorf("apiserver: update of %v with no object", res.GVR()))
-	}
 	var written object = desired
 	if typed != nil {
 		written = typed
 	}
+	if written == nil {
+		return nil, nil, apierrors.NewInternalError(fmt.Errorf("apiserver: update of %v with no object", res.GVR()))
+	}
 	if rv := written.GetResourceVersion(); rv == "" {
 		if !res.UnconditionalUpdate {
-			return nil, apierrors.NewInvalid(res.QualifiedKind(), req.name, field.ErrorList{
+			return nil, nil, apierrors.NewInvalid(res.QualifiedKind(), req.name, field.ErrorList{
 				field.Invalid(field.NewPath("metadata", "resourceVersion"), 0, "must be specified for an update"),
 			})
 		}
 	} else if rv != cur.GetResourceVersion() {
 		if _, err := parseRV(rv); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		return nil, conflict(req, "the object has been modified; please apply your changes to the latest version and try again")
+		return nil, nil, conflict(req, "the object has been modified; please apply your changes to the latest version and try again")
 	}
 	written.SetResourceVersion(cur.GetResourceVersion())
-	if res.Kube != nil {
-		if req.sub == "binding" {
-			// A binding sets the pod's node directly, with no strategy,
-			// as kube-apiserver's binding storage does (handleBinding
-			// gives the pod as its Go type).
-			if typed == nil {
-				return nil, apierrors.NewInternalError(fmt.Errorf("apiserver: binding of %s as a map", req.name))
-			}
-			out, err := res.Kube.ReadBack(typed)
-			if err != nil {
-				return nil, err
-			}
-			return registry.AsObject(out)
-		}
-		if typed != nil && s.isServices(res) {
-			// What follows changes the map.
-			if desired == nil {
-				desired = &unstructured.Unstructured{}
-			}
-			if err := res.Kube.SetUnstructured(desired, typed); err != nil {
-				return nil, err
-			}
-			typed = nil
-		}
-		if err := s.allocateServiceUpdate(ctx, req, desired, cur); err != nil {
-			return nil, err
-		}
-		kr := s.kubeRequest(ctx, req, "update", req.name)
-		if typed == nil {
-			if err := res.Kube.Update(ctx, kr, desired, cur); err != nil {
-				return nil, err
-			}
-			s.decorateService(req, desired)
-			return nil, nil
-		}
-		out, err := res.Kube.UpdateTyped(ctx, kr, typed, cur)
-		if err != nil {
-			return nil, err
-		}
-		return registry.AsObject(out)
-	}
-	if res.CR == nil {
-		return nil, apierrors.NewInternalError(fmt.Errorf("apiserver: resource %v has no write rules", res.GVR()))
-	}
-	return nil, s.updateCustom(ctx, req, cur, desired)
+	return res.WriteRules().Update(ctx, s.write(ctx, req, "update", req.name), written, cur)
 }
 
 func (s *Server) handleUpdate(w http.ResponseWriter, r *http.Request, req request) error {

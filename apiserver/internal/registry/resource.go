@@ -72,6 +72,9 @@ type Resource struct {
 	// CR holds kube-apiserver's rules of a custom resource served from a
 	// CustomResourceDefinition (package crd); nil for built-ins.
 	CR *crd.Rules
+	// Rules are what the resource does on its writes, when more than its
+	// Kube or CR rules do (WriteRules).
+	Rules Rules
 	// Cache is the watch cache of a custom resource (those of built-ins
 	// are kept by the server).
 	Cache *Cache
@@ -155,14 +158,20 @@ func (r *Resource) Storage() *Resource {
 
 // AsMap is obj, an object of r, as a map: obj itself when it is one.
 func (r *Resource) AsMap(obj Object) (*unstructured.Unstructured, error) {
+	if _, ok := obj.(*unstructured.Unstructured); !ok && r.Kube == nil {
+		return nil, apierrors.NewInternalError(fmt.Errorf("%v as %T", r.GVK, obj))
+	}
+	return AsMapWith(r.Kube, obj)
+}
+
+// AsMapWith is obj, an object of k's resource, as a map: obj itself when
+// it is one.
+func AsMapWith(k *kube.Rules, obj Object) (*unstructured.Unstructured, error) {
 	if u, ok := obj.(*unstructured.Unstructured); ok {
 		return u, nil
 	}
-	if r.Kube == nil {
-		return nil, apierrors.NewInternalError(fmt.Errorf("%v as %T", r.GVK, obj))
-	}
 	u := &unstructured.Unstructured{}
-	return u, r.Kube.SetUnstructured(u, obj)
+	return u, k.SetUnstructured(u, obj)
 }
 
 // DecodeKV reads an object of r from storage, converted from the version
