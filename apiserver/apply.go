@@ -38,7 +38,7 @@ func (s *Server) handleApply(w http.ResponseWriter, r *http.Request, req request
 	if req.sub == "scale" {
 		return s.applyScale(w, r, req, applied, force)
 	}
-	fm, err := fieldManagerFor(req.res, req.sub)
+	fm, err := req.res.FieldManager(req.sub)
 	if err != nil {
 		return apierrors.NewInternalError(err)
 	}
@@ -114,7 +114,7 @@ func (s *Server) handleApply(w http.ResponseWriter, r *http.Request, req request
 // kube-apiserver does: the configuration applied to an empty object, then
 // the ordinary create.
 func (s *Server) applyCreate(r *http.Request, req request, fm fieldApplier, applied *unstructured.Unstructured, force bool, merged func(runtime.Object) (*unstructured.Unstructured, error)) (object, error) {
-	empty, _ := objectCreater{res: req.res}.New(req.res.GVK)
+	empty := req.res.NewEmpty()
 	obj, err := fm.Apply(empty, applied.DeepCopy(), req.manage.manager, force)
 	if err != nil {
 		return nil, applyError(err)
@@ -167,7 +167,7 @@ func (s *Server) applyScale(w http.ResponseWriter, r *http.Request, req request,
 	if req.res.Scale == nil {
 		return apierrors.NewNotFound(req.res.GR(), req.name)
 	}
-	fm, err := scaleFieldManagerFor(req.res)
+	fm, err := req.res.FieldManager(registry.ScaleSubresource)
 	if err != nil {
 		return apierrors.NewInternalError(err)
 	}

@@ -25,7 +25,7 @@ func builtinResource(tb testing.TB, plural string) *resource {
 func BenchmarkManageCreatePod(b *testing.B) {
 	res := builtinResource(b, "pods")
 	req := request{res: res, namespace: "default", manage: &fieldManagement{manager: "bench"}}
-	if _, err := fieldManagerFor(res, ""); err != nil {
+	if _, err := res.FieldManager(""); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()

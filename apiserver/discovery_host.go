@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"github.com/listwatch/listwatch/apiserver/internal/registry"
 	"slices"
 	"strings"
 
@@ -31,7 +32,7 @@ func (s *Server) newDiscovery() *discovery.Discovery {
 		OpenAPIResources: func() []kube.OpenAPIResource {
 			// The reviews too: published, never stored (no list kind,
 			// no field management of their own).
-			return append(openAPIResources(), reviewOpenAPIResources()...)
+			return append(registry.OpenAPIResources(), reviewOpenAPIResources()...)
 		},
 		CRDs:     s.openAPICRDs,
 		Unstored: reviewResources(),
@@ -64,23 +65,6 @@ func (s *Server) SetCustomResourceOpenAPI(crd *apiextensionsv1.CustomResourceDef
 // name (<plural>.<group>); an unknown name is ignored.
 func (s *Server) RemoveCustomResourceOpenAPI(name string) {
 	s.discovery.RemoveCustomResourceOpenAPI(name)
-}
-
-// openAPIResources are the built-in resources as the OpenAPI documents
-// state them.
-func openAPIResources() []kube.OpenAPIResource {
-	var out []kube.OpenAPIResource
-	for _, def := range resources.Builtin.All() {
-		out = append(out, kube.OpenAPIResource{
-			GVK:          def.GVK,
-			Plural:       def.Plural,
-			Singular:     def.Singular,
-			Namespaced:   def.Namespaced,
-			Verbs:        def.DiscoveryVerbs(),
-			Subresources: def.Subresources,
-		})
-	}
-	return out
 }
 
 // reviewOpenAPIResources are the reviews as the OpenAPI documents state

@@ -67,7 +67,7 @@ func goldenBodies(t *testing.T) map[*resource][][]byte {
 // cases write to a built-in resource: created (over the empty object) and
 // updated (over the object as stored, unstructured, with a label added).
 func TestGoTypeConverterAsKube(t *testing.T) {
-	models, err := builtinModels()
+	models, err := registry.BuiltinModels()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func TestGoTypeConverterAsKube(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ours, err := builtinTypeConverter()
+	ours, err := registry.BuiltinTypeConverter()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,11 +85,11 @@ func TestGoTypeConverterAsKube(t *testing.T) {
 	}
 	checked := 0
 	for res, objs := range bodies {
-		kubeFM, err := newBuiltinFieldManager(res, "", kubeTC)
+		kubeFM, err := registry.NewBuiltinFieldManager(res, "", kubeTC)
 		if err != nil {
 			t.Fatal(err)
 		}
-		ourFM, err := newBuiltinFieldManager(res, "", ours)
+		ourFM, err := registry.NewBuiltinFieldManager(res, "", ours)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -98,15 +98,12 @@ func TestGoTypeConverterAsKube(t *testing.T) {
 			if err != nil {
 				continue // refused before the field manager
 			}
-			objectDefaulter{res: res}.Default(obj)
+			res.Default(obj)
 			seen, err := res.Kube.ThroughHub(obj)
 			if err != nil {
 				continue
 			}
-			live, err := objectCreater{res: res}.New(res.GVK)
-			if err != nil {
-				t.Fatal(err)
-			}
+			live := res.NewEmpty()
 			want, wantErr := managedUpdate(kubeFM, live, seen.DeepCopyObject())
 			got, gotErr := managedUpdate(ourFM, live, seen.DeepCopyObject())
 			if (wantErr != nil) != (gotErr != nil) || !reflect.DeepEqual(got, want) {

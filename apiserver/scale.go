@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"errors"
+	"github.com/listwatch/listwatch/apiserver/internal/registry"
 	"net/http"
 
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
@@ -15,10 +16,7 @@ import (
 
 // scaleResource describes autoscaling/v1 Scale for decoding and encoding
 // bodies of /scale.
-var scaleResource = &resource{
-	GVK:    autoscalingv1.SchemeGroupVersion.WithKind("Scale"),
-	Plural: "scale",
-}
+var scaleResource = registry.ScaleResource
 
 // replicas reads spec.replicas, which defaults to 1.
 func replicas(obj map[string]any) int64 {

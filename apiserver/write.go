@@ -288,7 +288,7 @@ func (s *Server) typedUpdate(req request) bool {
 	if req.res.Kube == nil || req.manage == nil || req.manage.applied || req.sub == "scale" || req.sub == "binding" {
 		return false
 	}
-	_, err := fieldManagerFor(req.res, req.sub)
+	_, err := req.res.FieldManager(req.sub)
 	return err == nil
 }
 

@@ -1,6 +1,7 @@
 package registry
 
 import (
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -31,4 +32,11 @@ func LabelSelectorSelector(obj map[string]any) (string, error) {
 		return "", err
 	}
 	return sel.String(), nil
+}
+
+// ScaleResource describes autoscaling/v1 Scale, the objects of every
+// /scale subresource, for decoding, encoding and the field manager.
+var ScaleResource = &Resource{
+	GVK:    autoscalingv1.SchemeGroupVersion.WithKind("Scale"),
+	Plural: "scale",
 }
