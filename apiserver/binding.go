@@ -148,13 +148,10 @@ func (s *Server) bind(w http.ResponseWriter, r *http.Request, req request, resou
 		}
 		// The pod as its Go type, so that it is stored and watched
 		// without going back to a map.
-		ext, err := req.res.Kube.External(cur)
-		if err != nil {
-			return nil, err
-		}
+		ext, _ := req.res.Typed(cur)
 		pod, ok := ext.(*corev1.Pod)
 		if !ok {
-			return nil, apierrors.NewInternalError(fmt.Errorf("apiserver: pod as %T", ext))
+			return nil, apierrors.NewInternalError(fmt.Errorf("apiserver: pod %s as %T", req.name, ext))
 		}
 		switch {
 		case pod.DeletionTimestamp != nil:

@@ -204,7 +204,7 @@ func decodeRequest(w http.ResponseWriter, r *http.Request, res *resource, body [
 	if err != nil {
 		return nil, nil, err
 	}
-	format, err := requestFormat(r, res, !res.Custom)
+	format, err := requestFormat(r, res, res.Protobuf())
 	if err != nil {
 		return nil, nil, err
 	}
@@ -215,12 +215,12 @@ func decodeRequest(w http.ResponseWriter, r *http.Request, res *resource, body [
 	var u *unstructured.Unstructured
 	var ext runtime.Object
 	var problems []string
-	if res.Kube != nil {
+	if res.HasGoType() {
 		u, ext, problems, err = decodeTyped(res, js, typedOnly)
 		if err != nil && format != bodyProtobuf && len(bytes.TrimSpace(js)) > 0 {
 			// A body refused is answered with kube-apiserver's
 			// decoder's error, when that refuses it too.
-			if kerr := res.Kube.BodyError(js); kerr != nil {
+			if kerr := res.BodyError(js); kerr != nil {
 				err = kerr
 			}
 		}
@@ -233,7 +233,7 @@ func decodeRequest(w http.ResponseWriter, r *http.Request, res *resource, body [
 	// Protobuf has no unknown or duplicate fields to report, and Ignore
 	// need not look for them.
 	if format != bodyProtobuf && fv != fieldValidationIgnore {
-		if res.Kube == nil {
+		if !res.HasGoType() {
 			problems = strictProblems(res, js)
 		}
 		if err := enforce(w, res, fv, problems); err != nil {

@@ -265,7 +265,7 @@ func (s *Server) newCustomCache(r *resource) (*registry.Cache, error) {
 		if err != nil {
 			return nil, err
 		}
-		r.CR.Decode(u)
+		r.DefaultOnRead(u)
 		return u, nil
 	})
 	if err != nil {

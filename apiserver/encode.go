@@ -59,7 +59,7 @@ func negotiateTable(req *http.Request, r *resource, table bool) (encoding, table
 				}
 			}
 		case mediaProtobuf:
-			if params["as"] == "" && r != nil && !r.Custom {
+			if params["as"] == "" && r != nil && r.Protobuf() {
 				return encProtobuf, "", nil
 			}
 		case "*/*", "application/*":

@@ -49,7 +49,7 @@ func decodeBody(r *resource, body []byte) (*unstructured.Unstructured, error) {
 	kind := u.GetKind()
 	u.SetAPIVersion(r.APIVersion())
 	u.SetKind(r.GVK.Kind)
-	if r.CR != nil && kind != "" {
+	if r.KeepsBodyKind() && kind != "" {
 		u.SetKind(kind) // a custom resource's kind is validated (422), as kube-apiserver does
 	}
 	if err := normalize(r, u); err != nil {
@@ -143,7 +143,7 @@ func checkKind(r *resource, u *unstructured.Unstructured) error {
 		}
 		return badRequest("the API version in the data (%s) does not match the expected API version (%s)", gv, r.APIVersion())
 	}
-	if kind != "" && kind != r.GVK.Kind && r.CR == nil {
+	if kind != "" && kind != r.GVK.Kind && !r.KeepsBodyKind() {
 		return badRequest("the object provided is unrecognized (must be of type %s): %s in version %q cannot be handled as a %s", r.GVK.Kind, kind, r.GVK.Version, r.GVK.Kind)
 	}
 	return nil

@@ -79,7 +79,7 @@ func jsonDepth(b []byte) int {
 // apply type only behind an alpha feature gate, off by default.)
 func patchTypes(r *resource) []string {
 	pts := []string{string(types.JSONPatchType), string(types.MergePatchType)}
-	if !r.Custom {
+	if r.StrategicMerge() {
 		pts = append(pts, string(types.StrategicMergePatchType))
 	}
 	return append(pts, string(types.ApplyYAMLPatchType))
@@ -100,7 +100,8 @@ func patchTypeOf(r *http.Request, res *resource) (types.PatchType, error) {
 	if slices.Contains(supported, ct) {
 		return types.PatchType(ct), nil
 	}
-	if res.Custom {
+	if !res.StrategicMerge() {
+		// The custom resource handler's answer.
 		return "", negotiation.NewUnsupportedMediaTypeError(supported)
 	}
 	return "", apierrors.NewGenericServerResponse(http.StatusUnsupportedMediaType, "", schema.GroupResource{}, "",
@@ -210,9 +211,6 @@ func (p *patcher) apply(cur *unstructured.Unstructured) ([]byte, error) {
 // cur, the server cannot decode (err): kube-apiserver's, when its decoder
 // refuses the object too.
 func (p *patcher) decodeFailed(cur *unstructured.Unstructured, patched []byte, err error) error {
-	if p.res.Kube == nil {
-		return err
-	}
 	if p.pt == types.StrategicMergePatchType {
 		// kube-apiserver converts the patched map into the Go type, and
 		// quotes the patch.
@@ -227,7 +225,7 @@ func (p *patcher) decodeFailed(cur *unstructured.Unstructured, patched []byte, e
 		}
 		return err
 	}
-	if p.res.Kube.DecodeError(patched) == nil {
+	if p.res.DecodeError(patched) == nil {
 		return err
 	}
 	return p.undecodable(cur, patched)
@@ -267,12 +265,12 @@ func (p *patcher) applyJSON(orig []byte) ([]byte, error) {
 // the patched object as kube-apiserver patches it, the stored object
 // encoded by its codec (so that the quote has its field order).
 func (p *patcher) undecodable(cur *unstructured.Unstructured, patched []byte) error {
-	if orig, err := p.res.Kube.EncodeJSON(cur); err == nil {
+	if orig, err := p.res.EncodeAsKube(cur); err == nil {
 		if out, err := p.applyJSON(orig); err == nil {
 			patched = out
 		}
 	}
-	err := p.res.Kube.DecodeError(patched)
+	err := p.res.DecodeError(patched)
 	if err == nil {
 		err = errors.New("the patched object cannot be decoded")
 	}
@@ -430,8 +428,8 @@ func (p *patcher) strictInvalid(cur *unstructured.Unstructured, patched []byte, 
 	switch {
 	case p.pt == types.StrategicMergePatchType:
 		value = fmt.Sprintf("%+v", p.doc)
-	case p.res.Kube != nil:
-		if orig, err := p.res.Kube.EncodeJSON(cur); err == nil {
+	default:
+		if orig, err := p.res.EncodeAsKube(cur); err == nil {
 			if out, err := p.applyJSON(orig); err == nil {
 				value = string(out)
 			}

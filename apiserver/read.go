@@ -26,8 +26,8 @@ func (s *Server) getObject(ctx context.Context, req request) (*unstructured.Unst
 		return nil, kv, s.storageErr(req, err)
 	}
 	u, err := req.res.DecodeKV(kv)
-	if err == nil && req.res.CR != nil {
-		req.res.CR.Decode(u) // defaults on read, as kube-apiserver's storage decoding
+	if err == nil {
+		req.res.DefaultOnRead(u)
 	}
 	return u, kv, err
 }
@@ -185,7 +185,7 @@ func listObject(r *resource, res listResult) *unstructured.Unstructured {
 		items[i] = it.Object
 	}
 	md := map[string]any{"resourceVersion": strconv.FormatInt(res.rev, 10)}
-	if res.continue_ != "" || r.CR != nil {
+	if res.continue_ != "" || r.AlwaysContinue() {
 		md["continue"] = res.continue_
 	}
 	if res.remaining != nil {

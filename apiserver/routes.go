@@ -102,7 +102,7 @@ func (s *Server) parseResourcePath(gv schema.GroupVersion, p []string) (request,
 		case req.sub == "scale" && res.Scale != nil:
 		case req.sub == "binding" && res.Binding:
 		case (req.sub == resources.Finalize || req.sub == resources.Approval) && res.Def != nil && res.Def.HasSubresource(req.sub):
-		case res.CR != nil:
+		case res.UnknownSubresourceNotFound():
 			// The custom resource handler answers an unknown subresource
 			// as a missing object.
 			return req, apierrors.NewNotFound(res.GR(), req.name)

@@ -113,7 +113,7 @@ func (s *Server) updateScale(w http.ResponseWriter, r *http.Request, req request
 		if err := unstructured.SetNestedField(cur.Object, n, path...); err != nil {
 			return nil, apierrors.NewInternalError(err)
 		}
-		if rv := sc.GetResourceVersion(); rv != "" || req.res.CR == nil {
+		if rv := sc.GetResourceVersion(); rv != "" || !req.res.UnconditionalScale() {
 			// A custom resource's Scale without a resourceVersion is
 			// written unconditionally, as kube-apiserver does.
 			cur.SetResourceVersion(rv)

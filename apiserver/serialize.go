@@ -253,7 +253,7 @@ func encodeItems(res listResult, encode func(*unstructured.Unstructured, *watchc
 
 func writeJSONList(w http.ResponseWriter, r *resource, res listResult, items [][]byte, total int) error {
 	md := map[string]any{"resourceVersion": strconv.FormatInt(res.rev, 10)}
-	if res.continue_ != "" || r.CR != nil {
+	if res.continue_ != "" || r.AlwaysContinue() {
 		md["continue"] = res.continue_ // a custom resource list always has it
 	}
 	if res.remaining != nil {

@@ -3,14 +3,13 @@ package apiserver
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/listwatch/listwatch/apiserver/internal/registry"
 	"net/http"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/duration"
 )
 
 // Server-side printing: a client that accepts
@@ -21,63 +20,6 @@ import (
 
 // tableVersion is the meta.k8s.io version a client asked the Table in.
 type tableVersion string
-
-// printer is the Table form of one resource: its columns and the cells of
-// one object.
-type printer struct {
-	columns []metav1.TableColumnDefinition
-	// cells returns one value per column; it may fail on an object the
-	// typed form cannot hold. Set for custom resources.
-	cells func(u *unstructured.Unstructured) ([]any, error)
-	// row returns the cells and conditions of a built-in resource's row.
-	row func(u *unstructured.Unstructured) (metav1.TableRow, error)
-}
-
-func col(name, typ, desc string, priority int32) metav1.TableColumnDefinition {
-	c := metav1.TableColumnDefinition{Name: name, Type: typ, Description: desc, Priority: priority}
-	if name == "Name" {
-		c.Format = "name"
-	}
-	return c
-}
-
-var (
-	nameCol = col("Name", "string", "Name must be unique within a namespace. Cannot be updated.", 0)
-	ageCol  = col("Age", "string", "CreationTimestamp is the time the object was created, shown as the time since then.", 0)
-)
-
-// printerFor returns the Table form of r: kube-apiserver's own printer for
-// a built-in resource, Name and Age for a custom resource (the default of
-// a CustomResourceDefinition without additionalPrinterColumns).
-func printerFor(r *resource) (printer, error) {
-	if r.CR != nil {
-		// The CustomResourceDefinition's additionalPrinterColumns, by
-		// apiextensions-apiserver's Table convertor.
-		columns, err := r.CR.Columns()
-		if err != nil {
-			return printer{}, apierrors.NewInternalError(err)
-		}
-		return printer{columns: columns, row: r.CR.Row}, nil
-	}
-	if r.Kube == nil {
-		return printer{columns: []metav1.TableColumnDefinition{nameCol, ageCol}, cells: func(u *unstructured.Unstructured) ([]any, error) {
-			return []any{u.GetName(), since(u.GetCreationTimestamp().Time)}, nil
-		}}, nil
-	}
-	p, err := r.Printer()
-	if err != nil {
-		return printer{}, apierrors.NewInternalError(err)
-	}
-	return printer{columns: p.Columns(), row: p.Row}, nil
-}
-
-// since is a duration as kubectl prints ages.
-func since(t time.Time) string {
-	if t.IsZero() {
-		return "<unknown>"
-	}
-	return duration.HumanDuration(time.Since(t))
-}
 
 type includeObject string
 
@@ -100,7 +42,7 @@ func parseIncludeObject(r *http.Request) (includeObject, error) {
 
 // tabler builds Tables for one request.
 type tabler struct {
-	p       printer
+	p       registry.TablePrinter
 	version tableVersion
 	include includeObject
 }
@@ -110,7 +52,7 @@ func newTabler(r *http.Request, res *resource, v tableVersion) (*tabler, error) 
 	if err != nil {
 		return nil, err
 	}
-	p, err := printerFor(res)
+	p, err := res.TablePrinter()
 	if err != nil {
 		return nil, err
 	}
@@ -119,13 +61,7 @@ func newTabler(r *http.Request, res *resource, v tableVersion) (*tabler, error) 
 
 // row is the table row of one object with the object embedded as asked.
 func (t *tabler) row(u *unstructured.Unstructured) (metav1.TableRow, error) {
-	var row metav1.TableRow
-	var err error
-	if t.p.row != nil {
-		row, err = t.p.row(u)
-	} else {
-		row.Cells, err = t.p.cells(u)
-	}
+	row, err := t.p.Row(u)
 	if err != nil {
 		return metav1.TableRow{}, apierrors.NewInternalError(fmt.Errorf("printing %s %s: %w", u.GetKind(), u.GetName(), err))
 	}
@@ -159,7 +95,7 @@ func (t *tabler) table(items []*unstructured.Unstructured, md metav1.ListMeta, w
 		Rows:     []metav1.TableRow{},
 	}
 	if withColumns {
-		tbl.ColumnDefinitions = t.p.columns
+		tbl.ColumnDefinitions = t.p.Columns
 	}
 	for _, u := range items {
 		row, err := t.row(u)

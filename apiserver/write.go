@@ -285,7 +285,7 @@ type mutateFunc func(cur *unstructured.Unstructured) (object, error)
 // but for the subresources and the resource (services) whose write changes
 // the map.
 func (s *Server) typedUpdate(req request) bool {
-	if req.res.Kube == nil || req.manage == nil || req.manage.applied || req.sub == "scale" || req.sub == "binding" {
+	if !req.res.HasGoType() || req.manage == nil || req.manage.applied || req.sub == "scale" || req.sub == "binding" {
 		return false
 	}
 	_, err := req.res.FieldManager(req.sub)

@@ -261,3 +261,75 @@ func (r *Resource) ToStorage(obj Object) (Object, error) {
 	}
 	return AsObject(converted)
 }
+
+// What the handlers do differently for custom resources, as kube-apiserver's
+// custom resource handler does, stated as what it is rather than as a
+// question of kind.
+
+// Protobuf reports whether r's objects are served and taken as protobuf
+// (not custom resources, which have no protobuf form).
+func (r *Resource) Protobuf() bool { return !r.Custom }
+
+// StrategicMerge reports whether r takes strategic merge patches (not
+// custom resources, whose schemas carry no patch strategy).
+func (r *Resource) StrategicMerge() bool { return !r.Custom }
+
+// HasGoType reports whether r's objects have a Go type (built-in
+// resources): bodies are decoded into it, and writes can go through the
+// rules as it, with no map on the way.
+func (r *Resource) HasGoType() bool { return r.Kube != nil }
+
+// DecodeError is the error kube-apiserver's decoder of r answers for the
+// JSON js, nil when it takes it or r has no decoder of kube's own (custom
+// resources, whose errors are the server's).
+func (r *Resource) DecodeError(js []byte) error {
+	if r.Kube == nil {
+		return nil
+	}
+	return r.Kube.DecodeError(js)
+}
+
+// BodyError is DecodeError for a request's body, in the words of kube's
+// request decoding.
+func (r *Resource) BodyError(js []byte) error {
+	if r.Kube == nil {
+		return nil
+	}
+	return r.Kube.BodyError(js)
+}
+
+// EncodeAsKube is u as kube-apiserver's codec of r encodes it (its field
+// order); an error for a resource with no codec of kube's own.
+func (r *Resource) EncodeAsKube(u *unstructured.Unstructured) ([]byte, error) {
+	if r.Kube == nil {
+		return nil, fmt.Errorf("apiserver: %v has no Kubernetes codec", r.GVR())
+	}
+	return r.Kube.EncodeJSON(u)
+}
+
+// KeepsBodyKind reports whether a body's kind other than r's is left for
+// the rules to refuse (422, custom resources) rather than refused by the
+// decoder (400).
+func (r *Resource) KeepsBodyKind() bool { return r.CR != nil }
+
+// AlwaysContinue reports whether a list of r always states
+// metadata.continue, empty on the last page (custom resources).
+func (r *Resource) AlwaysContinue() bool { return r.CR != nil }
+
+// UnknownSubresourceNotFound reports whether a request for a subresource
+// r does not have is answered as a missing object (custom resources)
+// rather than as a path not found.
+func (r *Resource) UnknownSubresourceNotFound() bool { return r.CR != nil }
+
+// UnconditionalScale reports whether a Scale written without a
+// resourceVersion is written unconditionally (custom resources) rather
+// than refused as a conflict-free update would be.
+func (r *Resource) UnconditionalScale() bool { return r.CR != nil }
+
+// DefaultOnRead applies to u, read from storage, what kube-apiserver's
+// storage decoding of r applies (a custom resource's defaults).
+func (r *Resource) DefaultOnRead(u *unstructured.Unstructured) {
+	if r.CR != nil {
+		r.CR.Decode(u)
+	}
+}
