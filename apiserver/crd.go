@@ -7,10 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/apiextensions-apiserver/pkg/apihelpers"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	sigsjson "sigs.k8s.io/json"
@@ -314,46 +311,3 @@ func customProblems(r *resource, js []byte) []string {
 
 // crdGVK is the kind of CustomResourceDefinitions.
 var crdGVK = apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition")
-
-// terminateCRD is the first delete of a CustomResourceDefinition, as
-// apiextensions-apiserver's storage takes it: with its preconditions met,
-// the definition gets a deletionTimestamp, the
-// customresourcecleanup.apiextensions.k8s.io finalizer and a Terminating
-// condition, and is kept (done true) for the CRD controller to delete its
-// custom resources. A definition already deleting is deleted like any
-// object (done false).
-func (s *Server) terminateCRD(ctx context.Context, req request, kv storage.KeyValue, cur *unstructured.Unstructured, o metav1.DeleteOptions) (*unstructured.Unstructured, bool, error) {
-	if p := o.Preconditions; p != nil {
-		if p.UID != nil && *p.UID != cur.GetUID() {
-			return nil, false, conflict(req, fmt.Sprintf("precondition failed: UID in precondition: %v, UID in object meta: %v", *p.UID, cur.GetUID()))
-		}
-		if p.ResourceVersion != nil && *p.ResourceVersion != cur.GetResourceVersion() {
-			return nil, false, conflict(req, fmt.Sprintf("precondition failed: ResourceVersion in precondition: %v, ResourceVersion in object meta: %v", *p.ResourceVersion, cur.GetResourceVersion()))
-		}
-	}
-	if cur.GetDeletionTimestamp() != nil {
-		return nil, false, nil
-	}
-	obj, err := crd.FromUnstructured(cur)
-	if err != nil {
-		return nil, false, apierrors.NewInternalError(err)
-	}
-	ts := metav1.Now()
-	obj.DeletionTimestamp = &ts
-	if !apihelpers.CRDHasFinalizer(obj, apiextensionsv1.CustomResourceCleanupFinalizer) {
-		obj.Finalizers = append(obj.Finalizers, apiextensionsv1.CustomResourceCleanupFinalizer)
-	}
-	apihelpers.SetCRDCondition(obj, apiextensionsv1.CustomResourceDefinitionCondition{
-		Type: apiextensionsv1.Terminating, Status: apiextensionsv1.ConditionTrue,
-		Reason: "InstanceDeletionPending", Message: "CustomResourceDefinition marked for deletion; CustomResource deletion will begin soon",
-	})
-	desired, err := crd.ToUnstructured(obj)
-	if err != nil {
-		return nil, false, apierrors.NewInternalError(err)
-	}
-	desired.SetResourceVersion(cur.GetResourceVersion())
-	if _, err := s.writeDeleting(ctx, req, registry.KeyFor(req.res, "", req.name), kv, cur, desired); err != nil {
-		return nil, false, err
-	}
-	return desired, true, nil
-}

@@ -80,11 +80,30 @@ func TestCRDSeedFoo(t *testing.T) {
 				200, []string{`"generation":2`, `"replicas":2`}},
 			{"status update", "PUT", foos + "/example-foo/status", `{"apiVersion":"crdtest.k8s.io/v1alpha1","kind":"Foo","metadata":{"name":"example-foo","resourceVersion":"RV"},"spec":{"replicas":9},"status":{"availableReplicas":2}}`,
 				200, []string{`"availableReplicas":2`, `"replicas":2`}},
+			// Deletes go through the generic store's BeforeDelete and
+			// markAsDeleting, as for built-in resources.
+			{"delete with another uid as precondition", "DELETE", foos + "/example-foo", `{"preconditions":{"uid":"00000000-0000-0000-0000-000000000000"}}`,
+				409, []string{`the UID in the precondition (00000000-0000-0000-0000-000000000000) does not match the UID in record`}},
+			{"delete with an unknown propagation policy", "DELETE", foos + "/example-foo", `{"propagationPolicy":"Sometimes"}`,
+				422, nil},
+			{"finalizer", "PATCH", foos + "/example-foo", `{"metadata":{"finalizers":["example.com/hold"]}}`,
+				200, []string{`"generation":2`}},
+			{"delete held by a finalizer moves the generation", "DELETE", foos + "/example-foo", "",
+				200, []string{`"generation":3`, `"deletionTimestamp"`, `"deletionGracePeriodSeconds":0`}},
+			{"delete again keeps the generation", "DELETE", foos + "/example-foo", "",
+				200, []string{`"generation":3`}},
+			{"finalizer removed", "PATCH", foos + "/example-foo", `{"metadata":{"finalizers":null}}`,
+				200, nil},
+			{"gone", "GET", foos + "/example-foo", "", 404, nil},
 		}
 		rv := ""
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
-				r := c.do(tt.method, tt.path, "", strings.ReplaceAll(tt.body, "RV", rv))
+				ct := ""
+				if tt.method == "PATCH" {
+					ct = "application/merge-patch+json"
+				}
+				r := c.do(tt.method, tt.path, ct, strings.ReplaceAll(tt.body, "RV", rv))
 				if r.code != tt.code {
 					t.Fatalf("%s %s: %d %s", tt.method, tt.path, r.code, r.body)
 				}

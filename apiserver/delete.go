@@ -4,12 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"strconv"
-	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -19,9 +16,6 @@ import (
 	"github.com/listwatch/listwatch/apiserver/internal/registry"
 	"github.com/listwatch/listwatch/storage"
 )
-
-// defaultPodGracePeriod is kube's terminationGracePeriodSeconds default.
-const defaultPodGracePeriod = 30
 
 // deleteOptionsResource names DeleteOptions in decoding errors.
 var deleteOptionsResource = &resource{GVK: metav1.SchemeGroupVersion.WithKind("DeleteOptions"), Plural: "deleteoptions"}
@@ -110,66 +104,76 @@ func (s *Server) writeDeleteResult(w http.ResponseWriter, r *http.Request, req r
 	return writeObject(w, r, req.res, code, obj)
 }
 
-// delete applies kube-apiserver's deletion rules to req's object and
-// reports whether it is gone (else it is kept with a deletionTimestamp for
-// its finalizers or its node agent).
+// delete deletes req's object as kube-apiserver's generic store does: the
+// resource's rules decide (registry.Rules.BeforeDelete) whether the object
+// is kept (a namespace or definition terminating) or deleted gracefully;
+// an object with finalizers, or deleted gracefully with a grace period,
+// is kept with a deletionTimestamp; any other is written (when graceful,
+// so that watchers see its deletionTimestamp) and then removed. It
+// reports whether the object is gone, and returns it, at the revision of
+// the removal when it is.
 //
 // A built-in object is returned as its Go type where the delete made it
 // so (a graceful delete), else as the map.
 func (s *Server) delete(ctx context.Context, req request, opts metav1.DeleteOptions) (object, bool, error) {
-	if req.res.Kube != nil {
-		return s.deleteBuiltin(ctx, req, opts)
-	}
-	key := registry.KeyFor(req.res, req.namespace, req.name)
+	res := req.res
+	rules := res.WriteRules()
+	key := registry.KeyFor(res, req.namespace, req.name)
+	w := s.write(ctx, req, "delete", req.name)
 	for {
 		kv, cur, err := s.current(ctx, req, key)
 		if err != nil {
 			return nil, false, err
 		}
-		if p := opts.Preconditions; p != nil {
-			if p.UID != nil && *p.UID != cur.GetUID() {
-				return nil, false, conflict(req, "Precondition failed: UID in precondition: "+string(*p.UID)+", UID in object meta: "+string(cur.GetUID()))
-			}
-			if p.ResourceVersion != nil && *p.ResourceVersion != cur.GetResourceVersion() {
-				return nil, false, conflict(req, "Precondition failed: ResourceVersion in precondition: "+*p.ResourceVersion+", ResourceVersion in object meta: "+cur.GetResourceVersion())
-			}
-		}
-		desired := deepCopy(cur)
-		applyPropagation(req.res, desired, opts)
-		keep := false
-		if grace := s.gracePeriod(req.res, cur, opts); grace > 0 {
-			keep = true
-			deadline := metav1.NewTime(time.Now().UTC().Truncate(time.Second).Add(time.Duration(grace) * time.Second))
-			if old := cur.GetDeletionGracePeriodSeconds(); cur.GetDeletionTimestamp() == nil || old == nil || grace < *old {
-				desired.SetDeletionTimestamp(&deadline)
-				desired.SetDeletionGracePeriodSeconds(&grace)
-			}
-		} else if len(desired.GetFinalizers()) > 0 {
-			keep = true
-			zero := int64(0)
-			if desired.GetDeletionTimestamp() == nil {
-				ts := now()
-				desired.SetDeletionTimestamp(&ts)
-			}
-			desired.SetDeletionGracePeriodSeconds(&zero)
-		}
-		if keep {
-			if _, err := s.writeDeleting(ctx, req, key, kv, cur, desired); errors.Is(err, storage.ErrConflict) {
+		o := *opts.DeepCopy()
+		d, err := rules.BeforeDelete(ctx, w, cur, &o)
+		switch {
+		case err != nil:
+			return nil, false, err
+		case d.Pending:
+			return cur, false, nil
+		case d.Keep != nil:
+			if _, err := s.writeDeleting(ctx, req, key, kv, cur, d.Keep); errors.Is(err, storage.ErrConflict) {
 				continue
 			} else if err != nil {
 				return nil, false, err
 			}
-			return desired, false, nil
+			return d.Keep, false, nil
+		}
+		var desired object = d.Deleting
+		if desired == nil {
+			desired = deepCopy(cur)
+		}
+		registry.ApplyPropagation(res, desired, o)
+		pendingFinalizers := len(desired.GetFinalizers()) > 0
+		if !d.Graceful && pendingFinalizers {
+			markAsDeleting(desired)
+		}
+		var out object = cur
+		if d.Graceful || pendingFinalizers {
+			rev, err := s.writeDeleting(ctx, req, key, kv, cur, desired)
+			if errors.Is(err, storage.ErrConflict) {
+				continue
+			}
+			if err != nil {
+				return nil, false, err
+			}
+			out = desired
+			if pendingFinalizers || (o.GracePeriodSeconds != nil && *o.GracePeriodSeconds > 0) {
+				return out, false, nil
+			}
+			kv.Revision = rev
 		}
 		if req.dryRun {
-			return cur, true, nil
+			return out, true, nil
 		}
-		if err := s.remove(ctx, req, key, kv.Revision, cur); errors.Is(err, storage.ErrConflict) {
+		if err := s.remove(ctx, req, key, kv.Revision, out); errors.Is(err, storage.ErrConflict) {
 			continue
 		} else if err != nil {
 			return nil, false, err
 		}
-		return cur, true, nil
+		rules.Deleted(ctx, out)
+		return out, true, nil
 	}
 }
 
@@ -200,52 +204,6 @@ func (s *Server) remove(ctx context.Context, req request, key string, rev int64,
 	}
 	out.SetResourceVersion(strconv.FormatInt(drev, 10))
 	return nil
-}
-
-// applyPropagation records the propagation policy as the garbage
-// collector's finalizers: orphan, foregroundDeletion, or neither.
-func applyPropagation(r *resource, u metav1.Object, opts metav1.DeleteOptions) {
-	var policy metav1.DeletionPropagation
-	switch {
-	case opts.PropagationPolicy != nil:
-		policy = *opts.PropagationPolicy
-	//lint:ignore SA1019 still part of the API
-	case opts.OrphanDependents != nil:
-		policy = metav1.DeletePropagationBackground
-		//lint:ignore SA1019 still part of the API
-		if *opts.OrphanDependents {
-			policy = metav1.DeletePropagationOrphan
-		}
-	case hasFinalizer(u, metav1.FinalizerOrphanDependents) || hasFinalizer(u, metav1.FinalizerDeleteDependents):
-		// A deletion already in progress keeps its policy.
-		return
-	case r.OrphanByDefault:
-		policy = metav1.DeletePropagationOrphan
-	default:
-		return
-	}
-	setFinalizer(u, metav1.FinalizerOrphanDependents, policy == metav1.DeletePropagationOrphan)
-	setFinalizer(u, metav1.FinalizerDeleteDependents, policy == metav1.DeletePropagationForeground)
-}
-
-// gracePeriod is how long a pod bound to a node may take to stop; 0 for
-// everything else, which is deleted at once.
-func (s *Server) gracePeriod(r *resource, u *unstructured.Unstructured, opts metav1.DeleteOptions) int64 {
-	if !r.Graceful {
-		return 0
-	}
-	node := registry.NestedString(u.Object, "spec", "nodeName")
-	phase := registry.NestedString(u.Object, "status", "phase")
-	if node == "" || phase == string(corev1.PodSucceeded) || phase == string(corev1.PodFailed) {
-		return 0
-	}
-	if opts.GracePeriodSeconds != nil {
-		return *opts.GracePeriodSeconds
-	}
-	if n, ok, err := unstructured.NestedInt64(u.Object, "spec", "terminationGracePeriodSeconds"); ok && err == nil && n >= 0 {
-		return n
-	}
-	return defaultPodGracePeriod
 }
 
 func (s *Server) handleDeleteCollection(w http.ResponseWriter, r *http.Request, req request) error {
@@ -284,98 +242,6 @@ func (s *Server) handleDeleteCollection(w http.ResponseWriter, r *http.Request, 
 		out.items = append(out.items, u)
 	}
 	return writeObject(w, r, req.res, http.StatusOK, listObject(req.res, out))
-}
-
-// immortalNamespaces may not be deleted, as kube-apiserver's namespace
-// lifecycle admission refuses.
-var immortalNamespaces = map[string]bool{
-	metav1.NamespaceDefault: true, metav1.NamespaceSystem: true, metav1.NamespacePublic: true,
-}
-
-// deleteBuiltin deletes a built-in object as kube-apiserver's generic store
-// does (and, first, its namespace storage for a namespace): the resource's
-// strategy decides through BeforeDelete whether the delete is graceful; an
-// object with finalizers, or deleted gracefully with a grace period, is
-// kept with a deletionTimestamp; any other is written (when graceful, so
-// that watchers see its deletionTimestamp) and then removed. The object is
-// returned with gone true when it was removed, at the revision of the
-// removal.
-func (s *Server) deleteBuiltin(ctx context.Context, req request, opts metav1.DeleteOptions) (object, bool, error) {
-	res := req.res
-	isNamespace := res.GVK == namespacesResource.GVK
-	if isNamespace && immortalNamespaces[req.name] {
-		return nil, false, apierrors.NewForbidden(res.GR(), req.name, errors.New("this namespace may not be deleted"))
-	}
-	key := registry.KeyFor(res, req.namespace, req.name)
-	kreq := s.kubeRequest(ctx, req, "delete", req.name)
-	for {
-		kv, cur, err := s.current(ctx, req, key)
-		if err != nil {
-			return nil, false, err
-		}
-		o := *opts.DeepCopy()
-		if isNamespace {
-			out, done, err := s.terminateNamespace(ctx, req, kv, cur, o)
-			if errors.Is(err, storage.ErrConflict) {
-				continue
-			}
-			if err != nil || done {
-				return out, false, err
-			}
-		}
-		if res.GVK == crdGVK {
-			out, done, err := s.terminateCRD(ctx, req, kv, cur, o)
-			if errors.Is(err, storage.ErrConflict) {
-				continue
-			}
-			if err != nil || done {
-				return out, false, err
-			}
-		}
-		graceful, pending, deleting, err := res.Kube.BeforeDeleteTyped(ctx, kreq, cur, &o)
-		if err != nil {
-			return nil, false, err
-		}
-		if pending {
-			return cur, false, nil
-		}
-		var desired object
-		if deleting == nil {
-			desired = deepCopy(cur)
-		} else if desired, err = registry.AsObject(deleting); err != nil {
-			return nil, false, err
-		}
-		applyPropagation(res, desired, o)
-		pendingFinalizers := len(desired.GetFinalizers()) > 0
-		if !graceful && pendingFinalizers {
-			markAsDeleting(desired)
-		}
-		var out object = cur
-		if graceful || pendingFinalizers {
-			rev, err := s.writeDeleting(ctx, req, key, kv, cur, desired)
-			if errors.Is(err, storage.ErrConflict) {
-				continue
-			}
-			if err != nil {
-				return nil, false, err
-			}
-			out = desired
-			if pendingFinalizers || (o.GracePeriodSeconds != nil && *o.GracePeriodSeconds > 0) {
-				return out, false, nil
-			}
-			kv.Revision = rev
-		}
-		if req.dryRun {
-			return out, true, nil
-		}
-		if err := s.remove(ctx, req, key, kv.Revision, out); errors.Is(err, storage.ErrConflict) {
-			continue
-		} else if err != nil {
-			return nil, false, err
-		}
-		res.WriteRules().Deleted(ctx, out)
-		return out, true, nil
-	}
 }
 
 // writeDeleting stores desired, an object being deleted, over kv (which
@@ -418,41 +284,8 @@ func markAsDeleting(u metav1.Object) {
 	if g := u.GetGeneration(); g > 0 {
 		u.SetGeneration(g + 1)
 	}
-	ts := now()
+	ts := registry.Now()
 	u.SetDeletionTimestamp(&ts)
 	zero := int64(0)
 	u.SetDeletionGracePeriodSeconds(&zero)
-}
-
-// terminateNamespace is the first step of deleting a namespace, as
-// kube-apiserver's namespace storage takes it: the namespace is marked
-// Terminating with a deletionTimestamp and kept (done true) while its
-// spec.finalizers remain, for the namespace controller to empty it. With
-// none left (done false), the namespace is deleted like any object.
-func (s *Server) terminateNamespace(ctx context.Context, req request, kv storage.KeyValue, cur *unstructured.Unstructured, o metav1.DeleteOptions) (*unstructured.Unstructured, bool, error) {
-	if p := o.Preconditions; p != nil {
-		if p.UID != nil && *p.UID != cur.GetUID() {
-			return nil, false, conflict(req, fmt.Sprintf("Precondition failed: UID in precondition: %v, UID in object meta: %v", *p.UID, cur.GetUID()))
-		}
-		if p.ResourceVersion != nil && *p.ResourceVersion != cur.GetResourceVersion() {
-			return nil, false, conflict(req, fmt.Sprintf("Precondition failed: ResourceVersion in precondition: %v, ResourceVersion in object meta: %v", *p.ResourceVersion, cur.GetResourceVersion()))
-		}
-	}
-	if cur.GetDeletionTimestamp() == nil {
-		desired := deepCopy(cur)
-		ts := now()
-		desired.SetDeletionTimestamp(&ts)
-		if err := unstructured.SetNestedField(desired.Object, string(corev1.NamespaceTerminating), "status", "phase"); err != nil {
-			return nil, false, apierrors.NewInternalError(err)
-		}
-		applyPropagation(req.res, desired, o)
-		if _, err := s.writeDeleting(ctx, req, registry.KeyFor(req.res, "", req.name), kv, cur, desired); err != nil {
-			return nil, false, err
-		}
-		return desired, true, nil
-	}
-	if fs, _, _ := unstructured.NestedSlice(cur.Object, "spec", "finalizers"); len(fs) > 0 {
-		return cur, true, nil
-	}
-	return nil, false, nil
 }

@@ -3,11 +3,7 @@ package apiserver
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"slices"
 	"sync/atomic"
-	"time"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // newUID returns a random RFC 4122 version 4 UUID.
@@ -49,27 +45,3 @@ func randomSuffix(n int) string {
 // maxGeneratedNameLength leaves room for the 5-character suffix in a
 // 63-character name, as kube-apiserver does.
 const maxGeneratedNameLength = 63 - 5
-
-// now is the server's clock at the second precision of metav1.Time.
-func now() metav1.Time { return metav1.NewTime(time.Now().UTC().Truncate(time.Second)) }
-
-// hasFinalizer reports whether u carries finalizer f.
-func hasFinalizer(u metav1.Object, f string) bool {
-	return slices.Contains(u.GetFinalizers(), f)
-}
-
-// setFinalizer adds (on) or removes f.
-func setFinalizer(u metav1.Object, f string, on bool) {
-	fs := u.GetFinalizers()
-	has := slices.Contains(fs, f)
-	switch {
-	case on && !has:
-		u.SetFinalizers(append(fs, f))
-	case !on && has:
-		fs = slices.DeleteFunc(fs, func(s string) bool { return s == f })
-		if len(fs) == 0 {
-			fs = nil
-		}
-		u.SetFinalizers(fs)
-	}
-}

@@ -96,7 +96,7 @@ func (s *Server) create(ctx context.Context, req request, obj object) (object, [
 		}
 	}
 	obj.SetUID(types.UID(newUID()))
-	obj.SetCreationTimestamp(now())
+	obj.SetCreationTimestamp(registry.Now())
 	obj, finish, err := res.WriteRules().Create(ctx, s.write(ctx, req, "create", obj.GetName()), obj)
 	defer finish.Done(false)
 	if err != nil {

@@ -394,6 +394,18 @@ func (r *Rules) Update(ctx context.Context, req Request, u, old *unstructured.Un
 	return rest.BeforeUpdate(s, r.context(ctx, req), u, old)
 }
 
+// BeforeDelete runs kube-apiserver's BeforeDelete of the custom resource
+// strategy on u, as its storage does before every delete: opts validated
+// (422) and their preconditions checked against u (409). u is not changed.
+func (r *Rules) BeforeDelete(ctx context.Context, req Request, u *unstructured.Unstructured, opts *metav1.DeleteOptions) error {
+	b, err := r.build()
+	if err != nil {
+		return apierrors.NewInternalError(err)
+	}
+	_, _, err = rest.BeforeDelete(b.main, r.context(ctx, req), u.DeepCopy(), opts)
+	return err
+}
+
 // Fields returns u's selectable fields (metadata.name, metadata.namespace
 // and the version's selectableFields).
 func (r *Rules) Fields(u *unstructured.Unstructured) (fields.Set, error) {

@@ -140,6 +140,9 @@ func Builtins() []*Resource {
 				r.Scale.Selector = MapSelector
 			}
 		}
+		if special := specialRules[def.GVR()]; special != nil {
+			r.Rules = special(r)
+		}
 		out = append(out, r)
 	}
 	for _, r := range out {
@@ -156,6 +159,16 @@ func Builtins() []*Resource {
 		}
 	}
 	return out
+}
+
+// specialRules are the built-in resources whose rules do more than their
+// strategies (see Rules); services' are set by the server, which holds
+// their allocators.
+var specialRules = map[schema.GroupVersionResource]func(r *Resource) Rules{
+	{Version: "v1", Resource: "namespaces"}: func(r *Resource) Rules { return NamespaceRules{BuiltinRules{r.Kube}, r} },
+	{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}: func(r *Resource) Rules {
+		return CRDRules{BuiltinRules{r.Kube}, r}
+	},
 }
 
 // CustomSet is the custom resources served at one moment.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
@@ -34,6 +35,10 @@ type Rules interface {
 	// map), to be stored over cur: it returns the object to store, obj
 	// itself when it changed obj in place.
 	Update(ctx context.Context, w Write, obj Object, cur *unstructured.Unstructured) (Object, Finish, error)
+	// BeforeDelete decides how cur, as stored, is deleted (Deletion),
+	// checking opts (422) and their preconditions (409); it may complete
+	// opts as kube does.
+	BeforeDelete(ctx context.Context, w Write, cur *unstructured.Unstructured, opts *metav1.DeleteOptions) (Deletion, error)
 	// Deleted is told of obj, removed from storage; its resourceVersion is
 	// the revision of the removal.
 	Deleted(ctx context.Context, obj Object)
