@@ -10,7 +10,6 @@ import (
 	"reflect"
 	"strconv"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -174,69 +173,6 @@ func generatedBase(prefix string) string {
 	return prefix
 }
 
-var namespacesResource = func() *resource {
-	for _, r := range registry.Builtins() {
-		if r.Plural == "namespaces" {
-			return r
-		}
-	}
-	panic("no namespaces resource")
-}()
-
-// namespacesPrefix is the storage prefix of namespaces.
-var namespacesPrefix = registry.PrefixFor(namespacesResource, "")
-
-// namespaceExists is kube-apiserver's namespace lifecycle admission of a
-// create: 404 NotFound for a missing namespace, 403 Forbidden (with the
-// NamespaceTerminating cause) for one being deleted.
-//
-// As kube's plugin reads its namespace informer and looks the namespace up
-// in storage only when the informer does not have it, this reads the
-// namespaces' watch cache, and storage when the cache does not have the
-// namespace or has not yet seen this server's last namespace write (so
-// that a namespace this server made or marked Terminating counts at once).
-// The storage read it saves is a round trip and a decode per create.
-func (s *Server) namespaceExists(ctx context.Context, res *resource, ns, name string) error {
-	key := registry.KeyFor(namespacesResource, "", ns)
-	var nsObj *unstructured.Unstructured
-	// The cache is the one of the server's own namespaces resource:
-	// namespacesResource is a copy of it that no cache is kept for.
-	nsRes := s.reg.Lookup(namespacesResource.GVK.GroupVersion(), namespacesResource.Plural)
-	if nsRes != nil {
-		if c := s.cacheFor(nsRes); c != nil && c.ResourceVersion() >= s.writes.Namespaces() {
-			nsObj, _ = c.Get(key)
-		}
-	}
-	if nsObj == nil {
-		kv, err := s.cfg.Storage.Get(ctx, key)
-		if errors.Is(err, storage.ErrNotFound) {
-			return apierrors.NewNotFound(namespacesResource.GR(), ns)
-		}
-		if err != nil {
-			return err
-		}
-		if nsObj, err = registry.DecodeKV(kv); err != nil {
-			return err
-		}
-	}
-	if registry.NestedString(nsObj.Object, "status", "phase") != string(corev1.NamespaceTerminating) {
-		return nil
-	}
-	if name == "" {
-		name = "Unknown"
-	}
-	err := apierrors.NewForbidden(res.GR(), name, fmt.Errorf("unable to create new content in namespace %s because it is being terminated", ns))
-	var st *apierrors.StatusError
-	if errors.As(err, &st) {
-		st.ErrStatus.Details.Causes = append(st.ErrStatus.Details.Causes, metav1.StatusCause{
-			Type:    corev1.NamespaceTerminatingCause,
-			Message: fmt.Sprintf("namespace %s is being terminated", ns),
-			Field:   "metadata.namespace",
-		})
-	}
-	return err
-}
-
 // errNoChange ends a GuaranteedUpdate whose result equals the stored
 // object: nothing is written and the stored object is returned.
 type errNoChange struct{ cur *unstructured.Unstructured }
@@ -252,25 +188,13 @@ type errDeleteInstead struct {
 
 func (errDeleteInstead) Error() string { return "delete instead" }
 
-// shouldDeleteDuringUpdate reports whether an update of cur to u leaves an
-// object being deleted with nothing left to wait for, so that it is
+// shouldDeleteDuringUpdate reports whether an update of cur to obj leaves
+// an object being deleted with nothing left to wait for, so that it is
 // removed instead of written: kube-apiserver's store's rule (no finalizers
 // left, and cur deleted with no grace period pending: a pod waiting out
-// its grace period stays), and for a namespace no spec.finalizers either.
+// its grace period stays), unless its rules hold it longer (namespaces).
 func shouldDeleteDuringUpdate(ctx context.Context, r *resource, obj object, cur *unstructured.Unstructured) bool {
-	if !genericregistry.ShouldDeleteDuringUpdate(ctx, "", obj, cur) {
-		return false
-	}
-	if r == namespacesResource || r.GVK == namespacesResource.GVK {
-		switch ns := obj.(type) {
-		case *corev1.Namespace:
-			return len(ns.Spec.Finalizers) == 0
-		case *unstructured.Unstructured:
-			fs, _, _ := unstructured.NestedSlice(ns.Object, "spec", "finalizers")
-			return len(fs) == 0
-		}
-	}
-	return true
+	return genericregistry.ShouldDeleteDuringUpdate(ctx, "", obj, cur) && !r.HeldFromRemoval(obj)
 }
 
 // mutateFunc turns the current object (a private copy) into the desired

@@ -121,6 +121,28 @@ func (n NamespaceRules) BeforeDelete(ctx context.Context, w Write, cur *unstruct
 	return n.BuiltinRules.BeforeDelete(ctx, w, cur, opts)
 }
 
+// HeldFromRemoval reports whether obj, a namespace being deleted, still
+// waits for its spec.finalizers, which hold it from removal as much as its
+// metadata.finalizers.
+func (n NamespaceRules) HeldFromRemoval(obj Object) bool {
+	switch ns := obj.(type) {
+	case *corev1.Namespace:
+		return len(ns.Spec.Finalizers) > 0
+	case *unstructured.Unstructured:
+		fs, _, _ := unstructured.NestedSlice(ns.Object, "spec", "finalizers")
+		return len(fs) > 0
+	}
+	return false
+}
+
+// HeldFromRemoval reports whether r's rules hold obj, being deleted with
+// no metadata.finalizers left, from removal all the same (namespaces with
+// spec.finalizers).
+func (r *Resource) HeldFromRemoval(obj Object) bool {
+	h, ok := r.WriteRules().(interface{ HeldFromRemoval(Object) bool })
+	return ok && h.HeldFromRemoval(obj)
+}
+
 // CRDRules are the rules of CustomResourceDefinitions: BuiltinRules with
 // the deletion of apiextensions-apiserver's storage.
 type CRDRules struct {
