@@ -11,7 +11,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
+	"github.com/listwatch/listwatch/apiserver/internal/decode"
 	"github.com/listwatch/listwatch/apiserver/internal/registry"
+	"github.com/listwatch/listwatch/apiserver/internal/respond"
 )
 
 // Server-side apply (PATCH with application/apply-patch+yaml) is answered
@@ -26,7 +28,7 @@ import (
 // handleApply applies body, an apply configuration in YAML (or JSON), to
 // the object req names, under req.manage's manager; force takes the
 // conflicting fields from their managers.
-func (s *Server) handleApply(w http.ResponseWriter, r *http.Request, req request, body []byte, fv fieldValidation, force bool) error {
+func (s *Server) handleApply(w http.ResponseWriter, r *http.Request, req request, body []byte, fv decode.FieldValidation, force bool) error {
 	if _, err := utilyaml.ToJSON(body); err != nil {
 		return apierrors.NewBadRequest(fmt.Sprintf("error encoding patch: %v", err))
 	}
@@ -48,11 +50,11 @@ func (s *Server) handleApply(w http.ResponseWriter, r *http.Request, req request
 	// warning under Warn.
 	var warning string
 	strict := func() error {
-		if fv == fieldValidationIgnore {
+		if fv == decode.FieldValidationIgnore {
 			return nil
 		}
 		if err := utilyaml.UnmarshalStrict(body, &map[string]any{}); err != nil {
-			if fv == fieldValidationStrict {
+			if fv == decode.FieldValidationStrict {
 				return apierrors.NewBadRequest(fmt.Sprintf("error strict decoding patch: %v", err))
 			}
 			warning = err.Error()
@@ -93,7 +95,7 @@ func (s *Server) handleApply(w http.ResponseWriter, r *http.Request, req request
 	})
 	if err == nil {
 		if warning != "" {
-			addWarning(w, warning)
+			respond.Warning(w, warning)
 		}
 		return writeObject(w, r, req.res, http.StatusOK, out)
 	}
@@ -105,7 +107,7 @@ func (s *Server) handleApply(w http.ResponseWriter, r *http.Request, req request
 		return err
 	}
 	if warning != "" {
-		addWarning(w, warning)
+		respond.Warning(w, warning)
 	}
 	return writeObject(w, r, req.res, http.StatusCreated, created)
 }
@@ -130,7 +132,7 @@ func (s *Server) applyCreate(r *http.Request, req request, fm fieldApplier, appl
 	var o object = u
 	if typed := req.res.NewTyped(); typed != nil {
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, typed); err != nil {
-			return nil, cannotHandle(req.res, err)
+			return nil, decode.CannotHandle(req.res, err)
 		}
 		typed.GetObjectKind().SetGroupVersionKind(req.res.GVK)
 		if o, err = registry.AsObject(typed); err != nil {

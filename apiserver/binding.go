@@ -14,13 +14,14 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
-	sigsjson "sigs.k8s.io/json"
-
 	apipod "k8s.io/kubernetes/pkg/api/pod"
 	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
 	"k8s.io/kubernetes/pkg/features"
+	sigsjson "sigs.k8s.io/json"
 
+	"github.com/listwatch/listwatch/apiserver/internal/decode"
 	"github.com/listwatch/listwatch/apiserver/internal/kube"
+	"github.com/listwatch/listwatch/apiserver/internal/respond"
 	"github.com/listwatch/listwatch/resources"
 )
 
@@ -60,9 +61,9 @@ func (s *Server) serveBindings(w http.ResponseWriter, r *http.Request, gv schema
 		if pods == nil || !pods.Binding {
 			return notFoundPath()
 		}
-		req := request{res: pods, namespace: rest[1], sub: resources.Binding, warn: func(text string) { addWarning(w, text) }}
+		req := request{res: pods, namespace: rest[1], sub: resources.Binding, warn: func(text string) { respond.Warning(w, text) }}
 		var err error
-		if req.dryRun, err = dryRun(r); err != nil {
+		if req.dryRun, err = decode.DryRun(r); err != nil {
 			return err
 		}
 		b, err := decodeBinding(r, req)
@@ -86,17 +87,17 @@ func decodeBinding(r *http.Request, req request) (*corev1.Binding, error) {
 	if err != nil {
 		return nil, err
 	}
-	format, err := requestFormat(r, bindingResource, true)
+	format, err := decode.RequestFormat(r, bindingResource, true)
 	if err != nil {
 		return nil, err
 	}
-	js, err := toJSONBody(bindingResource, format, body)
+	js, err := decode.ToJSON(bindingResource, format, body)
 	if err != nil {
 		return nil, err
 	}
-	u, err := decodeBody(bindingResource, js)
+	u, err := decode.Body(bindingResource, js)
 	if err != nil {
-		if format != bodyProtobuf && len(bytes.TrimSpace(js)) > 0 {
+		if format != decode.Protobuf && len(bytes.TrimSpace(js)) > 0 {
 			// Answered with kube-apiserver's decoder's error, when that
 			// refuses the body too.
 			if kerr := kube.BindingBodyError(js); kerr != nil {
@@ -111,7 +112,7 @@ func decodeBinding(r *http.Request, req request) (*corev1.Binding, error) {
 		return nil, apierrors.NewInternalError(err)
 	}
 	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(raw, &b); err != nil {
-		return nil, cannotHandle(bindingResource, err)
+		return nil, decode.CannotHandle(bindingResource, err)
 	}
 	if b.Namespace != "" && b.Namespace != req.namespace {
 		return nil, badRequest("the namespace of the provided object does not match the namespace sent on the request")

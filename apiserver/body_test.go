@@ -13,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/listwatch/listwatch/apiserver/internal/respond"
 )
 
 // protoBody encodes obj as a typed client-go client does: the Kubernetes
@@ -56,7 +58,7 @@ func TestProtobufRequestBodies(t *testing.T) {
 		}
 		const depPath = "/apis/apps/v1/namespaces/default/deployments"
 		// The request kubectl create deployment sends.
-		created := c.mustDo("POST", depPath+"?fieldManager=kubectl-create&fieldValidation=Strict", mediaProtobuf, protoBody(t, dep, "apps/v1", "Deployment"), 201)
+		created := c.mustDo("POST", depPath+"?fieldManager=kubectl-create&fieldValidation=Strict", respond.MediaProtobuf, protoBody(t, dep, "apps/v1", "Deployment"), 201)
 		if str(created, "kind") != "Deployment" || nested(created, "spec.replicas") != float64(2) || str(created, "metadata.uid") == "" {
 			t.Errorf("create: %v", created)
 		}
@@ -67,36 +69,36 @@ func TestProtobufRequestBodies(t *testing.T) {
 		// Update through protobuf, with the resourceVersion precondition.
 		dep.ResourceVersion = str(created, "metadata.resourceVersion")
 		replicas = 3
-		up := c.mustDo("PUT", depPath+"/web", mediaProtobuf, protoBody(t, dep, "apps/v1", "Deployment"), 200)
+		up := c.mustDo("PUT", depPath+"/web", respond.MediaProtobuf, protoBody(t, dep, "apps/v1", "Deployment"), 200)
 		if nested(up, "spec.replicas") != float64(3) || nested(up, "metadata.generation") != float64(2) {
 			t.Errorf("update: %v", up)
 		}
-		if r := c.do("PUT", depPath+"/web", mediaProtobuf, protoBody(t, dep, "apps/v1", "Deployment")); r.code != http.StatusConflict {
+		if r := c.do("PUT", depPath+"/web", respond.MediaProtobuf, protoBody(t, dep, "apps/v1", "Deployment")); r.code != http.StatusConflict {
 			t.Errorf("stale protobuf update: %d %s", r.code, r.body)
 		}
 
 		// Status subresource.
 		dep.ResourceVersion = ""
 		dep.Status = appsv1.DeploymentStatus{Replicas: 3, ReadyReplicas: 1}
-		st := c.mustDo("PUT", depPath+"/web/status", mediaProtobuf, protoBody(t, dep, "apps/v1", "Deployment"), 200)
+		st := c.mustDo("PUT", depPath+"/web/status", respond.MediaProtobuf, protoBody(t, dep, "apps/v1", "Deployment"), 200)
 		if nested(st, "status.readyReplicas") != float64(1) {
 			t.Errorf("status: %v", st)
 		}
 
 		// Scale subresource: an autoscaling/v1 Scale.
 		sc := &autoscalingv1.Scale{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"}, Spec: autoscalingv1.ScaleSpec{Replicas: 5}}
-		scaled := c.mustDo("PUT", depPath+"/web/scale", mediaProtobuf, protoBody(t, sc, "autoscaling/v1", "Scale"), 200)
+		scaled := c.mustDo("PUT", depPath+"/web/scale", respond.MediaProtobuf, protoBody(t, sc, "autoscaling/v1", "Scale"), 200)
 		if nested(scaled, "spec.replicas") != float64(5) {
 			t.Errorf("scale: %v", scaled)
 		}
 
 		// A pod, and a protobuf DeleteOptions.
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "i"}}}}
-		c.mustDo("POST", "/api/v1/namespaces/default/pods", mediaProtobuf, protoBody(t, pod, "v1", "Pod"), 201)
+		c.mustDo("POST", "/api/v1/namespaces/default/pods", respond.MediaProtobuf, protoBody(t, pod, "v1", "Pod"), 201)
 		policy := metav1.DeletePropagationForeground
 		del := &metav1.DeleteOptions{PropagationPolicy: &policy}
 		c.mustDo("POST", rcPath, "", rcBody("rc", 1), 201)
-		r := c.do("DELETE", rcPath+"/rc", mediaProtobuf, protoBody(t, del, "v1", "DeleteOptions"))
+		r := c.do("DELETE", rcPath+"/rc", respond.MediaProtobuf, protoBody(t, del, "v1", "DeleteOptions"))
 		if r.code != 200 {
 			t.Fatalf("protobuf delete: %d %s", r.code, r.body)
 		}
@@ -108,9 +110,9 @@ func TestProtobufRequestBodies(t *testing.T) {
 			name, path, ct, body string
 			code                 int
 		}{
-			{"garbage protobuf", "/api/v1/namespaces/default/pods", mediaProtobuf, "\x00\x01garbage", 400},
-			{"wrong kind in envelope", "/api/v1/namespaces/default/pods", mediaProtobuf, protoBody(t, dep, "apps/v1", "Deployment"), 400},
-			{"protobuf for a custom resource", "/apis/samplecontroller.k8s.io/v1alpha1/namespaces/default/foos", mediaProtobuf, protoBody(t, pod, "v1", "Pod"), 415},
+			{"garbage protobuf", "/api/v1/namespaces/default/pods", respond.MediaProtobuf, "\x00\x01garbage", 400},
+			{"wrong kind in envelope", "/api/v1/namespaces/default/pods", respond.MediaProtobuf, protoBody(t, dep, "apps/v1", "Deployment"), 400},
+			{"protobuf for a custom resource", "/apis/samplecontroller.k8s.io/v1alpha1/namespaces/default/foos", respond.MediaProtobuf, protoBody(t, pod, "v1", "Pod"), 415},
 			{"unknown content type", "/api/v1/namespaces/default/pods", "text/plain", `{"metadata":{"name":"x"}}`, 415},
 		}
 		for _, b := range bad {
@@ -305,7 +307,7 @@ func TestBinding(t *testing.T) {
 		// Through protobuf, as a typed scheduler client sends it.
 		c.mustDo("POST", pods, "", `{"metadata":{"name":"q"},"spec":{"containers":[{"name":"c","image":"i"}]}}`, 201)
 		b := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: "q", Namespace: "default"}, Target: corev1.ObjectReference{Kind: "Node", Name: "n2"}}
-		c.mustDo("POST", pods+"/q/binding", mediaProtobuf, protoBody(t, b, "v1", "Binding"), 201)
+		c.mustDo("POST", pods+"/q/binding", respond.MediaProtobuf, protoBody(t, b, "v1", "Binding"), 201)
 		if got := c.mustDo("GET", pods+"/q", "", "", 200); str(got, "spec.nodeName") != "n2" {
 			t.Errorf("protobuf binding: %v", got)
 		}

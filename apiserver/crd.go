@@ -10,7 +10,6 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	sigsjson "sigs.k8s.io/json"
 
 	"github.com/listwatch/listwatch/apiserver/internal/crd"
 	"github.com/listwatch/listwatch/apiserver/internal/registry"
@@ -271,42 +270,6 @@ func (s *Server) newCustomCache(r *resource) (*registry.Cache, error) {
 	s.runCache(c)
 	<-c.Ready()
 	return c, nil
-}
-
-// coerceCustom is what kube-apiserver's decoder of a custom resource does
-// to a body: unknown fields pruned (unless preserved), metadata coerced,
-// defaults applied.
-func coerceCustom(r *resource, u *unstructured.Unstructured) error {
-	if r.CR == nil {
-		return nil
-	}
-	if _, err := r.CR.Coerce(u); err != nil {
-		return err
-	}
-	r.CR.Default(u)
-	return nil
-}
-
-// customProblems lists the duplicate and unknown fields of a custom
-// resource's JSON body as kube-apiserver's strict decoding reports them.
-func customProblems(r *resource, js []byte) []string {
-	var m map[string]any
-	errs, err := sigsjson.UnmarshalStrict(js, &m, sigsjson.DisallowDuplicateFields)
-	if err != nil || m == nil {
-		return nil
-	}
-	var out []string
-	for _, e := range errs {
-		out = append(out, e.Error())
-	}
-	paths, err := r.CR.Coerce(&unstructured.Unstructured{Object: m})
-	if err != nil {
-		return out
-	}
-	for _, p := range paths {
-		out = append(out, fmt.Sprintf("unknown field %q", p))
-	}
-	return out
 }
 
 // crdGVK is the kind of CustomResourceDefinitions.

@@ -3,6 +3,7 @@ package apiserver
 import (
 	"testing"
 
+	"github.com/listwatch/listwatch/apiserver/internal/decode"
 	"github.com/listwatch/listwatch/apiserver/internal/registry"
 )
 
@@ -31,7 +32,7 @@ func BenchmarkManageCreatePod(b *testing.B) {
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		b.StopTimer()
-		_, obj, _, err := decodeTyped(res, []byte(benchPod(i)), true)
+		_, obj, _, err := decode.Typed(res, []byte(benchPod(i)), true)
 		if err != nil {
 			b.Fatal(err)
 		}

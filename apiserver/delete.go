@@ -13,6 +13,7 @@ import (
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	sigsjson "sigs.k8s.io/json"
 
+	"github.com/listwatch/listwatch/apiserver/internal/decode"
 	"github.com/listwatch/listwatch/apiserver/internal/registry"
 	"github.com/listwatch/listwatch/storage"
 )
@@ -29,11 +30,11 @@ func parseDeleteOptions(r *http.Request) (metav1.DeleteOptions, error) {
 	}
 	if len(bytes.TrimSpace(body)) > 0 {
 		// Typed clients send DeleteOptions in protobuf.
-		format, err := requestFormat(r, nil, true)
+		format, err := decode.RequestFormat(r, nil, true)
 		if err != nil {
 			return o, err
 		}
-		if body, err = toJSONBody(deleteOptionsResource, format, body); err != nil {
+		if body, err = decode.ToJSON(deleteOptionsResource, format, body); err != nil {
 			return o, err
 		}
 		if err := sigsjson.UnmarshalCaseSensitivePreserveInts(body, &o); err != nil {

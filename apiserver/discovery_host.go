@@ -1,7 +1,6 @@
 package apiserver
 
 import (
-	"github.com/listwatch/listwatch/apiserver/internal/registry"
 	"slices"
 	"strings"
 
@@ -12,6 +11,7 @@ import (
 	"github.com/listwatch/listwatch/apiserver/auth"
 	"github.com/listwatch/listwatch/apiserver/discovery"
 	"github.com/listwatch/listwatch/apiserver/internal/kube"
+	"github.com/listwatch/listwatch/apiserver/internal/registry"
 	"github.com/listwatch/listwatch/resources"
 )
 

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/listwatch/listwatch/apiserver/internal/registry"
+	"github.com/listwatch/listwatch/apiserver/internal/respond"
 )
 
 // encoding is a response format a client accepted.
@@ -19,11 +20,6 @@ const (
 	encJSON encoding = iota
 	encProtobuf
 	encTable
-)
-
-const (
-	mediaJSON     = "application/json"
-	mediaProtobuf = "application/vnd.kubernetes.protobuf"
 )
 
 // negotiate picks the first media type in Accept this server can produce
@@ -49,7 +45,7 @@ func negotiateTable(req *http.Request, r *resource, table bool) (encoding, table
 			continue
 		}
 		switch mt {
-		case mediaJSON:
+		case respond.MediaJSON:
 			switch params["as"] {
 			case "":
 				return encJSON, "", nil
@@ -58,7 +54,7 @@ func negotiateTable(req *http.Request, r *resource, table bool) (encoding, table
 					return encTable, tableVersion(params["v"]), nil
 				}
 			}
-		case mediaProtobuf:
+		case respond.MediaProtobuf:
 			if params["as"] == "" && r != nil && r.Protobuf() {
 				return encProtobuf, "", nil
 			}
@@ -103,7 +99,7 @@ func writeEncoded(w http.ResponseWriter, req *http.Request, r *resource, code in
 			body, err = encodeProto(obj)
 		}
 		if err == nil {
-			w.Header().Set("Content-Type", mediaProtobuf)
+			w.Header().Set("Content-Type", respond.MediaProtobuf)
 			w.WriteHeader(code)
 			_, _ = w.Write(body)
 			return nil
@@ -116,7 +112,7 @@ func writeEncoded(w http.ResponseWriter, req *http.Request, r *resource, code in
 			return apierrors.NewInternalError(err)
 		}
 	}
-	w.Header().Set("Content-Type", mediaJSON)
+	w.Header().Set("Content-Type", respond.MediaJSON)
 	w.WriteHeader(code)
 	_, _ = w.Write(append(body, '\n'))
 	return nil

@@ -13,6 +13,7 @@ import (
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/managedfields"
 
+	"github.com/listwatch/listwatch/apiserver/internal/decode"
 	"github.com/listwatch/listwatch/apiserver/internal/registry"
 )
 
@@ -94,7 +95,7 @@ func TestGoTypeConverterAsKube(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, body := range objs {
-			_, obj, _, err := decodeTyped(res, body, true)
+			_, obj, _, err := decode.Typed(res, body, true)
 			if err != nil {
 				continue // refused before the field manager
 			}

@@ -21,6 +21,7 @@ import (
 	"k8s.io/apiserver/pkg/endpoints/handlers/negotiation"
 	kjson "sigs.k8s.io/json"
 
+	"github.com/listwatch/listwatch/apiserver/internal/decode"
 	"github.com/listwatch/listwatch/apiserver/internal/handlers"
 )
 
@@ -113,7 +114,7 @@ type patcher struct {
 	res   *resource
 	pt    types.PatchType
 	patch []byte
-	fv    fieldValidation
+	fv    decode.FieldValidation
 	// decodeErr is the patch document's own decoding error, answered when
 	// the patch is applied.
 	decodeErr error
@@ -128,7 +129,7 @@ type patcher struct {
 // newPatcher checks a patch document of type pt: 400 when it is not JSON,
 // before anything else. Decoding it is left to apply, but for its strict
 // problems.
-func newPatcher(res *resource, pt types.PatchType, patch []byte, fv fieldValidation) (*patcher, error) {
+func newPatcher(res *resource, pt types.PatchType, patch []byte, fv decode.FieldValidation) (*patcher, error) {
 	// Depth first: encoding/json calls a document nested past 10,000
 	// levels invalid, and the client should learn that depth is why.
 	if d := jsonDepth(patch); d > maxPatchDepth {
@@ -140,7 +141,7 @@ func newPatcher(res *resource, pt types.PatchType, patch []byte, fv fieldValidat
 	p := &patcher{res: res, pt: pt, patch: patch, fv: fv}
 	// kube-apiserver decodes the document strictly under Warn (its
 	// default) and Strict.
-	strict := fv != fieldValidationIgnore
+	strict := fv != decode.FieldValidationIgnore
 	var strictErrs []error
 	var err error
 	switch pt {
@@ -178,7 +179,7 @@ func newPatcher(res *resource, pt types.PatchType, patch []byte, fv fieldValidat
 // applying it consumes its directives.
 func (p *patcher) smpDocument() (map[string]any, []error, error) {
 	doc := map[string]any{}
-	if p.fv != fieldValidationIgnore {
+	if p.fv != decode.FieldValidationIgnore {
 		strictErrs, err := kjson.UnmarshalStrict(p.patch, &doc)
 		if err != nil {
 			return nil, nil, apierrors.NewBadRequest(err.Error())
@@ -335,7 +336,7 @@ func (s *Server) handlePatch(w http.ResponseWriter, r *http.Request, req request
 	if err != nil {
 		return err
 	}
-	fv, err := parseFieldValidation(r)
+	fv, err := decode.ParseFieldValidation(r)
 	if err != nil {
 		return err
 	}
@@ -350,8 +351,8 @@ func (s *Server) handlePatch(w http.ResponseWriter, r *http.Request, req request
 	if err != nil {
 		return err
 	}
-	if fv != fieldValidationIgnore {
-		if err := enforce(w, req.res, fv, p.problems); err != nil {
+	if fv != decode.FieldValidationIgnore {
+		if err := decode.Enforce(w, req.res, fv, p.problems); err != nil {
 			return err
 		}
 	}
@@ -374,8 +375,8 @@ func (s *Server) handlePatch(w http.ResponseWriter, r *http.Request, req request
 			// decodes the object and finds its unknown fields. One that
 			// does not decode so goes the map's way below, which words
 			// the error as it always has.
-			if _, ext, found, err := decodeTyped(req.res, patched, true); err == nil {
-				if obj, err = newObject(nil, ext); err == nil {
+			if _, ext, found, err := decode.Typed(req.res, patched, true); err == nil {
+				if obj, err = decode.NewObject(nil, ext); err == nil {
 					problems = found
 				}
 			}
@@ -383,16 +384,16 @@ func (s *Server) handlePatch(w http.ResponseWriter, r *http.Request, req request
 		if obj == nil {
 			// An object that cannot be decoded is refused before its
 			// unknown fields, as kube-apiserver does.
-			u, err := decodeBody(req.res, patched)
+			u, err := decode.Body(req.res, patched)
 			if err != nil {
 				return nil, p.decodeFailed(cur, patched, err)
 			}
-			if fv != fieldValidationIgnore {
-				problems = strictProblems(req.res, patched)
+			if fv != decode.FieldValidationIgnore {
+				problems = decode.StrictProblems(req.res, patched)
 			}
 			obj = u
 		}
-		if fv == fieldValidationStrict && len(problems) > 0 {
+		if fv == decode.FieldValidationStrict && len(problems) > 0 {
 			return nil, p.strictInvalid(cur, patched, problems)
 		}
 		if obj.GetName() != req.name {
@@ -411,7 +412,7 @@ func (s *Server) handlePatch(w http.ResponseWriter, r *http.Request, req request
 	if err != nil {
 		return err
 	}
-	if err := enforce(w, req.res, fv, problems); err != nil {
+	if err := decode.Enforce(w, req.res, fv, problems); err != nil {
 		return err
 	}
 	return writeObject(w, r, req.res, http.StatusOK, out)

@@ -6,14 +6,9 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 
 	"github.com/listwatch/listwatch/apiserver/internal/registry"
 )
-
-// protoSerializer writes the Kubernetes protobuf envelope (magic prefix and
-// runtime.Unknown) of built-in types.
-var protoSerializer = protobuf.NewSerializer(registry.Scheme, registry.Scheme)
 
 // typedOf converts an unstructured built-in object or list to its Go type.
 // It walks the map with apimachinery's converter rather than decoding the
@@ -45,7 +40,7 @@ func toProtobuf(_ *resource, u *unstructured.Unstructured) ([]byte, error) {
 
 func encodeProto(obj runtime.Object) ([]byte, error) {
 	var buf bytes.Buffer
-	if err := protoSerializer.Encode(obj, &buf); err != nil {
+	if err := registry.Protobuf.Encode(obj, &buf); err != nil {
 		return nil, err
 	}
 	return buf.Bytes(), nil

@@ -8,6 +8,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/listwatch/listwatch/apiserver/internal/decode"
+	"github.com/listwatch/listwatch/apiserver/internal/respond"
 	"github.com/listwatch/listwatch/resources"
 )
 
@@ -118,9 +120,9 @@ func (s *Server) parseResourcePath(gv schema.GroupVersion, p []string) (request,
 
 func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, req request) {
 	var err error
-	req.warn = func(text string) { addWarning(w, text) }
+	req.warn = func(text string) { respond.Warning(w, text) }
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		if req.dryRun, err = dryRun(r); err != nil {
+		if req.dryRun, err = decode.DryRun(r); err != nil {
 			WriteStatus(w, err)
 			return
 		}

@@ -2,7 +2,6 @@ package apiserver
 
 import (
 	"errors"
-	"github.com/listwatch/listwatch/apiserver/internal/registry"
 	"net/http"
 
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
@@ -12,6 +11,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/listwatch/listwatch/apiserver/internal/decode"
+	"github.com/listwatch/listwatch/apiserver/internal/registry"
 )
 
 // scaleResource describes autoscaling/v1 Scale for decoding and encoding
@@ -79,7 +81,7 @@ func (s *Server) updateScale(w http.ResponseWriter, r *http.Request, req request
 		if err != nil {
 			return nil, err
 		}
-		sc, err := decodeBody(scaleResource, body)
+		sc, err := decode.Body(scaleResource, body)
 		if err != nil {
 			return nil, err
 		}

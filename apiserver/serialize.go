@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/listwatch/listwatch/apiserver/internal/registry"
+	"github.com/listwatch/listwatch/apiserver/internal/respond"
 	"github.com/listwatch/listwatch/watchcache"
 )
 
@@ -274,7 +275,7 @@ func writeJSONList(w http.ResponseWriter, r *resource, res listResult, items [][
 	const tail = "]}\n"
 	n := len(head) + total + max(len(items)-1, 0) + len(tail)
 
-	w.Header().Set("Content-Type", mediaJSON)
+	w.Header().Set("Content-Type", respond.MediaJSON)
 	w.Header().Set("Content-Length", strconv.Itoa(n))
 	w.WriteHeader(http.StatusOK)
 	bw := bufio.NewWriterSize(w, listWriteBuffer)
@@ -306,7 +307,7 @@ func writeProtoList(w http.ResponseWriter, r *resource, res listResult, items []
 	apiVersion, kind := r.APIVersion(), r.GVK.Kind+"List"
 	n := envelopeSize(apiVersion, kind, msg)
 
-	w.Header().Set("Content-Type", mediaProtobuf)
+	w.Header().Set("Content-Type", respond.MediaProtobuf)
 	w.Header().Set("Content-Length", strconv.Itoa(n))
 	w.WriteHeader(http.StatusOK)
 	bw := bufio.NewWriterSize(w, listWriteBuffer)

@@ -19,7 +19,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/listwatch/listwatch/apiserver/internal/decode"
 	"github.com/listwatch/listwatch/apiserver/internal/registry"
+	"github.com/listwatch/listwatch/apiserver/internal/respond"
 	"github.com/listwatch/listwatch/watchcache"
 )
 
@@ -31,7 +33,7 @@ func serializeObjects(t *testing.T) map[string]*unstructured.Unstructured {
 	rcs := lookupResource(t, "", "replicationcontrollers")
 	decode := func(r *resource, body string, rev int64) *unstructured.Unstructured {
 		t.Helper()
-		u, err := decodeBody(r, []byte(body))
+		u, err := decode.Body(r, []byte(body))
 		if err != nil {
 			t.Fatalf("decode %s: %v", body, err)
 		}
@@ -151,7 +153,7 @@ func TestWriteList(t *testing.T) {
 				t.Errorf("protobuf list differs:\n got %x\nwant %x", rec.Body.Bytes(), wantProto)
 			}
 			checkLength(t, rec)
-			if ct := rec.Header().Get("Content-Type"); ct != mediaProtobuf {
+			if ct := rec.Header().Get("Content-Type"); ct != respond.MediaProtobuf {
 				t.Errorf("Content-Type %q", ct)
 			}
 
@@ -220,19 +222,19 @@ func TestSharedSerializations(t *testing.T) {
 		}
 		return r.body
 	}
-	first := list(mediaProtobuf)
-	obj, _, err := protoSerializer.Decode(first, nil, nil)
+	first := list(respond.MediaProtobuf)
+	obj, _, err := registry.Protobuf.Decode(first, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if pl, ok := obj.(*corev1.PodList); !ok || len(pl.Items) != 3 || pl.Items[2].Name != "pod-000002" {
 		t.Fatalf("protobuf list: %#v", obj)
 	}
-	if again := list(mediaProtobuf); !bytes.Equal(again, first) {
+	if again := list(respond.MediaProtobuf); !bytes.Equal(again, first) {
 		t.Error("second protobuf list differs from the first")
 	}
 	var jl struct{ Items []json.RawMessage }
-	if err := json.Unmarshal(list(mediaJSON), &jl); err != nil || len(jl.Items) != 3 {
+	if err := json.Unmarshal(list(respond.MediaJSON), &jl); err != nil || len(jl.Items) != 3 {
 		t.Fatalf("JSON list: %d items, %v", len(jl.Items), err)
 	}
 
@@ -380,7 +382,7 @@ func readFrames(t *testing.T, enc encoding, body []byte) []string {
 			t.Fatal(err)
 		}
 		body = body[4+n:]
-		obj, _, err := protoSerializer.Decode(ev.Object.Raw, nil, nil)
+		obj, _, err := registry.Protobuf.Decode(ev.Object.Raw, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

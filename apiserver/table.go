@@ -3,13 +3,15 @@ package apiserver
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/listwatch/listwatch/apiserver/internal/registry"
 	"net/http"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/listwatch/listwatch/apiserver/internal/registry"
+	"github.com/listwatch/listwatch/apiserver/internal/respond"
 )
 
 // Server-side printing: a client that accepts
@@ -148,7 +150,7 @@ func writeTable(w http.ResponseWriter, r *http.Request, res *resource, v tableVe
 	if err != nil {
 		return apierrors.NewInternalError(err)
 	}
-	w.Header().Set("Content-Type", mediaJSON)
+	w.Header().Set("Content-Type", respond.MediaJSON)
 	w.WriteHeader(code)
 	_, _ = w.Write(append(body, '\n'))
 	return nil

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/listwatch/listwatch/apiserver/internal/respond"
 	"github.com/listwatch/listwatch/watchcache"
 )
 
@@ -145,9 +146,9 @@ func newWatchWriter(w http.ResponseWriter, enc encoding, res *resource) *watchWr
 
 func (ww *watchWriter) start() error {
 	if ww.enc == encProtobuf {
-		ww.w.Header().Set("Content-Type", mediaProtobuf+";stream=watch")
+		ww.w.Header().Set("Content-Type", respond.MediaProtobuf+";stream=watch")
 	} else {
-		ww.w.Header().Set("Content-Type", mediaJSON)
+		ww.w.Header().Set("Content-Type", respond.MediaJSON)
 	}
 	ww.w.Header().Set("Cache-Control", "no-cache, private")
 	ww.w.WriteHeader(http.StatusOK)

@@ -13,6 +13,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/listwatch/listwatch/apiserver/internal/registry"
+	"github.com/listwatch/listwatch/apiserver/internal/respond"
 )
 
 func TestWatch(t *testing.T) {
@@ -141,10 +144,10 @@ func TestProtobuf(t *testing.T) {
 		const pods = "/api/v1/namespaces/default/pods"
 		created := c.mustDo("POST", pods, "", `{"metadata":{"name":"p","labels":{"a":"b"}},"spec":{"containers":[{"name":"c","image":"i"}]}}`, 201)
 		r := c.do("GET", pods+"/p", "", "", "Accept", "application/vnd.kubernetes.protobuf, application/json")
-		if r.hdr.Get("Content-Type") != mediaProtobuf {
+		if r.hdr.Get("Content-Type") != respond.MediaProtobuf {
 			t.Fatalf("Content-Type %q", r.hdr.Get("Content-Type"))
 		}
-		obj, _, err := protoSerializer.Decode(r.body, nil, nil)
+		obj, _, err := registry.Protobuf.Decode(r.body, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -152,7 +155,7 @@ func TestProtobuf(t *testing.T) {
 			t.Errorf("pod: %#v", obj)
 		}
 		r = c.do("GET", pods, "", "", "Accept", "application/vnd.kubernetes.protobuf")
-		obj, _, err = protoSerializer.Decode(r.body, nil, nil)
+		obj, _, err = registry.Protobuf.Decode(r.body, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -191,7 +194,7 @@ func TestProtobuf(t *testing.T) {
 			if err := ev.Unmarshal(frame); err != nil {
 				t.Fatal(err)
 			}
-			obj, _, err := protoSerializer.Decode(ev.Object.Raw, nil, nil)
+			obj, _, err := registry.Protobuf.Decode(ev.Object.Raw, nil, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

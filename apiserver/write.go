@@ -20,6 +20,7 @@ import (
 	kubestorage "k8s.io/apiserver/pkg/storage"
 
 	"github.com/listwatch/listwatch/apiserver/filters"
+	"github.com/listwatch/listwatch/apiserver/internal/decode"
 	"github.com/listwatch/listwatch/apiserver/internal/kube"
 	"github.com/listwatch/listwatch/apiserver/internal/registry"
 	"github.com/listwatch/listwatch/storage"
@@ -52,7 +53,7 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, req reques
 	if req.manage, _, err = writeOptions(r, "create", ""); err != nil {
 		return err
 	}
-	obj, err := decodeNew(w, r, req.res, body)
+	obj, err := decode.New(w, r, req.res, body)
 	if err != nil {
 		return err
 	}
@@ -436,11 +437,11 @@ func (s *Server) handleUpdate(w http.ResponseWriter, r *http.Request, req reques
 		return err
 	}
 	if req.sub == "scale" {
-		format, err := requestFormat(r, scaleResource, true)
+		format, err := decode.RequestFormat(r, scaleResource, true)
 		if err != nil {
 			return err
 		}
-		js, err := toJSONBody(scaleResource, format, body)
+		js, err := decode.ToJSON(scaleResource, format, body)
 		if err != nil {
 			return err
 		}
@@ -461,10 +462,10 @@ func (s *Server) handleUpdate(w http.ResponseWriter, r *http.Request, req reques
 	var obj object
 	if s.typedUpdate(req) {
 		// The body goes to the rules as its Go type, with no map.
-		obj, err = decodeNew(w, r, req.res, body)
+		obj, err = decode.New(w, r, req.res, body)
 		ext = obj
 	} else {
-		u, ext, err = decodeRequest(w, r, req.res, body, false)
+		u, ext, err = decode.Request(w, r, req.res, body, false)
 		obj = u
 	}
 	if err != nil {
@@ -493,7 +494,7 @@ func (s *Server) handleUpdate(w http.ResponseWriter, r *http.Request, req reques
 		if perr := uidPrecondition(req, uid, ""); perr != nil {
 			return perr
 		}
-		obj, err := newObject(u, ext)
+		obj, err := decode.NewObject(u, ext)
 		if err == nil {
 			err = checkNamespace(req, obj)
 		}

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 
 	"github.com/listwatch/listwatch/internal/jsontree"
 	"github.com/listwatch/listwatch/storage"
@@ -69,3 +70,7 @@ func DecodeStored(value []byte, rev int64) (*unstructured.Unstructured, error) {
 func DecodeKV(kv storage.KeyValue) (*unstructured.Unstructured, error) {
 	return DecodeStored(kv.Value, kv.Revision)
 }
+
+// Protobuf reads and writes the Kubernetes protobuf envelope (magic prefix
+// and runtime.Unknown) of the built-in types.
+var Protobuf = protobuf.NewSerializer(Scheme, Scheme)

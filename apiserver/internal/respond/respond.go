@@ -166,3 +166,19 @@ func ReadBody(r *http.Request) ([]byte, error) {
 	}
 	return body, nil
 }
+
+// The media types of bodies and answers.
+const (
+	MediaJSON     = "application/json"
+	MediaYAML     = "application/yaml"
+	MediaProtobuf = "application/vnd.kubernetes.protobuf"
+)
+
+// Warning adds a Warning header carrying msg, as kube-apiserver sends the
+// warnings of its decoders and strategies; nothing when w is nil.
+func Warning(w http.ResponseWriter, msg string) {
+	if w == nil {
+		return
+	}
+	w.Header().Add("Warning", "299 - "+strconv.Quote(msg))
+}

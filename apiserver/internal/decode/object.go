@@ -1,10 +1,9 @@
-package apiserver
+package decode
 
 import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"strconv"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,18 +25,18 @@ import (
 // (drop unknown fields, reject wrong types), for strategic merge patch and
 // for protobuf.
 
-// newObject is the object to create from a decoded body: ext, the body as
+// NewObject is the object to create from a decoded body: ext, the body as
 // its built-in Go type, when there is one, else u.
-func newObject(u *unstructured.Unstructured, ext runtime.Object) (object, error) {
+func NewObject(u *unstructured.Unstructured, ext runtime.Object) (registry.Object, error) {
 	if ext == nil {
 		return u, nil
 	}
 	return registry.AsObject(ext)
 }
 
-// decodeBody parses a request body as an object of r, checking that its
+// Body parses a request body as an object of r, checking that its
 // apiVersion and kind, when present, are r's.
-func decodeBody(r *resource, body []byte) (*unstructured.Unstructured, error) {
+func Body(r *registry.Resource, body []byte) (*unstructured.Unstructured, error) {
 	obj, err := parseObject(r, body)
 	if err != nil {
 		return nil, err
@@ -58,13 +57,13 @@ func decodeBody(r *resource, body []byte) (*unstructured.Unstructured, error) {
 	return u, nil
 }
 
-// decodeTyped decodes a body of the built-in resource r into its Go type in
+// Typed decodes a body of the built-in resource r into its Go type in
 // one pass, as kube-apiserver's decoder does (case-sensitive, integers
 // kept, a wrong type refused with 400), and returns the object both as
 // that type and, unless typedOnly (a create needs no other: see object), as
 // the server's unstructured form, with the unknown and duplicate fields
 // that strict field validation reports.
-func decodeTyped(r *resource, body []byte, typedOnly bool) (*unstructured.Unstructured, runtime.Object, []string, error) {
+func Typed(r *registry.Resource, body []byte, typedOnly bool) (*unstructured.Unstructured, runtime.Object, []string, error) {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return nil, nil, nil, badRequest("the body of the request was empty: %s in version %q cannot be handled as a %s", r.GVK.Kind, r.GVK.Version, r.GVK.Kind)
 	}
@@ -74,7 +73,7 @@ func decodeTyped(r *resource, body []byte, typedOnly bool) (*unstructured.Unstru
 	}
 	strictErrs, err := sigsjson.UnmarshalStrict(body, ext, sigsjson.DisallowDuplicateFields, sigsjson.DisallowUnknownFields)
 	if err != nil {
-		return nil, nil, nil, cannotHandle(r, err)
+		return nil, nil, nil, CannotHandle(r, err)
 	}
 	gvk := ext.GetObjectKind().GroupVersionKind()
 	tm := map[string]any{}
@@ -97,49 +96,49 @@ func decodeTyped(r *resource, body []byte, typedOnly bool) (*unstructured.Unstru
 	}
 	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(ext)
 	if err != nil {
-		return nil, nil, nil, cannotHandle(r, err)
+		return nil, nil, nil, CannotHandle(r, err)
 	}
 	return &unstructured.Unstructured{Object: obj}, ext, problems, nil
 }
 
 // parseObject parses JSON into a map, answering 400 with the parse error.
-func parseObject(r *resource, body []byte) (map[string]any, error) {
+func parseObject(r *registry.Resource, body []byte) (map[string]any, error) {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return nil, badRequest("the body of the request was empty: %s in version %q cannot be handled as a %s", r.GVK.Kind, r.GVK.Version, r.GVK.Kind)
 	}
 	var v any
 	if err := utiljson.Unmarshal(body, &v); err != nil {
-		return nil, cannotHandle(r, err)
+		return nil, CannotHandle(r, err)
 	}
 	obj, ok := v.(map[string]any)
 	if !ok {
-		return nil, cannotHandle(r, fmt.Errorf("expected a JSON object, got %T", v))
+		return nil, CannotHandle(r, fmt.Errorf("expected a JSON object, got %T", v))
 	}
 	if md, ok := obj["metadata"]; ok && md != nil {
 		if _, ok := md.(map[string]any); !ok {
-			return nil, cannotHandle(r, fmt.Errorf("metadata must be an object, got %T", md))
+			return nil, CannotHandle(r, fmt.Errorf("metadata must be an object, got %T", md))
 		}
 	}
 	return obj, nil
 }
 
-func cannotHandle(r *resource, err error) error {
+func CannotHandle(r *registry.Resource, err error) error {
 	return badRequest("%s in version %q cannot be handled as a %s: %v", r.GVK.Kind, r.GVK.Version, r.GVK.Kind, err)
 }
 
-func checkKind(r *resource, u *unstructured.Unstructured) error {
+func checkKind(r *registry.Resource, u *unstructured.Unstructured) error {
 	av, _ := u.Object["apiVersion"].(string)
 	kind, _ := u.Object["kind"].(string)
 	if _, ok := u.Object["apiVersion"]; ok && !isString(u.Object["apiVersion"]) {
-		return cannotHandle(r, fmt.Errorf("apiVersion must be a string"))
+		return CannotHandle(r, fmt.Errorf("apiVersion must be a string"))
 	}
 	if _, ok := u.Object["kind"]; ok && !isString(u.Object["kind"]) {
-		return cannotHandle(r, fmt.Errorf("kind must be a string"))
+		return CannotHandle(r, fmt.Errorf("kind must be a string"))
 	}
 	if av != "" && av != r.APIVersion() {
 		gv, err := schema.ParseGroupVersion(av)
 		if err != nil {
-			return cannotHandle(r, err)
+			return CannotHandle(r, err)
 		}
 		return badRequest("the API version in the data (%s) does not match the expected API version (%s)", gv, r.APIVersion())
 	}
@@ -155,17 +154,17 @@ func isString(v any) bool { _, ok := v.(string); return ok }
 // kube-apiserver does by decoding into it: unknown fields are dropped and
 // values of the wrong type are rejected (400). Metadata of custom resources
 // is checked the same way through ObjectMeta.
-func normalize(r *resource, u *unstructured.Unstructured) error {
+func normalize(r *registry.Resource, u *unstructured.Unstructured) error {
 	raw, err := json.Marshal(u.Object)
 	if err != nil {
-		return cannotHandle(r, err)
+		return CannotHandle(r, err)
 	}
 	if r.Custom {
 		var meta struct {
 			Metadata metav1.ObjectMeta `json:"metadata"`
 		}
 		if err := sigsjson.UnmarshalCaseSensitivePreserveInts(raw, &meta); err != nil {
-			return cannotHandle(r, err)
+			return CannotHandle(r, err)
 		}
 		return coerceCustom(r, u)
 	}
@@ -174,41 +173,57 @@ func normalize(r *resource, u *unstructured.Unstructured) error {
 		return apierrors.NewInternalError(fmt.Errorf("no Go type for %s", r.GVK))
 	}
 	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(raw, typed); err != nil {
-		return cannotHandle(r, err)
+		return CannotHandle(r, err)
 	}
 	out, err := json.Marshal(typed)
 	if err != nil {
-		return cannotHandle(r, err)
+		return CannotHandle(r, err)
 	}
 	obj, err := jsontree.DecodeObject(out)
 	if err != nil {
-		return cannotHandle(r, err)
+		return CannotHandle(r, err)
 	}
 	u.Object = obj
 	return nil
 }
 
-// parseRV parses a resourceVersion; "" and "0" are 0.
-func parseRV(s string) (int64, error) {
-	if s == "" {
-		return 0, nil
+// coerceCustom is what kube-apiserver's decoder of a custom resource does
+// to a body: unknown fields pruned (unless preserved), metadata coerced,
+// defaults applied.
+func coerceCustom(r *registry.Resource, u *unstructured.Unstructured) error {
+	if r.CR == nil {
+		return nil
 	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n < 0 {
-		return 0, badRequest("invalid resource version %q", s)
+	if _, err := r.CR.Coerce(u); err != nil {
+		return err
 	}
-	return n, nil
+	r.CR.Default(u)
+	return nil
 }
 
-// deepCopy returns an independent copy of u.
-func deepCopy(u *unstructured.Unstructured) *unstructured.Unstructured {
-	return u.DeepCopy()
+// customProblems lists the duplicate and unknown fields of a custom
+// resource's JSON body as kube-apiserver's strict decoding reports them.
+func customProblems(r *registry.Resource, js []byte) []string {
+	var m map[string]any
+	errs, err := sigsjson.UnmarshalStrict(js, &m, sigsjson.DisallowDuplicateFields)
+	if err != nil || m == nil {
+		return nil
+	}
+	var out []string
+	for _, e := range errs {
+		out = append(out, e.Error())
+	}
+	paths, err := r.CR.Coerce(&unstructured.Unstructured{Object: m})
+	if err != nil {
+		return out
+	}
+	for _, p := range paths {
+		out = append(out, fmt.Sprintf("unknown field %q", p))
+	}
+	return out
 }
 
-// copyObject is a deep copy of obj.
-func copyObject(obj object) (object, error) {
-	if u, ok := obj.(*unstructured.Unstructured); ok {
-		return deepCopy(u), nil
-	}
-	return registry.AsObject(obj.DeepCopyObject())
+// badRequest is a 400 with a formatted message.
+func badRequest(format string, args ...any) error {
+	return apierrors.NewBadRequest(fmt.Sprintf(format, args...))
 }

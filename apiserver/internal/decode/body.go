@@ -1,4 +1,9 @@
-package apiserver
+// Package decode reads request bodies as kube-apiserver's decoders do:
+// their format (JSON, YAML or protobuf, RequestFormat and ToJSON), the
+// object as its resource's Go type or a custom resource's map (Request,
+// New, Body, Typed), and the unknown and duplicate fields that
+// fieldValidation reports (StrictProblems, Enforce).
+package decode
 
 import (
 	"bytes"
@@ -6,7 +11,6 @@ import (
 	"fmt"
 	"mime"
 	"net/http"
-	"strconv"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -18,6 +22,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	sigsjson "sigs.k8s.io/json"
+
+	"github.com/listwatch/listwatch/apiserver/internal/registry"
+	"github.com/listwatch/listwatch/apiserver/internal/respond"
 )
 
 // Request bodies arrive as JSON (kubectl, dynamic clients), YAML (curl
@@ -25,70 +32,68 @@ import (
 // as `kubectl create deployment`). All three become the same unstructured
 // map, so every rule after decoding has one code path.
 
-const mediaYAML = "application/yaml"
-
-// bodyFormat is the serialization of a request body.
-type bodyFormat int
+// Format is the serialization of a request body.
+type Format int
 
 const (
-	bodyJSON bodyFormat = iota
-	bodyYAML
-	bodyProtobuf
+	JSON Format = iota
+	YAML
+	Protobuf
 )
 
-// requestFormat reads Content-Type: JSON when absent (kube-apiserver's
+// RequestFormat reads Content-Type: JSON when absent (kube-apiserver's
 // default), 415 for anything it cannot decode. allowProto is false for
 // custom resources, which have no protobuf form.
-func requestFormat(r *http.Request, res *resource, allowProto bool) (bodyFormat, error) {
+func RequestFormat(r *http.Request, res *registry.Resource, allowProto bool) (Format, error) {
 	ct := r.Header.Get("Content-Type")
 	if strings.TrimSpace(ct) == "" {
-		return bodyJSON, nil
+		return JSON, nil
 	}
 	mt, _, err := mime.ParseMediaType(ct)
 	switch {
 	case err != nil:
-	case mt == mediaJSON:
-		return bodyJSON, nil
-	case mt == mediaYAML:
-		return bodyYAML, nil
-	case mt == mediaProtobuf && allowProto:
-		return bodyProtobuf, nil
+	case mt == respond.MediaJSON:
+		return JSON, nil
+	case mt == respond.MediaYAML:
+		return YAML, nil
+	case mt == respond.MediaProtobuf && allowProto:
+		return Protobuf, nil
 	}
-	accepted := mediaJSON + ", " + mediaYAML
+	accepted := respond.MediaJSON + ", " + respond.MediaYAML
 	if allowProto {
-		accepted += ", " + mediaProtobuf
+		accepted += ", " + respond.MediaProtobuf
 	}
 	gr := metav1.SchemeGroupVersion.WithResource("").GroupResource()
 	if res != nil {
 		gr = res.GR()
 	}
-	return bodyJSON, apierrors.NewGenericServerResponse(http.StatusUnsupportedMediaType, strings.ToLower(r.Method), gr, "",
+	return JSON, apierrors.NewGenericServerResponse(http.StatusUnsupportedMediaType, strings.ToLower(r.Method), gr, "",
 		fmt.Sprintf("the body of the request was in an unknown format - accepted media types include: %s", accepted), 0, false)
 }
 
-// toJSONBody turns a body of any accepted format into JSON. Protobuf is
+// ToJSON turns a body of any accepted format into JSON. Protobuf is
 // decoded through the typed scheme and re-encoded, so the JSON carries
 // apiVersion and kind from the envelope.
-func toJSONBody(r *resource, format bodyFormat, body []byte) ([]byte, error) {
+func ToJSON(r *registry.Resource, format Format, body []byte) ([]byte, error) {
 	switch format {
-	case bodyYAML:
+	case YAML:
 		js, err := utilyaml.ToJSON(body)
 		if err != nil {
-			return nil, cannotHandle(r, err)
+			return nil, CannotHandle(r, err)
 		}
 		return js, nil
-	case bodyProtobuf:
-		obj, gvk, err := protoSerializer.Decode(body, nil, nil)
+	case Protobuf:
+		obj, gvk, err := registry.Protobuf.Decode(body, nil, nil)
 		if err != nil {
-			return nil, cannotHandle(r, err)
+			return nil, CannotHandle(r, err)
 		}
 		js, err := json.Marshal(obj)
 		if err != nil {
-			return nil, cannotHandle(r, err)
+			return nil, CannotHandle(r, err)
 		}
 		m := map[string]any{}
 		if err := json.Unmarshal(js, &m); err != nil {
-			return nil, cannotHandle(r, err)
+			return nil, CannotHandle(r, err)
 		}
 		if gvk != nil {
 			m["apiVersion"], m["kind"] = gvk.GroupVersion().String(), gvk.Kind
@@ -98,35 +103,35 @@ func toJSONBody(r *resource, format bodyFormat, body []byte) ([]byte, error) {
 	return body, nil
 }
 
-// fieldValidation is the fieldValidation query parameter: what to do with
+// FieldValidation is the fieldValidation query parameter: what to do with
 // unknown and duplicate fields in a body.
-type fieldValidation string
+type FieldValidation string
 
 const (
-	fieldValidationIgnore fieldValidation = metav1.FieldValidationIgnore
-	fieldValidationWarn   fieldValidation = metav1.FieldValidationWarn
-	fieldValidationStrict fieldValidation = metav1.FieldValidationStrict
+	FieldValidationIgnore FieldValidation = metav1.FieldValidationIgnore
+	FieldValidationWarn   FieldValidation = metav1.FieldValidationWarn
+	FieldValidationStrict FieldValidation = metav1.FieldValidationStrict
 )
 
-// parseFieldValidation reads fieldValidation; kube-apiserver's default is
+// ParseFieldValidation reads fieldValidation; kube-apiserver's default is
 // Warn.
-func parseFieldValidation(r *http.Request) (fieldValidation, error) {
+func ParseFieldValidation(r *http.Request) (FieldValidation, error) {
 	switch v := r.URL.Query().Get("fieldValidation"); v {
 	case "":
-		return fieldValidationWarn, nil
-	case string(fieldValidationIgnore), string(fieldValidationWarn), string(fieldValidationStrict):
-		return fieldValidation(v), nil
+		return FieldValidationWarn, nil
+	case string(FieldValidationIgnore), string(FieldValidationWarn), string(FieldValidationStrict):
+		return FieldValidation(v), nil
 	default:
 		return "", badRequest("fieldValidation parameter unsupported: %q: must be one of Ignore, Warn or Strict", v)
 	}
 }
 
-// strictProblems lists the unknown and duplicate fields of a JSON body as
+// StrictProblems lists the unknown and duplicate fields of a JSON body as
 // kube-apiserver words them (`unknown field "spec.foo"`). Built-in types
 // are checked against their Go type; custom resources, which have no
 // schema, for duplicates anywhere and unknown fields in metadata.
 // Syntax and type errors are left to the ordinary decoding.
-func strictProblems(r *resource, js []byte) []string {
+func StrictProblems(r *registry.Resource, js []byte) []string {
 	var errs []error
 	var err error
 	if r.CR != nil {
@@ -167,48 +172,39 @@ func strictProblems(r *resource, js []byte) []string {
 	return out
 }
 
-// enforce applies fv to problems: Strict fails the request with 400,
+// Enforce applies fv to problems: Strict fails the request with 400,
 // Warn sends each as a Warning header, Ignore drops them.
-func enforce(w http.ResponseWriter, r *resource, fv fieldValidation, problems []string) error {
+func Enforce(w http.ResponseWriter, r *registry.Resource, fv FieldValidation, problems []string) error {
 	if len(problems) == 0 {
 		return nil
 	}
 	switch fv {
-	case fieldValidationStrict:
-		return cannotHandle(r, fmt.Errorf("strict decoding error: %s", strings.Join(problems, ", ")))
-	case fieldValidationWarn:
+	case FieldValidationStrict:
+		return CannotHandle(r, fmt.Errorf("strict decoding error: %s", strings.Join(problems, ", ")))
+	case FieldValidationWarn:
 		for _, p := range problems {
-			addWarning(w, p)
+			respond.Warning(w, p)
 		}
 	}
 	return nil
 }
 
-// addWarning adds an RFC 7234 warning (code 299, agent "-") as
-// kube-apiserver does; kubectl prints each one as "Warning: <text>".
-func addWarning(w http.ResponseWriter, msg string) {
-	if w == nil {
-		return
-	}
-	w.Header().Add("Warning", "299 - "+strconv.Quote(msg))
-}
-
-// decodeRequest reads the body of a create or update of r in any accepted
+// Request reads the body of a create or update of r in any accepted
 // format, applies the fieldValidation directive and decodes it.
 //
 // For a built-in resource it also returns the object decoded into its Go
 // type (nil for a custom resource); with typedOnly, only that (see
-// decodeTyped).
-func decodeRequest(w http.ResponseWriter, r *http.Request, res *resource, body []byte, typedOnly bool) (*unstructured.Unstructured, runtime.Object, error) {
-	fv, err := parseFieldValidation(r)
+// Typed).
+func Request(w http.ResponseWriter, r *http.Request, res *registry.Resource, body []byte, typedOnly bool) (*unstructured.Unstructured, runtime.Object, error) {
+	fv, err := ParseFieldValidation(r)
 	if err != nil {
 		return nil, nil, err
 	}
-	format, err := requestFormat(r, res, res.Protobuf())
+	format, err := RequestFormat(r, res, res.Protobuf())
 	if err != nil {
 		return nil, nil, err
 	}
-	js, err := toJSONBody(res, format, body)
+	js, err := ToJSON(res, format, body)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -216,8 +212,8 @@ func decodeRequest(w http.ResponseWriter, r *http.Request, res *resource, body [
 	var ext runtime.Object
 	var problems []string
 	if res.HasGoType() {
-		u, ext, problems, err = decodeTyped(res, js, typedOnly)
-		if err != nil && format != bodyProtobuf && len(bytes.TrimSpace(js)) > 0 {
+		u, ext, problems, err = Typed(res, js, typedOnly)
+		if err != nil && format != Protobuf && len(bytes.TrimSpace(js)) > 0 {
 			// A body refused is answered with kube-apiserver's
 			// decoder's error, when that refuses it too.
 			if kerr := res.BodyError(js); kerr != nil {
@@ -225,38 +221,38 @@ func decodeRequest(w http.ResponseWriter, r *http.Request, res *resource, body [
 			}
 		}
 	} else {
-		u, err = decodeBody(res, js)
+		u, err = Body(res, js)
 	}
 	if err != nil {
 		return nil, nil, err
 	}
 	// Protobuf has no unknown or duplicate fields to report, and Ignore
 	// need not look for them.
-	if format != bodyProtobuf && fv != fieldValidationIgnore {
+	if format != Protobuf && fv != FieldValidationIgnore {
 		if !res.HasGoType() {
-			problems = strictProblems(res, js)
+			problems = StrictProblems(res, js)
 		}
-		if err := enforce(w, res, fv, problems); err != nil {
+		if err := Enforce(w, res, fv, problems); err != nil {
 			return nil, nil, err
 		}
 	}
 	return u, ext, nil
 }
 
-// decodeNew decodes the body of a create of res (decodeRequest) as the
+// New decodes the body of a create of res (Request) as the
 // object to create: its Go type for a built-in resource.
-func decodeNew(w http.ResponseWriter, r *http.Request, res *resource, body []byte) (object, error) {
-	u, ext, err := decodeRequest(w, r, res, body, true)
+func New(w http.ResponseWriter, r *http.Request, res *registry.Resource, body []byte) (registry.Object, error) {
+	u, ext, err := Request(w, r, res, body, true)
 	if err != nil {
 		return nil, err
 	}
-	return newObject(u, ext)
+	return NewObject(u, ext)
 }
 
-// dryRun reads the dryRun query parameter: true for "All". Any other
+// DryRun reads the dryRun query parameter: true for "All". Any other
 // value is refused as kube-apiserver's handlers refuse it, a 422 naming
 // the options of the request's verb.
-func dryRun(r *http.Request) (bool, error) {
+func DryRun(r *http.Request) (bool, error) {
 	vals := r.URL.Query()["dryRun"]
 	if errs := metav1validation.ValidateDryRun(field.NewPath("dryRun"), vals); len(errs) > 0 {
 		kind := map[string]string{
