@@ -1,6 +1,7 @@
 package workqueue
 
 import (
+	"math/bits"
 	"time"
 )
 
@@ -86,7 +87,7 @@ func (q *Queue[T]) AddWithPriority(item T, p Priority) bool {
 	if q.prio == nil {
 		q.startPriorities()
 	}
-	if q.addPrioLocked(item, min(max(p, MinPriority), MaxPriority), q.prio.now()) {
+	if q.addPrioLocked(item, min(max(p, MinPriority), MaxPriority)) {
 		q.cond.Signal()
 	}
 	return true
@@ -119,12 +120,12 @@ func (q *Queue[T]) startPriorities() {
 	q.prio = pq
 }
 
-// addPrioLocked adds item at priority p at time now (on pq's clock) and
-// reports whether it became available to Get.
-func (q *Queue[T]) addPrioLocked(item T, p Priority, now int64) bool {
+// addPrioLocked adds item at priority p and reports whether it became
+// available to Get.
+func (q *Queue[T]) addPrioLocked(item T, p Priority) bool {
 	pq := q.prio
 	if s, ok := pq.slots[item]; ok {
-		pq.raise(item, s, p, now)
+		pq.raise(item, s, p)
 		return false
 	}
 	if q.metrics != nil {
@@ -135,7 +136,7 @@ func (q *Queue[T]) addPrioLocked(item T, p Priority, now int64) bool {
 		pq.slots[item] = prioSlot{level: p}
 		return false
 	}
-	pq.push(item, p, now)
+	pq.push(item, p, pq.now())
 	return true
 }
 
@@ -159,6 +160,7 @@ type prioItems[T comparable] struct {
 
 	levels [numLevels]ring[prioEntry[T]] // by priority − MinPriority
 	stale  [numLevels]int                // outdated entries in each level
+	used   uint8                         // bit l set when levels[l] holds entries
 	// slots holds every item added and not yet handed out (the dirty set):
 	// those queued in a level, and those added while being processed.
 	slots map[T]prioSlot
@@ -188,24 +190,28 @@ func (pq *prioItems[T]) rank(at int64, p Priority) int64 { return at - int64(p)*
 func (pq *prioItems[T]) push(item T, p Priority, now int64) {
 	pq.seq++
 	pq.levels[p-MinPriority].push(prioEntry[T]{item: item, at: now, seq: pq.seq})
+	pq.used |= 1 << (p - MinPriority)
 	pq.slots[item] = prioSlot{at: now, seq: pq.seq, level: p}
 	pq.n++
 }
 
 // raise handles an Add at priority p of item, already added with slot s.
-func (pq *prioItems[T]) raise(item T, s prioSlot, p Priority, now int64) {
+func (pq *prioItems[T]) raise(item T, s prioSlot, p Priority) {
+	if p <= s.level {
+		// Since it was added no earlier than now, it ranks no earlier:
+		// the common case of a duplicate, settled without the clock.
+		return
+	}
 	if s.seq == 0 {
 		// Being processed: it is queued at its Done, where its time is
 		// set, at the highest priority asked for.
-		if p > s.level {
-			pq.slots[item] = prioSlot{level: p}
-		}
+		pq.slots[item] = prioSlot{level: p}
 		return
 	}
+	now := pq.now()
 	if pq.rank(now, p) >= pq.rank(s.at, s.level) {
 		return
 	}
-	// Only a higher priority can rank it earlier, since now >= s.at.
 	l := s.level - MinPriority
 	pq.stale[l]++
 	pq.n--
@@ -226,6 +232,14 @@ func (pq *prioItems[T]) compact(l Priority) {
 		}
 	}
 	pq.stale[l] = 0
+	pq.noteEmpty(int(l))
+}
+
+// noteEmpty clears level l's bit in used if it holds nothing.
+func (pq *prioItems[T]) noteEmpty(l int) {
+	if pq.levels[l].len() == 0 {
+		pq.used &^= 1 << l
+	}
 }
 
 func (pq *prioItems[T]) live(e prioEntry[T]) bool {
@@ -237,7 +251,9 @@ func (pq *prioItems[T]) live(e prioEntry[T]) bool {
 func (pq *prioItems[T]) pop() T {
 	best := -1
 	var bestRank, bestAt int64
-	for l := numLevels - 1; l >= 0; l-- {
+	for m := pq.used; m != 0; {
+		l := bits.Len8(m) - 1
+		m &^= 1 << l
 		r := &pq.levels[l]
 		pq.skipStale(l)
 		if r.len() == 0 {
@@ -266,6 +282,7 @@ func (pq *prioItems[T]) skipStale(l int) {
 		r.pop()
 		pq.stale[l]--
 	}
+	pq.noteEmpty(l)
 }
 
 // done queues again, as added now, an item added while it was being
@@ -285,6 +302,7 @@ func (pq *prioItems[T]) reset() {
 		pq.levels[l].reset()
 	}
 	pq.stale = [numLevels]int{}
+	pq.used = 0
 	clear(pq.slots)
 	pq.n = 0
 }

@@ -157,8 +157,9 @@ func assertEmpty[T comparable](t *testing.T, q *Queue[T]) {
 		for l := range pq.levels {
 			entries += pq.levels[l].len()
 		}
-		if pq.n != 0 || len(pq.slots) != 0 || entries != 0 {
-			t.Errorf("priority queue: n %d, slots %d, entries %d, want 0", pq.n, len(pq.slots), entries)
+		if pq.n != 0 || len(pq.slots) != 0 || entries != 0 || pq.used != 0 {
+			t.Errorf("priority queue: n %d, slots %d, entries %d, levels in use %b, want 0",
+				pq.n, len(pq.slots), entries, pq.used)
 		}
 	}
 }

@@ -171,7 +171,7 @@ func (q *Queue[T]) addBatch(items []T) {
 // addLocked adds item and reports whether it entered the FIFO.
 func (q *Queue[T]) addLocked(item T) bool {
 	if q.prio != nil {
-		return q.addPrioLocked(item, PriorityNormal, q.prio.now())
+		return q.addPrioLocked(item, PriorityNormal)
 	}
 	if _, ok := q.dirty[item]; ok {
 		return false
