@@ -49,14 +49,15 @@ var (
 // as Add does; Add is AddWithPriority at PriorityNormal. It reports false,
 // dropping the item, when the queue is shutting down.
 //
-// A queue is a plain FIFO until its first AddWithPriority, and costs
-// nothing more; from then on it orders its items by rank, where an item's
-// rank is the time it was added minus its priority times the queue's aging
+// A queue is a plain FIFO until its first AddWithPriority (one that never
+// gets one costs nothing more); from then on it orders its items by rank,
+// the time an item was added minus its priority times the queue's aging
 // step (Config.AgingStep):
 //
 //	rank = addedAt − p × AgingStep
 //
-// and Get hands out the item of least rank, the earlier added on a tie.
+// and Get hands out the item of least rank: on a tie the earlier added,
+// and among items added at once at one priority the first queued.
 // Put another way, an item's effective priority is its priority plus one
 // level for every AgingStep it has waited, and the highest goes first: at
 // one priority the queue is FIFO, and a lower priority item overtakes the
@@ -75,9 +76,10 @@ var (
 // counts as added at its Done. Items already queued when the first
 // AddWithPriority comes count as added then, at PriorityNormal.
 //
-// Memory stays proportional to the items queued: a queue keeps one entry
-// per item and priority it was raised to, and compacts a priority's FIFO
-// once more than half of it is such outdated entries.
+// Memory stays proportional to the items queued: raising an item leaves
+// an outdated entry in its former priority's FIFO, and a FIFO holding 64
+// or more of them, more than it holds items, is compacted; so each
+// priority's FIFO holds at most twice its items plus 63 entries.
 func (q *Queue[T]) AddWithPriority(item T, p Priority) bool {
 	q.lock()
 	defer q.mu.Unlock()
@@ -212,10 +214,19 @@ func (pq *prioItems[T]) raise(item T, s prioSlot, p Priority) {
 	if pq.rank(now, p) >= pq.rank(s.at, s.level) {
 		return
 	}
-	l := s.level - MinPriority
+	l := int(s.level - MinPriority)
 	pq.stale[l]++
 	pq.n--
 	pq.push(item, p, now)
+	pq.maybeCompact(int(l))
+}
+
+// maybeCompact compacts level l if it holds compactMin or more outdated
+// entries, more than it holds items. Called whenever a level loses an
+// item, it keeps every level within twice its items plus compactMin − 1
+// entries, and the copying is paid for by the raises that left the
+// outdated entries.
+func (pq *prioItems[T]) maybeCompact(l int) {
 	if pq.stale[l] >= pq.compactMin && 2*pq.stale[l] > pq.levels[l].len() {
 		pq.compact(l)
 	}
@@ -223,7 +234,7 @@ func (pq *prioItems[T]) raise(item T, s prioSlot, p Priority) {
 
 // compact drops the outdated entries of level l, keeping the order of the
 // others.
-func (pq *prioItems[T]) compact(l Priority) {
+func (pq *prioItems[T]) compact(l int) {
 	r := &pq.levels[l]
 	for range r.len() {
 		e := r.pop()
@@ -232,7 +243,7 @@ func (pq *prioItems[T]) compact(l Priority) {
 		}
 	}
 	pq.stale[l] = 0
-	pq.noteEmpty(int(l))
+	pq.noteEmpty(l)
 }
 
 // noteEmpty clears level l's bit in used if it holds nothing.
@@ -272,6 +283,7 @@ func (pq *prioItems[T]) pop() T {
 	pq.n--
 	// With nothing outdated at any head, an empty queue holds no entries.
 	pq.skipStale(best)
+	pq.maybeCompact(best)
 	return e.item
 }
 

@@ -437,6 +437,9 @@ func TestPriorityHistories(t *testing.T) {
 				if n := q.Len(); n != len(m.queued) {
 					fail(i, "Len = %d, model has %d queued", n, len(m.queued))
 				}
+				if err := checkEntries(q); err != nil {
+					fail(i, "%v", err)
+				}
 			}
 			// Drain: everything queued or pending comes out, once.
 			for len(m.processing) > 0 || len(m.queued) > 0 {
@@ -457,6 +460,38 @@ func TestPriorityHistories(t *testing.T) {
 			}
 		})
 	}
+}
+
+// checkEntries checks the memory bound AddWithPriority's doc states: each
+// priority's FIFO holds at most twice its items plus compactMin − 1
+// entries, and the outdated ones are counted exactly.
+func checkEntries[T comparable](q *Queue[T]) error {
+	q.lock()
+	defer q.mu.Unlock()
+	pq := q.prio
+	if pq == nil {
+		return nil
+	}
+	for l := range pq.levels {
+		r := &pq.levels[l]
+		stale := 0
+		for i := range r.len() {
+			if !pq.live(r.buf[(r.head+i)&(len(r.buf)-1)]) {
+				stale++
+			}
+		}
+		items := r.len() - stale
+		if stale != pq.stale[l] {
+			return fmt.Errorf("priority %d: %d outdated entries, counted %d", l+int(MinPriority), stale, pq.stale[l])
+		}
+		if r.len() > 2*items+pq.compactMin-1 {
+			return fmt.Errorf("priority %d: %d entries for %d items", l+int(MinPriority), r.len(), items)
+		}
+		if (r.len() > 0) != (pq.used&(1<<l) != 0) {
+			return fmt.Errorf("priority %d: %d entries, in use %v", l+int(MinPriority), r.len(), pq.used&(1<<l) != 0)
+		}
+	}
+	return nil
 }
 
 // TestPriorityNoItemHeldByTwoWorkers is TestNoItemHeldByTwoWorkers's check
@@ -545,12 +580,17 @@ func TestPriorityMemoryBounded(t *testing.T) {
 				t.Fatalf("Get = %d, want %d", x, i)
 			}
 			q.Done(i)
-			if n := q.prio.levels[PriorityLow-MinPriority].len(); n > 2*backlog+compactMin {
-				t.Fatalf("after %d raises the low FIFO holds %d entries for %d items", i+1, n, backlog)
+			if i%61 == 0 {
+				if err := checkEntries(q); err != nil {
+					t.Fatalf("after %d raises: %v", i+1, err)
+				}
 			}
 		}
 		for range backlog {
 			q.Done(getNow(t, q))
+			if err := checkEntries(q); err != nil {
+				t.Fatalf("draining the backlog: %v", err)
+			}
 		}
 		assertEmpty(t, q)
 	})
