@@ -94,6 +94,18 @@ type Options struct {
 	// object whose write an informer had not shown; the log and the
 	// metrics have them either way.
 	Recorder EventRecorder
+	// PriorityQueue, when true, queues the keys that For, Owns and Watches
+	// take from an informer's initial list and from its resyncs (updates
+	// that change nothing) at workqueue.PriorityLow, so that after a
+	// restart live changes are synced before the backlog of the initial
+	// list; every other key goes at workqueue.PriorityNormal, as Add
+	// queues it. Aging bounds the wait: a key of the initial list goes
+	// before every live change that comes more than AgingStep after it
+	// (see workqueue.Queue.AddWithPriority). Off, the queue is FIFO.
+	PriorityQueue bool
+	// AgingStep is the priority queue's aging step;
+	// workqueue.DefaultAgingStep when zero.
+	AgingStep time.Duration
 }
 
 const (
@@ -205,7 +217,9 @@ func (c *Controller[K]) Queue() *workqueue.RateLimitingQueue[K] {
 			workqueue.NewItemExponentialFailureRateLimiter[K](base, maxDelay),
 			workqueue.NewBucketRateLimiter[K](qps, burst),
 		)
-		c.queue = workqueue.NewRateLimitingQueue(limiter, workqueue.Config{Name: c.name, MetricsProvider: c.opts.Metrics})
+		c.queue = workqueue.NewRateLimitingQueue(limiter, workqueue.Config{
+			Name: c.name, MetricsProvider: c.opts.Metrics, AgingStep: c.opts.AgingStep,
+		})
 	})
 	return c.queue
 }

@@ -26,7 +26,11 @@
 // (objects they control, through the controller ownerReference), Watches
 // (any mapping from an object to keys) and Handle (an event handler of
 // your own, for expectations or filters, that queues keys through
-// Controller.Queue).
+// Controller.Queue). With Options.PriorityQueue, the keys For, Owns and
+// Watches take from an informer's initial list and resyncs wait behind
+// live changes, for at most the workqueue's aging bound, so that a
+// restarted controller answers new changes before it works through its
+// backlog.
 //
 // Controllers take informers as cache.Informer[T], which the factory's
 // informers implement; tests pass cachetest.Informer fakes and need no API

@@ -5,6 +5,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/listwatch/listwatch/cache"
+	"github.com/listwatch/listwatch/workqueue"
 )
 
 // Source feeds a controller's workqueue from an informer's events. For,
@@ -44,23 +45,30 @@ func Handle[K comparable, T cache.Object](inf cache.Informer[T], handler cache.R
 // Watches is the source that queues the keys toKeys maps each object of
 // inf to, on every add, update and delete; an update queues the keys of
 // the old object too (it may have left a selector or changed owner), except
-// on a resync, where old and new are the same.
+// on a resync, where old and new are the same. With Options.PriorityQueue,
+// the keys of the initial list's adds and of resyncs go at
+// workqueue.PriorityLow.
 func Watches[T cache.Object, K comparable](inf cache.Informer[T], toKeys func(obj T) []K) Source[K] {
 	return sourceFunc[K](func(c *Controller[K]) (func() bool, func(), error) {
-		enqueue := func(obj T) {
+		enqueue := func(obj T, backlog bool) {
 			for _, k := range toKeys(obj) {
-				c.Queue().Add(k)
+				if backlog && c.opts.PriorityQueue {
+					c.Queue().AddWithPriority(k, workqueue.PriorityLow)
+				} else {
+					c.Queue().Add(k)
+				}
 			}
 		}
 		return Handle[K](inf, cache.ResourceEventHandlerFuncs[T]{
-			AddFunc: func(obj T, _ bool) { enqueue(obj) },
+			AddFunc: func(obj T, isInInitialList bool) { enqueue(obj, isInInitialList) },
 			UpdateFunc: func(old, cur T) {
-				if old.GetResourceVersion() != cur.GetResourceVersion() {
-					enqueue(old)
+				resync := old.GetResourceVersion() == cur.GetResourceVersion()
+				if !resync {
+					enqueue(old, false)
 				}
-				enqueue(cur)
+				enqueue(cur, resync)
 			},
-			DeleteFunc: func(obj T, _ bool) { enqueue(obj) },
+			DeleteFunc: func(obj T, _ bool) { enqueue(obj, false) },
 		}).Register(c)
 	})
 }

@@ -38,6 +38,7 @@ func TestAddGetDoneNoAllocs(t *testing.T) {
 		{"zero Queue", &Queue[string]{}, nil},
 		{"DelayingQueue", NewDelayingQueue[string](Config{}), nil},
 		{"RateLimitingQueue", rl, rl.Forget},
+		{"priority Queue", &prioAdder{Queue: NewQueue[string](Config{})}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -92,4 +93,16 @@ func TestAddGetDoneNoAllocs(t *testing.T) {
 			}
 		})
 	}
+}
+
+// prioAdder adds with AddWithPriority, cycling through low, normal and high,
+// so that duplicate adds raise items and leave outdated entries behind.
+type prioAdder struct {
+	*Queue[string]
+	n int
+}
+
+func (q *prioAdder) Add(item string) bool {
+	q.n++
+	return q.AddWithPriority(item, Priority(q.n%3-1))
 }

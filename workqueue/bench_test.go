@@ -20,12 +20,45 @@ func benchKeys(n int) []string {
 // BenchmarkAddGetDoneSerial is one goroutine doing Add, Get, Done on string
 // keys: the steady state must not allocate.
 func BenchmarkAddGetDoneSerial(b *testing.B) {
+	benchSerial(b, NewQueue[string](Config{}), nil)
+}
+
+// BenchmarkPriorityAddGetDoneSerial is BenchmarkAddGetDoneSerial on a
+// priority queue: "normal" adds every key at PriorityNormal, "mixed" cycles
+// through low, normal and high.
+func BenchmarkPriorityAddGetDoneSerial(b *testing.B) {
+	for _, bb := range priorityBenches {
+		b.Run(bb.name, func(b *testing.B) {
+			benchSerial(b, NewQueue[string](Config{}), bb.prio)
+		})
+	}
+}
+
+// priorityBenches are the priority queue's variants of a benchmark: prio
+// gives the priority of the i-th Add.
+var priorityBenches = []struct {
+	name string
+	prio func(i int) Priority
+}{
+	{"normal", func(int) Priority { return PriorityNormal }},
+	{"mixed", func(i int) Priority { return Priority(i%3 - 1) }},
+}
+
+// benchSerial runs Add, Get, Done in one goroutine; with prio, the Adds
+// are AddWithPriority.
+func benchSerial(b *testing.B, q *Queue[string], prio func(int) Priority) {
 	keys := benchKeys(1024)
-	q := NewQueue[string](Config{})
 	defer q.ShutDown()
+	add := func(k string, i int) {
+		if prio == nil {
+			q.Add(k)
+		} else {
+			q.AddWithPriority(k, prio(i))
+		}
+	}
 	// Warm the map and the ring up so the loop measures the steady state.
-	for _, k := range keys {
-		q.Add(k)
+	for i, k := range keys {
+		add(k, i)
 	}
 	for range keys {
 		k, _ := q.Get()
@@ -34,8 +67,7 @@ func BenchmarkAddGetDoneSerial(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {
-		k := keys[i&1023]
-		q.Add(k)
+		add(keys[i&1023], i)
 		got, _ := q.Get()
 		q.Done(got)
 	}
@@ -44,6 +76,18 @@ func BenchmarkAddGetDoneSerial(b *testing.B) {
 // BenchmarkAddGetDoneParallel is the bench/ load: one producer adding random
 // keys out of 10k and four workers doing Get and Done.
 func BenchmarkAddGetDoneParallel(b *testing.B) {
+	benchParallel(b, nil)
+}
+
+// BenchmarkPriorityAddGetDoneParallel is BenchmarkAddGetDoneParallel on a
+// priority queue, with the variants of BenchmarkPriorityAddGetDoneSerial.
+func BenchmarkPriorityAddGetDoneParallel(b *testing.B) {
+	for _, bb := range priorityBenches {
+		b.Run(bb.name, func(b *testing.B) { benchParallel(b, bb.prio) })
+	}
+}
+
+func benchParallel(b *testing.B, prio func(int) Priority) {
 	keys := benchKeys(10_000)
 	rng := rand.New(rand.NewPCG(1, 2))
 	seq := make([]string, 1<<16)
@@ -51,6 +95,13 @@ func BenchmarkAddGetDoneParallel(b *testing.B) {
 		seq[i] = keys[rng.IntN(len(keys))]
 	}
 	q := NewQueue[string](Config{})
+	add := func(k string, i int) {
+		if prio == nil {
+			q.Add(k)
+		} else {
+			q.AddWithPriority(k, prio(i))
+		}
+	}
 	var wg sync.WaitGroup
 	for range 4 {
 		wg.Go(func() {
@@ -65,8 +116,8 @@ func BenchmarkAddGetDoneParallel(b *testing.B) {
 	}
 	// Warm up with every key once, so that the loop measures the steady
 	// state rather than the first sight of each key.
-	for _, k := range keys {
-		q.Add(k)
+	for i, k := range keys {
+		add(k, i)
 	}
 	for q.Len() > 0 {
 		time.Sleep(time.Millisecond)
@@ -74,7 +125,7 @@ func BenchmarkAddGetDoneParallel(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {
-		q.Add(seq[i&(len(seq)-1)])
+		add(seq[i&(len(seq)-1)], i)
 	}
 	_ = q.ShutDownWithDrain(context.Background())
 	wg.Wait()

@@ -6,6 +6,13 @@
 // AddRateLimited, Forget and NumRequeues on top of a RateLimiter. All of them
 // are generic over the item type, so workers never type-assert.
 //
+// Every queue also takes priorities: AddWithPriority makes it a priority
+// queue, in which an informer's initial list and resyncs (PriorityLow) go
+// after live changes (PriorityNormal, the priority of Add), and aging
+// bounds how long any item waits, however much higher-priority work keeps
+// coming: an item of priority p added at t goes before every item added
+// after t + (MaxPriority − p) × Config.AgingStep.
+//
 // The usual worker loop is:
 //
 //	for {

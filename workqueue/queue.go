@@ -32,6 +32,10 @@ type Config struct {
 	// UnfinishedWorkUpdatePeriod is how often the unfinished-work and
 	// longest-running gauges are recomputed; zero means 500ms.
 	UnfinishedWorkUpdatePeriod time.Duration
+	// AgingStep is how long an item waits to gain one priority level once
+	// the queue takes priorities (see Queue.AddWithPriority); zero means
+	// DefaultAgingStep.
+	AgingStep time.Duration
 }
 
 const defaultUnfinishedWorkUpdatePeriod = 500 * time.Millisecond
@@ -42,6 +46,10 @@ const defaultUnfinishedWorkUpdatePeriod = 500 * time.Millisecond
 // added while a worker processes it is queued again only when the worker
 // calls Done, so it is never held by two workers at once. The zero Queue is
 // ready to use, without metrics; a Queue must not be copied after first use.
+//
+// A Queue is FIFO until its first AddWithPriority; from then on it hands
+// out higher priorities first, with aging so that no item waits for ever
+// (see AddWithPriority for the rule and its bound).
 //
 // It is the queue the seeds describe: one mutex and a condition variable
 // over a FIFO of items, the set of items waiting (dirty) and the set of
@@ -61,6 +69,11 @@ type Queue[T comparable] struct {
 	dirty map[T]struct{}
 	// processing holds the items handed out by Get and not yet Done.
 	processing map[T]struct{}
+
+	// prio, once the queue takes priorities (AddWithPriority), holds the
+	// waiting items instead of items and dirty, which are then empty.
+	prio      *prioItems[T]
+	agingStep time.Duration
 
 	// shuttingDown is written under mu and read without it by
 	// ShuttingDown.
@@ -83,6 +96,7 @@ func NewQueue[T comparable](cfg Config) *Queue[T] {
 }
 
 func (q *Queue[T]) init(cfg Config) {
+	q.agingStep = cfg.AgingStep
 	q.metrics = newQueueMetrics[T](cfg.Name, cfg.MetricsProvider)
 	if q.metrics == nil {
 		return
@@ -156,6 +170,9 @@ func (q *Queue[T]) addBatch(items []T) {
 
 // addLocked adds item and reports whether it entered the FIFO.
 func (q *Queue[T]) addLocked(item T) bool {
+	if q.prio != nil {
+		return q.addPrioLocked(item, PriorityNormal)
+	}
 	if _, ok := q.dirty[item]; ok {
 		return false
 	}
@@ -179,14 +196,18 @@ func (q *Queue[T]) addLocked(item T) bool {
 func (q *Queue[T]) Get() (item T, ok bool) {
 	q.lock()
 	defer q.mu.Unlock()
-	for q.items.len() == 0 && q.mustWaitLocked() {
+	for q.lenLocked() == 0 && q.mustWaitLocked() {
 		q.cond.Wait()
 	}
-	if q.items.len() == 0 {
+	if q.lenLocked() == 0 {
 		return item, false
 	}
-	item = q.items.pop()
-	delete(q.dirty, item)
+	if q.prio != nil {
+		item = q.prio.pop()
+	} else {
+		item = q.items.pop()
+		delete(q.dirty, item)
+	}
 	q.processing[item] = struct{}{}
 	if q.metrics != nil {
 		q.metrics.get(item)
@@ -206,9 +227,13 @@ func (q *Queue[T]) Done(item T) {
 	if q.metrics != nil {
 		q.metrics.done(item)
 	}
-	if _, ok := q.dirty[item]; ok {
-		// After ShutDown nothing is queued (dirty was emptied); a drain
-		// still processes what was added before it began.
+	// After ShutDown nothing is queued (dirty was emptied); a drain still
+	// processes what was added before it began.
+	if q.prio != nil {
+		if q.prio.done(item) {
+			q.cond.Signal()
+		}
+	} else if _, ok := q.dirty[item]; ok {
 		q.items.push(item)
 		q.cond.Signal()
 	}
@@ -221,6 +246,13 @@ func (q *Queue[T]) Done(item T) {
 func (q *Queue[T]) Len() int {
 	q.lock()
 	defer q.mu.Unlock()
+	return q.lenLocked()
+}
+
+func (q *Queue[T]) lenLocked() int {
+	if q.prio != nil {
+		return q.prio.n
+	}
 	return q.items.len()
 }
 
@@ -236,14 +268,22 @@ func (q *Queue[T]) ShutDown() {
 	q.lock()
 	q.shuttingDown.Store(true)
 	q.draining = false
-	q.items.reset()
 	// The dropped items leave the metrics too.
 	if q.metrics != nil {
 		for item := range q.dirty {
 			q.metrics.dropQueued(item)
 		}
+		if q.prio != nil {
+			for item := range q.prio.slots {
+				q.metrics.dropQueued(item)
+			}
+		}
 	}
+	q.items.reset()
 	clear(q.dirty)
+	if q.prio != nil {
+		q.prio.reset()
+	}
 	q.checkDrainedLocked()
 	q.cond.Broadcast()
 	stop, done := q.stopMetrics, q.metricsDone
@@ -298,7 +338,7 @@ func (q *Queue[T]) mustWaitLocked() bool {
 }
 
 func (q *Queue[T]) checkDrainedLocked() {
-	if q.drained != nil && !q.drainClosed && q.items.len() == 0 && len(q.processing) == 0 {
+	if q.drained != nil && !q.drainClosed && q.lenLocked() == 0 && len(q.processing) == 0 {
 		q.drainClosed = true
 		close(q.drained)
 		// Gets waiting for in-flight items to come back can stop now.

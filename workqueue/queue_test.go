@@ -124,6 +124,15 @@ func TestQueueContracts(t *testing.T) {
 			tt.run(t, &q)
 			q.ShutDown()
 		})
+		t.Run(tt.name+"/priority queue", func(t *testing.T) {
+			// One AddWithPriority makes it a priority queue; Add is then
+			// PriorityNormal, and the contract is the same.
+			var q Queue[string]
+			q.AddWithPriority("", PriorityHigh)
+			q.Done(getNow(t, &q))
+			tt.run(t, &q)
+			q.ShutDown()
+		})
 	}
 }
 
