@@ -3,13 +3,10 @@ package apiserver
 import (
 	"context"
 	"fmt"
-	"slices"
-	"strings"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/listwatch/listwatch/apiserver/internal/crd"
 	"github.com/listwatch/listwatch/apiserver/internal/registry"
@@ -81,7 +78,7 @@ func (s *Server) commitCRD(in *crdInstallation) {
 // watch caches, without serving them; nil when what is served is already
 // that.
 func (s *Server) prepareCRD(crdObj *apiextensionsv1.CustomResourceDefinition) (*crdInstallation, error) {
-	fp := crdFingerprint(crdObj)
+	fp := registry.Fingerprint(crdObj)
 	if rs := s.reg.CustomResources().ByCRD[crdObj.Name]; len(rs) > 0 && rs[0].CRDFingerprint == fp {
 		return nil, nil
 	}
@@ -93,7 +90,6 @@ func (s *Server) prepareCRD(crdObj *apiextensionsv1.CustomResourceDefinition) (*
 	for _, r := range s.reg.CustomResources().ByCRD[crdObj.Name] {
 		old[r.GVK.Version] = r
 	}
-	names := crdObj.Status.AcceptedNames
 	in := &crdInstallation{crd: crdObj.DeepCopy()}
 	fail := func(err error) (*crdInstallation, error) {
 		in.abort()
@@ -103,37 +99,9 @@ func (s *Server) prepareCRD(crdObj *apiextensionsv1.CustomResourceDefinition) (*
 		if !v.Served {
 			continue
 		}
-		rules, err := crd.New(crdObj, v.Name, structural)
+		r, err := registry.NewCustom(in.crd, v.Name, structural, fp)
 		if err != nil {
 			return fail(err)
-		}
-		r := &resource{
-			GVK:            schema.GroupVersionKind{Group: crdObj.Spec.Group, Version: v.Name, Kind: names.Kind},
-			Plural:         names.Plural,
-			Singular:       names.Singular,
-			ShortNames:     slices.Clone(names.ShortNames),
-			Categories:     slices.Clone(names.Categories),
-			Namespaced:     crdObj.Spec.Scope == apiextensionsv1.NamespaceScoped,
-			Custom:         true,
-			HasStatus:      rules.HasStatus(),
-			Fields:         rules.SelectableFields(),
-			CR:             rules,
-			CRDName:        crdObj.Name,
-			CRDFingerprint: fp,
-			CRD:            in.crd,
-			Terminating:    crdObj.DeletionTimestamp != nil,
-		}
-		if sc := rules.Scale(); sc != nil {
-			r.Scale = &registry.ScaleSpec{
-				SpecReplicas:   jsonPath(sc.SpecReplicasPath),
-				StatusReplicas: jsonPath(sc.StatusReplicasPath),
-				Selector: func(obj map[string]any) (string, error) {
-					if sc.LabelSelectorPath == nil {
-						return "", nil
-					}
-					return registry.NestedString(obj, jsonPath(*sc.LabelSelectorPath)...), nil
-				},
-			}
 		}
 		if o := old[v.Name]; o != nil && o.Plural == r.Plural && o.Namespaced == r.Namespaced && o.GVK.Kind == r.GVK.Kind {
 			r.Cache = o.Cache
@@ -152,13 +120,6 @@ func (s *Server) prepareCRD(crdObj *apiextensionsv1.CustomResourceDefinition) (*
 		in.old = append(in.old, o.Cache)
 	}
 	return in, nil
-}
-
-// crdFingerprint identifies what a definition's installation depends on:
-// the definition (its uid), its spec (generation), its accepted names and
-// whether it is being deleted.
-func crdFingerprint(c *apiextensionsv1.CustomResourceDefinition) string {
-	return fmt.Sprintf("%s/%d/%t/%+v", c.UID, c.Generation, c.DeletionTimestamp != nil, c.Status.AcceptedNames)
 }
 
 // uninstallCRD stops serving the custom resources of the definition name.
@@ -239,16 +200,6 @@ func (s *Server) closeCustomCaches() {
 		}
 	}
 	s.reg.Custom.Store(nil)
-}
-
-// jsonPath turns a scale subresource's path (".spec.replicas") into its
-// fields.
-func jsonPath(p string) []string {
-	p = strings.TrimPrefix(p, ".")
-	if p == "" {
-		return nil
-	}
-	return strings.Split(p, ".")
 }
 
 // newCustomCache runs the watch cache of a custom resource r, whose

@@ -11,11 +11,15 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"sync/atomic"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/version"
 
+	"github.com/listwatch/listwatch/apiserver/internal/crd"
 	"github.com/listwatch/listwatch/apiserver/internal/kube"
 	"github.com/listwatch/listwatch/resources"
 )
@@ -251,4 +255,63 @@ func (g *Registry) HasGroupVersion(gv string) bool {
 	}
 	_, ok := g.CustomResources().ByGV[gv]
 	return ok
+}
+
+// NewCustom is the resource of version of the custom resource defined by
+// def (its definition as installed, shared and not to be changed), with
+// the rules of kube-apiserver's custom resource handler; structural is
+// the definition's structural schemas (crd.Structural) and fingerprint its
+// Fingerprint. Its Cache is left to the caller.
+func NewCustom(def *apiextensionsv1.CustomResourceDefinition, version string, structural map[string]*structuralschema.Structural, fingerprint string) (*Resource, error) {
+	rules, err := crd.New(def, version, structural)
+	if err != nil {
+		return nil, err
+	}
+	names := def.Status.AcceptedNames
+	r := &Resource{
+		GVK:            schema.GroupVersionKind{Group: def.Spec.Group, Version: version, Kind: names.Kind},
+		Plural:         names.Plural,
+		Singular:       names.Singular,
+		ShortNames:     slices.Clone(names.ShortNames),
+		Categories:     slices.Clone(names.Categories),
+		Namespaced:     def.Spec.Scope == apiextensionsv1.NamespaceScoped,
+		Custom:         true,
+		HasStatus:      rules.HasStatus(),
+		Fields:         rules.SelectableFields(),
+		CR:             rules,
+		CRDName:        def.Name,
+		CRDFingerprint: fingerprint,
+		CRD:            def,
+		Terminating:    def.DeletionTimestamp != nil,
+	}
+	if sc := rules.Scale(); sc != nil {
+		r.Scale = &ScaleSpec{
+			SpecReplicas:   jsonPath(sc.SpecReplicasPath),
+			StatusReplicas: jsonPath(sc.StatusReplicasPath),
+			Selector: func(obj map[string]any) (string, error) {
+				if sc.LabelSelectorPath == nil {
+					return "", nil
+				}
+				return NestedString(obj, jsonPath(*sc.LabelSelectorPath)...), nil
+			},
+		}
+	}
+	return r, nil
+}
+
+// Fingerprint identifies what a definition's installation depends on: the
+// definition (its uid), its spec (generation), its accepted names and
+// whether it is being deleted.
+func Fingerprint(c *apiextensionsv1.CustomResourceDefinition) string {
+	return fmt.Sprintf("%s/%d/%t/%+v", c.UID, c.Generation, c.DeletionTimestamp != nil, c.Status.AcceptedNames)
+}
+
+// jsonPath turns a scale subresource's path (".spec.replicas") into its
+// fields.
+func jsonPath(p string) []string {
+	p = strings.TrimPrefix(p, ".")
+	if p == "" {
+		return nil
+	}
+	return strings.Split(p, ".")
 }
