@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/listwatch/listwatch/apiserver/internal/respond"
+	"github.com/listwatch/listwatch/apiserver/internal/wire"
 )
 
 // protoBody encodes obj as a typed client-go client does: the Kubernetes
@@ -26,7 +27,7 @@ func protoBody(t *testing.T, obj runtime.Object, apiVersion, kind string) string
 		t.Fatal(err)
 	}
 	obj.GetObjectKind().SetGroupVersionKind(gv.WithKind(kind))
-	b, err := encodeProto(obj)
+	b, err := wire.EncodeProto(obj)
 	if err != nil {
 		t.Fatal(err)
 	}

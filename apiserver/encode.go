@@ -11,6 +11,7 @@ import (
 
 	"github.com/listwatch/listwatch/apiserver/internal/registry"
 	"github.com/listwatch/listwatch/apiserver/internal/respond"
+	"github.com/listwatch/listwatch/apiserver/internal/wire"
 )
 
 // encoding is a response format a client accepted.
@@ -94,9 +95,9 @@ func writeEncoded(w http.ResponseWriter, req *http.Request, r *resource, code in
 	if enc == encProtobuf {
 		var body []byte
 		if isUnstructured {
-			body, err = toProtobuf(r, u)
+			body, err = wire.ToProtobuf(r, u)
 		} else {
-			body, err = encodeProto(obj)
+			body, err = wire.EncodeProto(obj)
 		}
 		if err == nil {
 			w.Header().Set("Content-Type", respond.MediaProtobuf)

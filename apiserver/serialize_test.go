@@ -22,6 +22,7 @@ import (
 	"github.com/listwatch/listwatch/apiserver/internal/decode"
 	"github.com/listwatch/listwatch/apiserver/internal/registry"
 	"github.com/listwatch/listwatch/apiserver/internal/respond"
+	"github.com/listwatch/listwatch/apiserver/internal/wire"
 	"github.com/listwatch/listwatch/watchcache"
 )
 
@@ -84,33 +85,33 @@ func TestEventFrames(t *testing.T) {
 		for _, typ := range []watch.EventType{watch.Added, watch.Modified, watch.Deleted, watch.Bookmark} {
 			t.Run(fmt.Sprintf("%s/%s", name, typ), func(t *testing.T) {
 				memo := new(watchcache.Encodings)
-				typed, err := typedOf(u)
+				typed, err := wire.Typed(u)
 				if err != nil {
 					t.Fatal(err)
 				}
-				want, err := encodeProtoEvent(typ, typed)
+				want, err := wire.ProtoEvent(typ, typed)
 				if err != nil {
 					t.Fatal(err)
 				}
-				msg, err := objectProto(u, memo)
+				msg, err := wire.ObjectProto(u, memo)
 				if err != nil {
 					t.Fatal(err)
 				}
-				if got := protoEventFrame(typ, u.GetAPIVersion(), u.GetKind(), msg); !bytes.Equal(got, want) {
+				if got := wire.ProtoEventFrame(typ, u.GetAPIVersion(), u.GetKind(), msg); !bytes.Equal(got, want) {
 					t.Errorf("protobuf frame differs:\n got %x\nwant %x", got, want)
 				}
 				if n := binary.BigEndian.Uint32(want); int(n) != len(want)-4 {
 					t.Errorf("frame length %d, body %d", n, len(want)-4)
 				}
-				wantJSON, err := encodeJSONEvent(typ, u.Object)
+				wantJSON, err := wire.JSONEvent(typ, u.Object)
 				if err != nil {
 					t.Fatal(err)
 				}
-				js, err := objectJSON(u, memo)
+				js, err := wire.ObjectJSON(u, memo)
 				if err != nil {
 					t.Fatal(err)
 				}
-				if got := jsonEventFrame(typ, js); !bytes.Equal(got, wantJSON) {
+				if got := wire.JSONEventFrame(typ, js); !bytes.Equal(got, wantJSON) {
 					t.Errorf("JSON frame differs:\n got %s\nwant %s", got, wantJSON)
 				}
 			})
@@ -141,7 +142,7 @@ func TestWriteList(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			whole := listObject(tc.res, tc.list)
-			wantProto, err := toProtobuf(tc.res, whole)
+			wantProto, err := wire.ToProtobuf(tc.res, whole)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -243,7 +244,7 @@ func TestSharedSerializations(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, u := range lr.Items {
-		js, err := objectJSON(u, lr.Encodings[i])
+		js, err := wire.ObjectJSON(u, lr.Encodings[i])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -251,10 +252,10 @@ func TestSharedSerializations(t *testing.T) {
 			t.Errorf("item %d: listed JSON %s, memo %s", i, jl.Items[i], js)
 		}
 		calls := 0
-		if _, err := lr.Encodings[i].Get(memoJSON, func() ([]byte, error) { calls++; return nil, nil }); err != nil || calls != 0 {
+		if _, err := lr.Encodings[i].Get(wire.MemoJSON, func() ([]byte, error) { calls++; return nil, nil }); err != nil || calls != 0 {
 			t.Errorf("item %d: JSON encoded again (%d calls, %v)", i, calls, err)
 		}
-		if _, err := lr.Encodings[i].Get(memoProto, func() ([]byte, error) { calls++; return nil, nil }); err != nil || calls != 0 {
+		if _, err := lr.Encodings[i].Get(wire.MemoProto, func() ([]byte, error) { calls++; return nil, nil }); err != nil || calls != 0 {
 			t.Errorf("item %d: protobuf encoded again (%d calls, %v)", i, calls, err)
 		}
 	}

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/randfill"
 
 	"github.com/listwatch/listwatch/apiserver/internal/registry"
+	"github.com/listwatch/listwatch/apiserver/internal/wire"
 	"github.com/listwatch/listwatch/internal/jsontree"
 )
 
@@ -83,7 +84,7 @@ func TestTypedOfMatchesJSONDecoding(t *testing.T) {
 	kinds := registry.Scheme.AllKnownTypes()
 	gvks := make([]schema.GroupVersionKind, 0, len(kinds))
 	for gvk, typ := range kinds {
-		if _, ok := reflect.New(typ).Interface().(protoMessage); ok && gvk.Version != runtime.APIVersionInternal {
+		if _, ok := reflect.New(typ).Interface().(wire.ProtoMessage); ok && gvk.Version != runtime.APIVersionInternal {
 			gvks = append(gvks, gvk)
 		}
 	}
@@ -120,16 +121,16 @@ func TestTypedOfMatchesJSONDecoding(t *testing.T) {
 			if err := jsonTyped(u, want); err != nil {
 				continue // JSON that does not decode into its own type
 			}
-			got, err := typedOf(u)
+			got, err := wire.Typed(u)
 			if err != nil {
 				t.Errorf("%v seed %d: typedOf: %v", gvk, seed, err)
 				continue
 			}
-			wb, err := want.(protoMessage).Marshal()
+			wb, err := want.(wire.ProtoMessage).Marshal()
 			if err != nil {
 				continue
 			}
-			gb, err := got.(protoMessage).Marshal()
+			gb, err := got.(wire.ProtoMessage).Marshal()
 			if err != nil {
 				t.Errorf("%v seed %d: marshal: %v", gvk, seed, err)
 				continue
@@ -190,7 +191,7 @@ func BenchmarkTypedOf(b *testing.B) {
 	b.Run("converter", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := typedOf(u); err != nil {
+			if _, err := wire.Typed(u); err != nil {
 				b.Fatal(err)
 			}
 		}

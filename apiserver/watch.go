@@ -2,8 +2,6 @@ package apiserver
 
 import (
 	"context"
-	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"math/rand/v2"
 	"net/http"
@@ -13,10 +11,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/listwatch/listwatch/apiserver/internal/respond"
+	"github.com/listwatch/listwatch/apiserver/internal/wire"
 	"github.com/listwatch/listwatch/watchcache"
 )
 
@@ -241,19 +239,19 @@ func (ww *watchWriter) frame(ev *watchEvent) ([]byte, error) {
 	}
 	if ww.enc == encProtobuf {
 		return ev.Encode("protobuf", func(ev *watchEvent) ([]byte, error) {
-			msg, err := eventProto(ev)
+			msg, err := wire.EventProto(ev)
 			if err != nil {
 				return nil, err
 			}
-			return protoEventFrame(ev.Type, ev.Object.GetAPIVersion(), ev.Object.GetKind(), msg), nil
+			return wire.ProtoEventFrame(ev.Type, ev.Object.GetAPIVersion(), ev.Object.GetKind(), msg), nil
 		})
 	}
 	return ev.Encode("json", func(ev *watchEvent) ([]byte, error) {
-		obj, err := objectJSON(ev.Object, ev.ObjectEncodings())
+		obj, err := wire.ObjectJSON(ev.Object, ev.ObjectEncodings())
 		if err != nil {
 			return nil, err
 		}
-		return jsonEventFrame(ev.Type, obj), nil
+		return wire.JSONEventFrame(ev.Type, obj), nil
 	})
 }
 
@@ -265,7 +263,7 @@ func (ww *watchWriter) tableEvent(ev *watchEvent) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		return encodeJSONEvent(ev.Type, tbl)
+		return wire.JSONEvent(ev.Type, tbl)
 	}
 	tbl, err := ww.tab.table([]*unstructured.Unstructured{ev.Object}, metav1.ListMeta{ResourceVersion: ev.Object.GetResourceVersion()}, !ww.sentHeader)
 	if err != nil {
@@ -274,7 +272,7 @@ func (ww *watchWriter) tableEvent(ev *watchEvent) ([]byte, error) {
 	// Only this watcher's goroutine reads or sets sentHeader; a frame
 	// memoized for other watchers is built with it already set.
 	ww.sentHeader = true
-	return encodeJSONEvent(ev.Type, tbl)
+	return wire.JSONEvent(ev.Type, tbl)
 }
 
 // writeError sends an ERROR event carrying err as a Status.
@@ -283,41 +281,12 @@ func (ww *watchWriter) writeError(err error) error {
 	st.Kind, st.APIVersion = "Status", "v1"
 	var frame []byte
 	if ww.enc == encProtobuf {
-		frame, err = encodeProtoEvent(watch.Error, &st)
+		frame, err = wire.ProtoEvent(watch.Error, &st)
 	} else {
-		frame, err = encodeJSONEvent(watch.Error, &st)
+		frame, err = wire.JSONEvent(watch.Error, &st)
 	}
 	if err != nil {
 		return err
 	}
 	return ww.send(frame)
-}
-
-func encodeJSONEvent(t watch.EventType, obj any) ([]byte, error) {
-	b, err := json.Marshal(struct {
-		Type   watch.EventType `json:"type"`
-		Object any             `json:"object"`
-	}{t, obj})
-	if err != nil {
-		return nil, err
-	}
-	return append(b, '\n'), nil
-}
-
-// encodeProtoEvent frames a metav1.WatchEvent whose object is in the
-// protobuf envelope, behind a 4-byte big-endian length, as client-go's
-// protobuf watch decoder expects.
-func encodeProtoEvent(t watch.EventType, obj runtime.Object) ([]byte, error) {
-	raw, err := encodeProto(obj)
-	if err != nil {
-		return nil, err
-	}
-	ev := &metav1.WatchEvent{Type: string(t), Object: runtime.RawExtension{Raw: raw}}
-	body, err := ev.Marshal()
-	if err != nil {
-		return nil, err
-	}
-	frame := make([]byte, 4, 4+len(body))
-	binary.BigEndian.PutUint32(frame, uint32(len(body)))
-	return append(frame, body...), nil
 }

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/listwatch/listwatch/apiserver/internal/wire"
 	"github.com/listwatch/listwatch/watchcache"
 )
 
@@ -142,18 +143,18 @@ func TestWriteHintsServeTheSameBytes(t *testing.T) {
 			case watch.Deleted:
 				// Its message is made from its last version's, which
 				// this loop made when it had that version's event.
-				if _, ok := ev.BaseEncodings().Done(memoProto); !ok {
+				if _, ok := ev.BaseEncodings().Done(wire.MemoProto); !ok {
 					t.Errorf("DELETED %s: the last version's message is not made", ev.Object.GetName())
 				}
 				deleted++
 			default:
 				events++
 			}
-			got, err := eventProto(ev)
+			got, err := wire.EventProto(ev)
 			if err != nil {
 				t.Fatal(err)
 			}
-			want, err := protoOf(ev.Object)
+			want, err := wire.ProtoOf(ev.Object)
 			if err != nil {
 				t.Fatal(err)
 			}
