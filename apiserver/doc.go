@@ -12,11 +12,12 @@
 //  2. routes.go (Server.serve) parses the path into a request, finding
 //     its registry.Resource with registry.Registry.Lookup
 //     (internal/registry/registry.go), and hands it to the verb's handler.
-//  3. write.go (handleCreate) reads the body; body.go (decodeNew) decodes
-//     it as the resource's Go type, or as a map for a custom resource;
-//     managedfields.go (manageCreate) records the field manager.
-//  4. write.go (create) runs namespace lifecycle admission
-//     (namespaceExists), then the resource's rules (registry.Rules,
+//  3. create.go (handleCreate) reads the body; internal/decode/body.go
+//     (decode.New) decodes it as the resource's Go type, or as a map for a
+//     custom resource; managedfields.go (manageCreate) records the field
+//     manager, whose models internal/registry/fieldmanager.go holds.
+//  4. create.go (create) runs namespace lifecycle admission
+//     (admission_namespace.go), then the resource's rules (registry.Rules,
 //     internal/registry/rules.go): Kubernetes' strategy, admission and
 //     validation of a built-in resource (BuiltinRules over
 //     internal/kube/kube.go), apiextensions' of a custom one (CustomRules
@@ -27,10 +28,14 @@
 //     Go object for the resource's watch cache (internal/registry/cache.go)
 //     under its key (internal/registry/keys.go); the storage package
 //     (storage/etcd) stores it.
-//  6. Back in write.go the object takes the revision etcd gave it as its
+//  6. Back in create.go the object takes the revision etcd gave it as its
 //     resourceVersion, and encode.go (writeEncoded) answers 201 with it,
 //     as JSON or protobuf. The watch cache then sees the write from
-//     etcd's watch and sends it to watchers (watch.go, serialize.go).
+//     etcd's watch and sends it to watchers (watch.go, serialize.go), in
+//     the encodings of internal/wire.
+//
+// Updates (update.go, patch.go, apply.go) and deletes (delete.go) take the
+// same way down, through the rules' Update and BeforeDelete.
 //
 // # Where a new resource's behaviour goes
 //
@@ -39,7 +44,8 @@
 // from its Kubernetes strategy, which internal/kube ties to it (kube.For).
 // A custom resource's behaviour comes from its CustomResourceDefinition
 // through internal/crd. A resource that does more than its strategy gets
-// its own registry.Rules wrapping BuiltinRules (as ServiceRules do), set
-// as its Resource.Rules. What every resource shares below its rules
+// its own registry.Rules wrapping BuiltinRules, listed in the registry's
+// specialRules table (NamespaceRules, CRDRules) or set by the server where
+// they hold server state (ServiceRules). What every resource shares below its rules
 // (keys, stored form, watch cache) is in internal/registry.
 package apiserver
