@@ -90,11 +90,7 @@ func (s *Server) parseResourcePath(gv schema.GroupVersion, p []string) (request,
 		return req, notFoundPath()
 	}
 	req.res = res
-	if res.Plural == "namespaces" && len(p) >= 2 {
-		// A namespace's own path: its namespace is itself for admission,
-		// but it is cluster-scoped in storage.
-		req.name = p[1]
-	} else if len(p) >= 2 {
+	if len(p) >= 2 {
 		req.name = p[1]
 	}
 	if len(p) == 3 {
