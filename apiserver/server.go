@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"cmp"
 	"context"
 	"crypto"
 	"errors"
@@ -127,10 +128,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Storage == nil {
 		return nil, errors.New("apiserver: Config.Storage is nil")
 	}
-	log := cfg.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
+	log := cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler))
 	reg, err := registry.New()
 	if err != nil {
 		return nil, err

@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -51,10 +52,7 @@ type Controller[T Object] struct {
 
 // NewController returns a Controller for cfg; Run starts it.
 func NewController[T Object](cfg Config[T]) *Controller[T] {
-	log := cfg.Reflector.Logger
-	if log == nil {
-		log = slog.Default()
-	}
+	log := cmp.Or(cfg.Reflector.Logger, slog.Default())
 	return &Controller[T]{cfg: cfg, log: log}
 }
 

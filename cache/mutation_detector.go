@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
+
+	"github.com/listwatch/listwatch/internal/ctxtime"
 )
 
 // MutationError reports a cached object that was changed in place, which
@@ -99,16 +101,10 @@ func (d *mutationDetector[T]) check(ctx context.Context) []MutationError {
 }
 
 func (d *mutationDetector[T]) run(ctx context.Context, period time.Duration) {
-	t := time.NewTicker(period)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			d.check(ctx)
-		}
-	}
+	ctxtime.Every(ctx, period, func() bool {
+		d.check(ctx)
+		return true
+	})
 }
 
 // CheckMutations compares every cached object with the copy the mutation

@@ -284,21 +284,15 @@ func (r *Reflector[T]) streams() bool {
 }
 
 func (r *Reflector[T]) resyncLoop(ctx context.Context) {
-	t := time.NewTicker(r.opts.ResyncPeriod)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	ctxtime.Every(ctx, r.opts.ResyncPeriod, func() bool {
 		if r.opts.ShouldResync != nil && !r.opts.ShouldResync() {
-			continue
+			return true
 		}
 		if err := r.store.Resync(); err != nil {
 			r.onErr(ctx, fmt.Errorf("%s: resync: %w", r.name, err))
 		}
-	}
+		return true
+	})
 }
 
 // list reads every page and replaces the store's content with the result.

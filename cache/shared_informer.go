@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -102,10 +103,7 @@ type SharedIndexInformer[T Object] struct {
 // by opts and the typed options; Run starts it.
 func NewSharedIndexInformer[T Object](lw ListerWatcher[T], opts SharedInformerOptions, typed ...Option[T]) *SharedIndexInformer[T] {
 	t := applyOptions(typed)
-	log := opts.Reflector.Logger
-	if log == nil {
-		log = slog.Default()
-	}
+	log := cmp.Or(opts.Reflector.Logger, slog.Default())
 	s := &SharedIndexInformer[T]{
 		lw:                lw,
 		opts:              opts,

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -178,10 +179,7 @@ func New[K comparable](name string, sync SyncHandler[K], opts Options, sources .
 			return nil, fmt.Errorf("controller %q: source %d is nil", name, i)
 		}
 	}
-	log := opts.Logger
-	if log == nil {
-		log = slog.Default()
-	}
+	log := cmp.Or(opts.Logger, slog.Default())
 	c := &Controller[K]{
 		name:    name,
 		sync:    sync,

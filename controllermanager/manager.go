@@ -11,6 +11,7 @@
 package controllermanager
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -181,10 +182,7 @@ func New(cfg Config) (*Manager, error) {
 			names = append(names, n)
 		}
 	}
-	log := cfg.Logger
-	if log == nil {
-		log = slog.Default()
-	}
+	log := cmp.Or(cfg.Logger, slog.Default())
 	m := &Manager{cfg: cfg, controllers: names, log: log.With("component", "controller-manager"), registry: prometheus.NewRegistry()}
 	m.identity = cfg.LeaderElection.Identity
 	if m.identity == "" {

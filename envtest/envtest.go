@@ -32,6 +32,7 @@
 package envtest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -167,10 +168,7 @@ func (e *Environment) Stop() {
 // start runs an environment keeping its files in dir; stop, never nil,
 // stops whatever started.
 func start(dir string, opts Options) (_ *Environment, stop func(), _ error) {
-	log := opts.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
+	log := cmp.Or(opts.Logger, slog.New(slog.DiscardHandler))
 	// The server runs until the test's cleanup, not for t.Context(), which
 	// ends before it: the cleanup stops the parts in order.
 	ctx, cancel := context.WithCancel(context.Background())

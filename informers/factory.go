@@ -4,6 +4,7 @@
 package informers
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"reflect"
@@ -124,10 +125,7 @@ type SharedInformerFactory struct {
 
 // NewSharedInformerFactory returns a factory whose informers read from src.
 func NewSharedInformerFactory(src Source, opts Options) *SharedInformerFactory {
-	log := opts.Reflector.Logger
-	if log == nil {
-		log = slog.Default()
-	}
+	log := cmp.Or(opts.Reflector.Logger, slog.Default())
 	return &SharedInformerFactory{source: src, opts: opts, log: log, informers: map[informerKey]*entry{}}
 }
 

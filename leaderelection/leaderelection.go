@@ -10,6 +10,7 @@
 package leaderelection
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -131,10 +132,7 @@ func New(cfg Config) (*LeaderElector, error) {
 	case float64(cfg.RenewDeadline) <= JitterFactor*float64(cfg.RetryPeriod):
 		return nil, fmt.Errorf("leaderelection: RenewDeadline %v must be greater than RetryPeriod %v × %.1f", cfg.RenewDeadline, cfg.RetryPeriod, JitterFactor)
 	}
-	log := cfg.Logger
-	if log == nil {
-		log = slog.Default()
-	}
+	log := cmp.Or(cfg.Logger, slog.Default())
 	log = log.With("lease", cfg.Namespace+"/"+cfg.Name, "identity", cfg.Identity)
 	return &LeaderElector{cfg: cfg, log: log}, nil
 }

@@ -18,10 +18,11 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
-
 	schedulingapiv1 "k8s.io/kubernetes/pkg/apis/scheduling/v1"
 	"k8s.io/kubernetes/pkg/controlplane/controller/kubernetesservice"
 	"k8s.io/kubernetes/pkg/controlplane/reconcilers"
+
+	"github.com/listwatch/listwatch/internal/ctxtime"
 )
 
 // Config is what the start-up needs of the server.
@@ -227,18 +228,12 @@ func (s *Startup) keepKubernetesService(ctx context.Context) {
 			return
 		}
 	}
-	tick := time.NewTicker(kubernetesServiceInterval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
+	ctxtime.Every(ctx, kubernetesServiceInterval, func() bool {
 		if err := s.kubeService.UpdateKubernetesService(false); err != nil && ctx.Err() == nil {
 			s.cfg.Log.Warn("reconciling the kubernetes service", "err", err)
 		}
-	}
+		return true
+	})
 }
 
 // ensureNamespaces creates the namespaces of names that are missing,

@@ -16,6 +16,7 @@
 package serve
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
@@ -131,10 +132,7 @@ type Server struct {
 // (namespaces, RBAC policy, …) and applies the manifests; WaitReady waits
 // for them. Close releases a server whose Run is never called.
 func New(cfg Config) (_ *Server, err error) {
-	log := cfg.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
+	log := cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler))
 	s := &Server{log: log, served: make(chan struct{}), shutdownTimeout: cfg.ShutdownTimeout, endLongRunning: func() {},
 		manifests: cfg.Manifests, applied: make(chan struct{})}
 	defer func() {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/listwatch/listwatch/apiserver/filters"
+	"github.com/listwatch/listwatch/internal/ctxtime"
 	"github.com/listwatch/listwatch/internal/kubeconfig"
 	"github.com/listwatch/listwatch/internal/pki"
 )
@@ -118,19 +119,13 @@ func runUp(ctx context.Context, args []string) error {
 // checking every period until ctx ends.
 func untilOrphaned(ctx context.Context, getppid func() int, period time.Duration, orphaned func()) {
 	parent := getppid()
-	tick := time.NewTicker(period)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-			if getppid() != parent {
-				orphaned()
-				return
-			}
+	ctxtime.Every(ctx, period, func() bool {
+		if getppid() == parent {
+			return true
 		}
-	}
+		orphaned()
+		return false
+	})
 }
 
 // up runs a local cluster until ctx ends: it starts the API server, waits

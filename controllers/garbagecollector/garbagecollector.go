@@ -49,6 +49,7 @@ import (
 	"github.com/listwatch/listwatch/cache"
 	"github.com/listwatch/listwatch/controller"
 	"github.com/listwatch/listwatch/informers"
+	"github.com/listwatch/listwatch/internal/ctxtime"
 )
 
 // Resource is a resource the collector watches: its objects can be owners
@@ -333,18 +334,12 @@ func (gc *GarbageCollector) Run(ctx context.Context) error {
 // resyncLoop re-syncs the monitors from Discover every period until ctx
 // ends.
 func (gc *GarbageCollector) resyncLoop(ctx context.Context) {
-	t := time.NewTicker(gc.period)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	ctxtime.Every(ctx, gc.period, func() bool {
 		if err := gc.resync(ctx); err != nil && ctx.Err() == nil {
 			gc.log.Warn("resources not re-synced; watching the same as before", "err", err)
 		}
-	}
+		return true
+	})
 }
 
 // resync makes the monitors those of the resources Discover names: it

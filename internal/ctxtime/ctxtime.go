@@ -18,3 +18,20 @@ func Sleep(ctx context.Context, d time.Duration) bool {
 		return true
 	}
 }
+
+// Every calls f every period, the first time one period from now, until
+// ctx is done or f returns false.
+func Every(ctx context.Context, period time.Duration, f func() bool) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if !f() {
+				return
+			}
+		}
+	}
+}

@@ -21,6 +21,7 @@
 package etcd
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -135,10 +136,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	if dial <= 0 {
 		dial = DefaultDialTimeout
 	}
-	log := cfg.Logger
-	if log == nil {
-		log = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
+	log := cmp.Or(cfg.Logger, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints:   cfg.Endpoints,
 		TLS:         tlsCfg,
