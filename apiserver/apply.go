@@ -8,7 +8,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
 	"github.com/listwatch/listwatch/apiserver/internal/decode"
@@ -198,17 +197,8 @@ func (s *Server) applyScale(w http.ResponseWriter, r *http.Request, req request,
 		if sc.GetName() != req.name {
 			return nil, badRequest("the name of the object (%s) does not match the name on the URL (%s)", sc.GetName(), req.name)
 		}
-		n, _, err := unstructured.NestedInt64(sc.Object, "spec", "replicas")
-		if err != nil {
-			return nil, badRequest("spec.replicas: %v", err)
-		}
-		if n < 0 {
-			return nil, apierrors.NewInvalid(scaleResource.GVK.GroupKind(), req.name, field.ErrorList{
-				field.Invalid(field.NewPath("spec", "replicas"), n, "must be greater than or equal to 0"),
-			})
-		}
-		if err := unstructured.SetNestedField(cur.Object, n, scaleReplicasPath(req.res)...); err != nil {
-			return nil, apierrors.NewInternalError(err)
+		if err := setScaleReplicas(req, cur, sc); err != nil {
+			return nil, err
 		}
 		parent, err := h.ToParent(sc.GetManagedFields())
 		if err != nil {

@@ -3,7 +3,6 @@ package apiserver
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"strconv"
 	"sync/atomic"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -50,18 +49,6 @@ func randomSuffix(n int) string {
 // maxGeneratedNameLength leaves room for the 5-character suffix in a
 // 63-character name, as kube-apiserver does.
 const maxGeneratedNameLength = 63 - 5
-
-// parseRV parses a resourceVersion; "" and "0" are 0.
-func parseRV(s string) (int64, error) {
-	if s == "" {
-		return 0, nil
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n < 0 {
-		return 0, badRequest("invalid resource version %q", s)
-	}
-	return n, nil
-}
 
 // deepCopy returns an independent copy of u.
 func deepCopy(u *unstructured.Unstructured) *unstructured.Unstructured {

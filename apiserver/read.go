@@ -90,7 +90,7 @@ func parseListOptions(r *resource, q url.Values, watch, watchList bool) (listOpt
 	if o.filter, err = parseFilter(r, q.Get("labelSelector"), q.Get("fieldSelector")); err != nil {
 		return o, err
 	}
-	if _, err := parseRV(o.rv); err != nil {
+	if _, err := watchcache.ParseResourceVersion(o.rv); err != nil {
 		return o, err
 	}
 	if v := q.Get("limit"); v != "" {
@@ -156,11 +156,17 @@ func (s *Server) list(ctx context.Context, req request, o listOptions) (listResu
 	return listResult{items: res.Items, encs: res.Encodings, rev: res.ResourceVersion, continue_: res.Continue, remaining: res.RemainingItemCount}, nil
 }
 
-func (s *Server) handleList(w http.ResponseWriter, r *http.Request, req request) error {
+// collectionOptions are the list options of a list or (watch) a watch of
+// req's collection, which has no subresources.
+func (s *Server) collectionOptions(r *http.Request, req request, watch bool) (listOptions, error) {
 	if req.sub != "" {
-		return methodNotAllowed(r, req)
+		return listOptions{}, methodNotAllowed(r, req)
 	}
-	o, err := parseListOptions(req.res, r.URL.Query(), false, !s.cfg.DisableWatchList)
+	return parseListOptions(req.res, r.URL.Query(), watch, !s.cfg.DisableWatchList)
+}
+
+func (s *Server) handleList(w http.ResponseWriter, r *http.Request, req request) error {
+	o, err := s.collectionOptions(r, req, false)
 	if err != nil {
 		return err
 	}

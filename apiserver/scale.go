@@ -96,24 +96,8 @@ func (s *Server) updateScale(w http.ResponseWriter, r *http.Request, req request
 			return nil, apierrors.NewConflict(gr, req.name,
 				errors.New("Precondition failed: UID in precondition: "+string(uid)+", UID in object meta: "+string(cur.GetUID())))
 		}
-		n, ok, err := unstructured.NestedInt64(sc.Object, "spec", "replicas")
-		if err != nil {
-			return nil, badRequest("spec.replicas: %v", err)
-		}
-		if n < 0 {
-			return nil, apierrors.NewInvalid(scaleResource.GVK.GroupKind(), req.name, field.ErrorList{
-				field.Invalid(field.NewPath("spec", "replicas"), n, "must be greater than or equal to 0"),
-			})
-		}
-		if !ok {
-			n = 0
-		}
-		path := []string{"spec", "replicas"}
-		if req.res.Scale.SpecReplicas != nil {
-			path = req.res.Scale.SpecReplicas
-		}
-		if err := unstructured.SetNestedField(cur.Object, n, path...); err != nil {
-			return nil, apierrors.NewInternalError(err)
+		if err := setScaleReplicas(req, cur, sc); err != nil {
+			return nil, err
 		}
 		if rv := sc.GetResourceVersion(); rv != "" || !req.res.UnconditionalScale() {
 			// A custom resource's Scale without a resourceVersion is
@@ -129,4 +113,23 @@ func (s *Server) updateScale(w http.ResponseWriter, r *http.Request, req request
 		return err
 	}
 	return writeObject(w, r, scaleResource, http.StatusOK, scale)
+}
+
+// setScaleReplicas sets cur's replicas (at its Scale's path) to the
+// spec.replicas of sc, a Scale written to req (0 when it has none), as
+// kube's scale subresources validate it.
+func setScaleReplicas(req request, cur, sc *unstructured.Unstructured) error {
+	n, _, err := unstructured.NestedInt64(sc.Object, "spec", "replicas")
+	if err != nil {
+		return badRequest("spec.replicas: %v", err)
+	}
+	if n < 0 {
+		return apierrors.NewInvalid(scaleResource.GVK.GroupKind(), req.name, field.ErrorList{
+			field.Invalid(field.NewPath("spec", "replicas"), n, "must be greater than or equal to 0"),
+		})
+	}
+	if err := unstructured.SetNestedField(cur.Object, n, scaleReplicasPath(req.res)...); err != nil {
+		return apierrors.NewInternalError(err)
+	}
+	return nil
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/listwatch/listwatch/apiserver/internal/decode"
 	"github.com/listwatch/listwatch/apiserver/internal/registry"
 	"github.com/listwatch/listwatch/storage"
+	"github.com/listwatch/listwatch/watchcache"
 )
 
 // errNoChange ends a GuaranteedUpdate whose result equals the stored
@@ -269,7 +270,7 @@ func (s *Server) prepareUpdate(ctx context.Context, req request, cur, desired *u
 			})
 		}
 	} else if rv != cur.GetResourceVersion() {
-		if _, err := parseRV(rv); err != nil {
+		if _, err := watchcache.ParseResourceVersion(rv); err != nil {
 			return nil, nil, err
 		}
 		return nil, nil, conflict(req, "the object has been modified; please apply your changes to the latest version and try again")

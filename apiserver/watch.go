@@ -32,10 +32,7 @@ const DefaultWatchWriteTimeout = time.Minute
 type watchEvent = watchcache.Event[*unstructured.Unstructured]
 
 func (s *Server) handleWatch(w http.ResponseWriter, r *http.Request, req request) error {
-	if req.sub != "" {
-		return methodNotAllowed(r, req)
-	}
-	o, err := parseListOptions(req.res, r.URL.Query(), true, !s.cfg.DisableWatchList)
+	o, err := s.collectionOptions(r, req, true)
 	if err != nil {
 		return err
 	}

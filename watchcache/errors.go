@@ -59,8 +59,8 @@ func (c *Cache[T]) storageError(err error, rev int64, continuing bool) error {
 	return fmt.Errorf("watchcache %s: %w", c.cfg.Prefix, err)
 }
 
-// parseResourceVersion parses a resourceVersion parameter; "" is 0.
-func parseResourceVersion(s string) (int64, error) {
+// ParseResourceVersion parses a resourceVersion parameter; "" is 0.
+func ParseResourceVersion(s string) (int64, error) {
 	if s == "" {
 		return 0, nil
 	}

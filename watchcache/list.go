@@ -69,7 +69,7 @@ func (c *Cache[T]) List(ctx context.Context, opts ListOptions) (*ListResult[T], 
 		p.start, p.continuing = c.cfg.Prefix+tok.Start, true
 		return c.listAt(ctx, tok.RV, p)
 	}
-	rv, err := parseResourceVersion(opts.ResourceVersion)
+	rv, err := ParseResourceVersion(opts.ResourceVersion)
 	if err != nil {
 		return nil, err
 	}

@@ -188,7 +188,7 @@ func (c *Cache[T]) Watch(ctx context.Context, opts WatchOptions) (*Watcher[T], e
 	if err := c.awaitReady(ctx); err != nil {
 		return nil, err
 	}
-	rv, err := parseResourceVersion(opts.ResourceVersion)
+	rv, err := ParseResourceVersion(opts.ResourceVersion)
 	if err != nil {
 		return nil, err
 	}
