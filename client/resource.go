@@ -264,17 +264,7 @@ func (r *Resource[T]) Get(ctx context.Context, name string, opts metav1.GetOptio
 		var zero T
 		return zero, err
 	}
-	req := &request{verb: http.MethodGet, path: r.path(name), query: getQuery(opts)}
-	resp, err := r.do(ctx, req)
-	if err != nil {
-		var zero T
-		return zero, err
-	}
-	obj, err := r.object(req, resp)
-	if err == nil {
-		RecordWrite(ctx, r.gvr.GroupResource(), obj)
-	}
-	return obj, err
+	return r.send(ctx, &request{verb: http.MethodGet, path: r.path(name), query: getQuery(opts)})
 }
 
 // List reads one page of the collection: opts.Limit objects at most, from
@@ -362,7 +352,12 @@ func (r *Resource[T]) Watch(ctx context.Context, opts metav1.ListOptions) (cache
 // write sends obj, or data, as the body of a write and reads the object
 // the server answers with.
 func (r *Resource[T]) write(ctx context.Context, verb, path string, q url.Values, body []byte, contentType string) (T, error) {
-	req := &request{verb: verb, path: path, query: q, body: body, contentType: contentType}
+	return r.send(ctx, &request{verb: verb, path: path, query: q, body: body, contentType: contentType})
+}
+
+// send makes req and reads the object the server answers with, which the
+// controller's stale-read protection records (RecordWrite).
+func (r *Resource[T]) send(ctx context.Context, req *request) (T, error) {
 	resp, err := r.do(ctx, req)
 	if err != nil {
 		var zero T
