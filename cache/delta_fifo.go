@@ -394,17 +394,7 @@ func (f *DeltaFIFO[T]) Replace(list []T, resourceVersion string) error {
 		if _, ok := listed[key]; ok {
 			continue
 		}
-		if _, queued := f.items[key]; queued {
-			continue
-		}
-		obj, exists, err := f.knownObjects.GetByKey(key)
-		if err != nil {
-			return fmt.Errorf("cache: Replace: known object %q: %w", key, err)
-		}
-		if !exists {
-			continue
-		}
-		if err := f.queueActionLocked(key, Delta[T]{Type: Deleted, Object: obj, FinalStateUnknown: true}); err != nil {
+		if err := f.queueKnownLocked("Replace", key, Deleted); err != nil {
 			return err
 		}
 	}
@@ -431,21 +421,29 @@ func (f *DeltaFIFO[T]) Resync() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, key := range f.knownObjects.ListKeys() {
-		if _, queued := f.items[key]; queued {
-			continue
-		}
-		obj, exists, err := f.knownObjects.GetByKey(key)
-		if err != nil {
-			return fmt.Errorf("cache: Resync: known object %q: %w", key, err)
-		}
-		if !exists {
-			continue
-		}
-		if err := f.queueActionLocked(key, Delta[T]{Type: Sync, Object: obj}); err != nil {
+		if err := f.queueKnownLocked("Resync", key, Sync); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// queueKnownLocked queues a delta of type t (Sync, or a Deleted whose final
+// state is unknown) for the object the cache holds under key, unless key
+// is queued already or the cache no longer holds it. op names the caller
+// in errors.
+func (f *DeltaFIFO[T]) queueKnownLocked(op, key string, t DeltaType) error {
+	if _, queued := f.items[key]; queued {
+		return nil
+	}
+	obj, exists, err := f.knownObjects.GetByKey(key)
+	if err != nil {
+		return fmt.Errorf("cache: %s: known object %q: %w", op, key, err)
+	}
+	if !exists {
+		return nil
+	}
+	return f.queueActionLocked(key, Delta[T]{Type: t, Object: obj, FinalStateUnknown: t == Deleted})
 }
 
 // AddIfNotPresent queues deltas for key unless the key is already queued, in

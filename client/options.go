@@ -56,28 +56,26 @@ func getQuery(o metav1.GetOptions) url.Values {
 }
 
 func createQuery(o metav1.CreateOptions) url.Values {
-	q := url.Values{}
-	setDryRun(q, o.DryRun)
-	setStr(q, "fieldManager", o.FieldManager)
-	setStr(q, "fieldValidation", o.FieldValidation)
-	return q
+	return writeQuery(o.DryRun, o.FieldManager, o.FieldValidation)
 }
 
 func updateQuery(o metav1.UpdateOptions) url.Values {
+	return writeQuery(o.DryRun, o.FieldManager, o.FieldValidation)
+}
+
+// writeQuery holds the options every write takes.
+func writeQuery(dryRun []string, fieldManager, fieldValidation string) url.Values {
 	q := url.Values{}
-	setDryRun(q, o.DryRun)
-	setStr(q, "fieldManager", o.FieldManager)
-	setStr(q, "fieldValidation", o.FieldValidation)
+	setDryRun(q, dryRun)
+	setStr(q, "fieldManager", fieldManager)
+	setStr(q, "fieldValidation", fieldValidation)
 	return q
 }
 
 func patchQuery(o metav1.PatchOptions) url.Values {
-	q := url.Values{}
-	setDryRun(q, o.DryRun)
+	q := writeQuery(o.DryRun, o.FieldManager, o.FieldValidation)
 	if o.Force != nil {
 		q.Set("force", strconv.FormatBool(*o.Force))
 	}
-	setStr(q, "fieldManager", o.FieldManager)
-	setStr(q, "fieldValidation", o.FieldValidation)
 	return q
 }
