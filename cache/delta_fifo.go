@@ -220,6 +220,17 @@ func (f *DeltaFIFO[T]) queueAction(t DeltaType, obj T) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.populated = true
+	if t == Deleted {
+		ok, err := f.deletableLocked(key)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			// Nothing to delete, but the queue has still seen the event.
+			f.noteResourceVersionLocked(obj.GetResourceVersion())
+			return nil
+		}
+	}
 	if err := f.queueActionLocked(key, Delta[T]{Type: t, Object: obj}); err != nil {
 		return err
 	}
@@ -230,33 +241,20 @@ func (f *DeltaFIFO[T]) queueAction(t DeltaType, obj T) error {
 // Delete queues a Deleted delta. A key that is neither queued nor known to
 // the cache is ignored: there is nothing to delete.
 func (f *DeltaFIFO[T]) Delete(obj T) error {
-	key, err := f.KeyOf(obj)
-	if err != nil {
-		return err
+	return f.queueAction(Deleted, obj)
+}
+
+// deletableLocked reports whether key is queued or held by the cache: a
+// delete of anything else has nothing to delete.
+func (f *DeltaFIFO[T]) deletableLocked(key string) (bool, error) {
+	if _, queued := f.items[key]; queued {
+		return true, nil
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.populated = true
-	if _, queued := f.items[key]; !queued {
-		known := f.knownObjects != nil
-		if known {
-			_, exists, err := f.knownObjects.GetByKey(key)
-			if err != nil {
-				return err
-			}
-			known = exists
-		}
-		if !known {
-			// Nothing to delete, but the queue has still seen the event.
-			f.noteResourceVersionLocked(obj.GetResourceVersion())
-			return nil
-		}
+	if f.knownObjects == nil {
+		return false, nil
 	}
-	if err := f.queueActionLocked(key, Delta[T]{Type: Deleted, Object: obj}); err != nil {
-		return err
-	}
-	f.noteResourceVersionLocked(obj.GetResourceVersion())
-	return nil
+	_, exists, err := f.knownObjects.GetByKey(key)
+	return exists, err
 }
 
 // queueActionLocked appends d to key's deltas, queueing the key if it was not.

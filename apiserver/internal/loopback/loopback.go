@@ -119,9 +119,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if err := t.begin(false); err != nil {
 			return nil, err
 		}
-		w := &bufferWriter{header: http.Header{}}
+		w := &bufferWriter{answerHeader: answerHeader{header: http.Header{}}}
 		t.handler.ServeHTTP(w, sreq)
-		return w.response(req), nil
+		return w.answer(req), nil
 	}
 	if err := t.begin(true); err != nil {
 		stop()
@@ -129,7 +129,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	pr, pw := io.Pipe()
-	w := &streamWriter{header: http.Header{}, pw: pw, committed: make(chan struct{})}
+	w := &streamWriter{answerHeader: answerHeader{header: http.Header{}}, pw: pw, committed: make(chan struct{})}
 	w.buf = bufio.NewWriter(pw)
 	// A request ended by its client or by Close unblocks a handler
 	// writing to a reader that no longer reads.
@@ -150,17 +150,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		_ = pr.CloseWithError(ctx.Err())
 		return nil, fmt.Errorf("loopback: %s %s: %w", req.Method, req.URL.Path, context.Cause(ctx))
 	}
-	return &http.Response{
-		Status:        strconv.Itoa(w.code) + " " + http.StatusText(w.code),
-		StatusCode:    w.code,
-		Proto:         "HTTP/1.1",
-		ProtoMajor:    1,
-		ProtoMinor:    1,
-		Header:        w.sent,
-		Body:          &streamBody{pr: pr, cancel: cancel},
-		ContentLength: -1,
-		Request:       req,
-	}, nil
+	return w.answerHeader.response(req, &streamBody{pr: pr, cancel: cancel}, -1), nil
 }
 
 // begin admits a request unless the transport is closed; a watch is
@@ -208,23 +198,49 @@ func serverRequest(ctx context.Context, req *http.Request) *http.Request {
 	return sreq
 }
 
-// bufferWriter collects a whole answer.
-type bufferWriter struct {
+// answerHeader is what a writer holds of its answer's head: the header
+// being built, and the status code and header WriteHeader committed.
+type answerHeader struct {
 	header http.Header
 	sent   http.Header
 	code   int
+}
+
+func (h *answerHeader) Header() http.Header { return h.header }
+
+// commit commits code and the header, the first time only (1xx codes are
+// not answers), and reports whether it did.
+func (h *answerHeader) commit(code int) bool {
+	if h.code != 0 || code < 200 {
+		return false
+	}
+	h.code = code
+	h.sent = h.header.Clone()
+	return true
+}
+
+// response is the head of the answer, around body.
+func (h *answerHeader) response(req *http.Request, body io.ReadCloser, length int64) *http.Response {
+	return &http.Response{
+		Status:        strconv.Itoa(h.code) + " " + http.StatusText(h.code),
+		StatusCode:    h.code,
+		Proto:         "HTTP/1.1",
+		ProtoMajor:    1,
+		ProtoMinor:    1,
+		Header:        h.sent,
+		Body:          body,
+		ContentLength: length,
+		Request:       req,
+	}
+}
+
+// bufferWriter collects a whole answer.
+type bufferWriter struct {
+	answerHeader
 	body   bytes.Buffer
 }
 
-func (w *bufferWriter) Header() http.Header { return w.header }
-
-func (w *bufferWriter) WriteHeader(code int) {
-	if w.code != 0 || code < 200 {
-		return
-	}
-	w.code = code
-	w.sent = w.header.Clone()
-}
+func (w *bufferWriter) WriteHeader(code int) { w.commit(code) }
 
 func (w *bufferWriter) Write(p []byte) (int, error) {
 	if w.code == 0 {
@@ -236,43 +252,25 @@ func (w *bufferWriter) Write(p []byte) (int, error) {
 // Flush does nothing: the answer is returned whole.
 func (w *bufferWriter) Flush() {}
 
-func (w *bufferWriter) response(req *http.Request) *http.Response {
+func (w *bufferWriter) answer(req *http.Request) *http.Response {
 	if w.code == 0 {
 		w.WriteHeader(http.StatusOK)
 	}
-	return &http.Response{
-		Status:        strconv.Itoa(w.code) + " " + http.StatusText(w.code),
-		StatusCode:    w.code,
-		Proto:         "HTTP/1.1",
-		ProtoMajor:    1,
-		ProtoMinor:    1,
-		Header:        w.sent,
-		Body:          io.NopCloser(bytes.NewReader(w.body.Bytes())),
-		ContentLength: int64(w.body.Len()),
-		Request:       req,
-	}
+	return w.answerHeader.response(req, io.NopCloser(bytes.NewReader(w.body.Bytes())), int64(w.body.Len()))
 }
 
 // streamWriter writes an answer into a pipe the client reads from.
 type streamWriter struct {
-	header http.Header
-	// sent is the header as WriteHeader committed it.
-	sent      http.Header
-	code      int
+	answerHeader
 	committed chan struct{}
 	pw        *io.PipeWriter
 	buf       *bufio.Writer
 }
 
-func (w *streamWriter) Header() http.Header { return w.header }
-
 func (w *streamWriter) WriteHeader(code int) {
-	if w.code != 0 || code < 200 {
-		return
+	if w.commit(code) {
+		close(w.committed)
 	}
-	w.code = code
-	w.sent = w.header.Clone()
-	close(w.committed)
 }
 
 func (w *streamWriter) Write(p []byte) (int, error) {
