@@ -257,7 +257,7 @@ func (c *Controller[K]) Run(ctx context.Context) error {
 		return fmt.Errorf("controller %q: %w", c.name, err)
 	}
 	workers := max(c.opts.Workers, 1)
-	c.log.Info("starting workers", "workers", workers)
+	c.log.Debug("starting workers", "workers", workers)
 	c.working.Store(true)
 
 	// Syncs outlive ctx by the drain, so they get their own context.
@@ -272,7 +272,7 @@ func (c *Controller[K]) Run(ctx context.Context) error {
 	}
 	<-ctx.Done()
 	c.working.Store(false)
-	c.log.Info("shutting down workers")
+	c.log.Debug("shutting down workers")
 	// No more events: what is queued is drained, nothing new comes in.
 	removeHandlers()
 	c.drain(ctx)

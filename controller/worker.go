@@ -7,6 +7,8 @@ import (
 	"runtime/debug"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
 	"github.com/listwatch/listwatch/client"
 )
 
@@ -14,7 +16,9 @@ import (
 // handler and tells the queue how it went; it reports whether the worker
 // should go on (false once the queue has shut down).
 //
-//   - a panic or an error: AddRateLimited, retried after the key's backoff;
+//   - a panic or an error: AddRateLimited, retried after the key's backoff
+//     (logged at error level, one that raced another write at debug
+//     level: see raced);
 //   - a Terminal error: logged, Forget, not retried;
 //   - success: Forget, and AddAfter when the Result asks for a later look.
 //
@@ -45,6 +49,14 @@ func (c *Controller[K]) processNextWorkItem(ctx context.Context) bool {
 	case IsTerminal(err):
 		c.log.Error("sync failed for good; not retrying", "item", key, "err", err)
 		c.queue.Forget(key)
+	case raced(err):
+		// A write that met a newer version of the object (409), or found
+		// it gone: the retry reads what is there now and decides again.
+		// It is how optimistic concurrency works, not an error anyone
+		// must act on; one that keeps coming back still shows in the
+		// queue's retry metrics.
+		c.log.Debug("sync raced another write; retrying with backoff", "item", key, "err", err)
+		c.queue.AddRateLimited(key)
 	case err != nil:
 		c.log.Error("sync failed; retrying with backoff", "item", key, "err", err)
 		c.queue.AddRateLimited(key)
@@ -55,6 +67,22 @@ func (c *Controller[K]) processNextWorkItem(ctx context.Context) bool {
 		}
 	}
 	return true
+}
+
+// raced reports whether err is a write's that raced another: a 409
+// Conflict (the object changed since it was read), or a 404 of the object
+// itself (deleted since it was read), not of its resource (a 404 without a
+// name: the resource is not served, which someone must fix).
+func raced(err error) bool {
+	if apierrors.IsConflict(err) {
+		return true
+	}
+	var st apierrors.APIStatus
+	if !apierrors.IsNotFound(err) || !errors.As(err, &st) {
+		return false
+	}
+	d := st.Status().Details
+	return d != nil && d.Name != ""
 }
 
 // PanicError is the error a panicking sync handler is turned into.

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 func TestMain(m *testing.M) {
@@ -356,4 +358,63 @@ func TestLogsSyncErrors(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestSyncErrorLogLevels: a failed sync is logged at the level that says
+// whether someone must act: a 409 Conflict or a 404 of the object, which
+// the retry resolves by reading what is there now, at debug level (a 404
+// of a resource not served is an error); any other error, a terminal
+// one or a panic at error level. All but the terminal one are retried.
+func TestSyncErrorLogLevels(t *testing.T) {
+	conflict := apierrors.NewConflict(schema.GroupResource{Resource: "replicasets"}, "web", errors.New("the object has been modified"))
+	tests := []struct {
+		name      string
+		err       error
+		panics    bool
+		wantLevel slog.Level
+		retried   bool
+	}{
+		{"conflict", conflict, false, slog.LevelDebug, true},
+		{"wrapped conflict", fmt.Errorf("update status: %w", conflict), false, slog.LevelDebug, true},
+		{"object gone", fmt.Errorf("update status: %w", apierrors.NewNotFound(schema.GroupResource{Group: "apps", Resource: "deployments"}, "web")), false, slog.LevelDebug, true},
+		{"resource not served", apierrors.NewGenericServerResponse(404, "GET", schema.GroupResource{Group: "example.com", Resource: "widgets"}, "", "", 0, false), false, slog.LevelError, true},
+		{"other API error", apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "p", errors.New("no")), false, slog.LevelError, true},
+		{"plain error", errors.New("boom"), false, slog.LevelError, true},
+		{"terminal", Terminal(errors.New("bad spec")), false, slog.LevelError, false},
+		{"panic", nil, true, slog.LevelError, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				h := newCaptureHandler()
+				c, err := New("rc", func(context.Context, string) (Result, error) {
+					if tt.panics {
+						panic("boom")
+					}
+					return Result{}, tt.err
+				}, Options{Workers: 1, Logger: slog.New(h), RetryBaseDelay: time.Hour, RetryMaxDelay: time.Hour})
+				if err != nil {
+					t.Fatal(err)
+				}
+				stop := run(c)
+				c.Queue().Add("ns/web")
+				synctest.Wait()
+				if err := stop(); err != nil {
+					t.Fatalf("Run = %v", err)
+				}
+				var got []logRecord
+				for _, rec := range h.records() {
+					if rec.attrs["item"] == "ns/web" {
+						got = append(got, rec)
+					}
+				}
+				if len(got) != 1 || got[0].level != tt.wantLevel {
+					t.Fatalf("records of the item %+v, want one at %v", got, tt.wantLevel)
+				}
+				if n := c.Queue().NumRequeues("ns/web"); (n == 1) != tt.retried {
+					t.Errorf("NumRequeues = %d, retried want %v", n, tt.retried)
+				}
+			})
+		})
+	}
 }

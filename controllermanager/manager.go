@@ -122,6 +122,12 @@ type Config struct {
 	PodLifecycle podlifecycle.Options
 	// Namespace tunes the namespace controller.
 	Namespace namespace.Options
+	// GarbageCollector tunes the garbage collector: its Discover is the
+	// server's discovery (garbagecollector.ServedResources) unless set,
+	// its ResyncPeriod garbagecollector.DefaultResyncPeriod unless set.
+	// Whatever the period, the collector re-syncs as soon as a
+	// CustomResourceDefinition is established, changed or deleted.
+	GarbageCollector garbagecollector.Options
 	// Events tunes the event broadcaster.
 	Events record.Options
 	// Logger defaults to slog.Default().
@@ -610,17 +616,7 @@ var controllers = []controllerDef{
 			//lint:ignore SA1019 the endpoints controller keeps core/v1 Endpoints, as kube's still does.
 			informers.For[*corev1.Endpoints](d.factory), endpoints.NewClient(d.clientOf(Endpoints)), d.options("endpoint-controller", controller.Options{}))
 	}},
-	{GarbageCollector, func(ctx context.Context, d deps) (runner, error) {
-		// Discovery names the resources to watch at start and then every
-		// 30 s, custom resources created and deleted meanwhile included.
-		discover := garbagecollector.ServedResources(d.m.client)
-		resources, err := discover(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("garbagecollector: discovery: %w", err)
-		}
-		return garbagecollector.New(d.factory, garbagecollector.NewClient(d.clientOf(GarbageCollector)), resources,
-			garbagecollector.Options{Controller: d.options("garbage-collector-controller", controller.Options{}), Discover: discover})
-	}},
+	{GarbageCollector, newGarbageCollector},
 	{Namespace, func(_ context.Context, d deps) (runner, error) {
 		opts := d.m.cfg.Namespace
 		opts.Controller = d.options("namespace-controller", opts.Controller)

@@ -63,7 +63,9 @@ type Options struct {
 	Logger *slog.Logger
 	// RequestTimeout bounds every request but watches, the reading of its
 	// body included (a body not received in time is a 408 and frees what
-	// the request held); 0 means DefaultRequestTimeout, a negative value
+	// the request held; a request refused before its body is read, such as
+	// a 401, is answered when the body has come or at the deadline, and its
+	// connection then closed); 0 means DefaultRequestTimeout, a negative value
 	// no bound. A request's timeout parameter may shorten it.
 	RequestTimeout time.Duration
 	// Shutdown, when it ends, cancels the contexts of long-running requests
@@ -78,7 +80,11 @@ type Options struct {
 // body is read, as in kube-apiserver), the request timeout, the body cap, the
 // in-flight cap and the cancellation of long-running requests on shutdown.
 // The body is read before the request takes an in-flight slot, so that
-// clients that announce a body and never send it hold none.
+// clients that announce a body and never send it hold none; and a body
+// nobody reads (a request refused before it is read) is waited for no
+// longer than the request timeout (WithBodyDeadline), so that every
+// request is answered or its connection closed by then, authenticated or
+// not.
 func Chain(h http.Handler, o Options) http.Handler {
 	timeout := o.RequestTimeout
 	if timeout == 0 {
@@ -100,5 +106,8 @@ func Chain(h http.Handler, o Options) http.Handler {
 	}
 	h = WithPanicRecovery(h, o.Logger)
 	h = WithInstrumentation(h, o.Metrics, o.Logger)
+	if timeout > 0 {
+		h = WithBodyDeadline(h, timeout)
+	}
 	return WithRequestInfo(h)
 }

@@ -659,3 +659,143 @@ func TestRequestTimeout(t *testing.T) {
 		})
 	}
 }
+
+// stalledAnswer is what a client that announced a body and never sent it
+// got: the response's code, whether the server said it closes the
+// connection and then did, and how long after its request that was.
+type stalledAnswer struct {
+	kind   string
+	code   int
+	closed bool
+	after  time.Duration
+	err    error
+}
+
+// stall sends head (a request's header, Content-Length: 100 and no body)
+// on a new connection to addr and reports its answer on answers.
+func stall(t *testing.T, wg *sync.WaitGroup, addr, kind, head string, answers chan<- stalledAnswer) {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	if _, err := io.WriteString(conn, head); err != nil {
+		t.Fatal(err)
+	}
+	sent := time.Now()
+	wg.Go(func() {
+		a := stalledAnswer{kind: kind}
+		defer func() { answers <- a }()
+		_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+		br := bufio.NewReader(conn)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			a.err = err
+			return
+		}
+		a.after = time.Since(sent)
+		a.code = resp.StatusCode
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		// Nothing more comes: the server closed the connection.
+		_, err = br.ReadByte()
+		a.closed = resp.Close && errors.Is(err, io.EOF)
+	})
+}
+
+// TestStalledBodiesAnsweredAtDeadline: a thousand clients that announce a
+// body and never send it, most of them without credentials or with bad
+// ones (refused before the body is read, which is why net/http would wait
+// for the body before it writes the 401), are each answered at the
+// request deadline and their connections closed, while an authenticated
+// client's writes are served at once; a client without credentials that
+// does send its body is answered at once on a connection it may reuse.
+func TestStalledBodiesAnsweredAtDeadline(t *testing.T) {
+	const (
+		stalled = 1000
+		timeout = 2 * time.Second
+	)
+	srv := httptest.NewServer(Chain(echo, Options{
+		Authenticator:               testTokens(t),
+		MaxMutatingRequestsInFlight: 2,
+		RequestTimeout:              timeout,
+	}))
+	t.Cleanup(srv.Close) // after the clients' connections close
+	addr := strings.TrimPrefix(srv.URL, "http://")
+
+	kinds := []struct {
+		name, head string
+		code       int
+	}{
+		{"no token", "POST /api/v1/namespaces/default/configmaps HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n", 401},
+		{"wrong token", "PUT /api/v1/namespaces/default/configmaps/a HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer bad\r\nContent-Length: 100\r\n\r\n", 401},
+		{"watch without a token", "GET /api/v1/pods?watch=true HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n", 401},
+		{"bad timeout parameter", "POST /api/v1/namespaces/default/configmaps?timeout=soon HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer good-token\r\nContent-Length: 100\r\n\r\n", 400},
+		{"authenticated", "POST /api/v1/namespaces/default/configmaps HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer good-token\r\nContent-Length: 100\r\n\r\n", 408},
+	}
+	wantCode := map[string]int{}
+	answers := make(chan stalledAnswer, stalled)
+	var wg sync.WaitGroup
+	for i := range stalled {
+		k := kinds[i%len(kinds)]
+		wantCode[k.name] = k.code
+		stall(t, &wg, addr, k.name, k.head, answers)
+	}
+
+	// Writes are served beside them, each well before the deadline.
+	for i := range 5 {
+		req, _ := http.NewRequest("POST", srv.URL+"/api/v1/namespaces/default/configmaps", strings.NewReader(`{"metadata":{"name":"x"}}`))
+		req.Header.Set("Authorization", "Bearer good-token")
+		start := time.Now()
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if took := time.Since(start); resp.StatusCode != http.StatusOK || took >= timeout {
+			t.Fatalf("write %d beside %d stalled bodies: %d %s after %v", i, stalled, resp.StatusCode, body, took)
+		}
+	}
+
+	// Without a token, a body sent is answered at once, and the
+	// connection carries the next request.
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	br := bufio.NewReader(conn)
+	for i := range 2 {
+		start := time.Now()
+		if _, err := io.WriteString(conn, "POST /api/v1/namespaces/default/configmaps HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}"); err != nil {
+			t.Fatalf("request %d on one connection: %v", i, err)
+		}
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("request %d on one connection: %v", i, err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if took := time.Since(start); resp.StatusCode != http.StatusUnauthorized || resp.Close || took >= timeout {
+			t.Fatalf("request %d with a body and no token: %d close=%v after %v, want 401 at once, connection kept", i, resp.StatusCode, resp.Close, took)
+		}
+	}
+
+	wg.Wait()
+	close(answers)
+	var latest time.Duration
+	for a := range answers {
+		switch {
+		case a.err != nil:
+			t.Errorf("%s: %v", a.kind, a.err)
+		case a.code != wantCode[a.kind] || !a.closed:
+			t.Errorf("%s: %d closed=%v, want %d and the connection closed", a.kind, a.code, a.closed, wantCode[a.kind])
+		case a.after < timeout-100*time.Millisecond || a.after > timeout+10*time.Second:
+			t.Errorf("%s: answered after %v, want at the %v deadline", a.kind, a.after, timeout)
+		}
+		latest = max(latest, a.after)
+	}
+	t.Logf("%d stalled bodies answered and closed, the last %v after its request (deadline %v)", stalled, latest, timeout)
+}

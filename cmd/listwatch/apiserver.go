@@ -171,11 +171,12 @@ func logLevelFlag(fs *flag.FlagSet) *slog.Level {
 }
 
 // newLogger returns the process's logger; Kubernetes' own packages, which
-// log through klog, log through it too.
+// log through klog, log through it too, marked logger=kube, their
+// informational records at DEBUG (kubeLevels).
 func newLogger(w io.Writer, level slog.Level) *slog.Logger {
-	l := slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
-	klog.SetSlogLogger(l)
-	return l
+	h := slog.NewTextHandler(w, &slog.HandlerOptions{Level: level})
+	klog.SetSlogLogger(slog.New(kubeLevels{h.WithAttrs([]slog.Attr{slog.String("logger", "kube")})}))
+	return slog.New(h)
 }
 
 func runAPIServer(ctx context.Context, args []string) error {

@@ -11,7 +11,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"text/tabwriter"
+	"unicode/utf8"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -331,7 +331,22 @@ func (g *getter) tables(ctx context.Context, targets []getTarget) error {
 		return nil
 	}
 	t := targets[0]
-	return watchTables(ctx, client.NewTables(g.c, t.gvr, g.namespaceOf(t)), tables[0].ResourceVersion, g.tweak, printers[0])
+	tr := client.NewTables(g.c, t.gvr, g.namespaceOf(t))
+	open := func(ctx context.Context, rv string) (eventStream[client.TableEvent], error) {
+		opts := metav1.ListOptions{ResourceVersion: rv}
+		g.tweak(&opts)
+		return tr.Watch(ctx, opts)
+	}
+	p := printers[0]
+	return watchFrom(ctx, tables[0].ResourceVersion, open, func(ev client.TableEvent, rv string) (string, error) {
+		switch {
+		case ev.Type == cache.EventError:
+			return rv, watchError(ev.Status)
+		case ev.Table == nil: // a bookmark
+			return rv, nil
+		}
+		return tableVersion(ev.Table, rv), p.print(ev.Table)
+	})
 }
 
 // listTable reads every page of a collection's Table: the rows of all of
@@ -357,44 +372,59 @@ func listTable(ctx context.Context, tr *client.Tables, tweak func(*metav1.ListOp
 	}
 }
 
-// watchTables prints the rows of every change from resourceVersion rv on,
-// resuming the watch when the server ends it, until ctx is done.
-func watchTables(ctx context.Context, tr *client.Tables, rv string, tweak func(*metav1.ListOptions), p *tablePrinter) error {
+// eventStream is an open watch: a Table watch (client.TableWatcher) or
+// an object watch (cache.Watcher), whose events are E.
+type eventStream[E any] interface {
+	Next() (E, error)
+	Stop()
+}
+
+// watchFrom prints every change from resourceVersion rv on, as handle
+// prints each event of the watches open opens, and returns what
+// resourceVersion it brings the watch to. When the server ends a watch
+// it resumes from there, until ctx is done: then it returns nil at once,
+// the stream stopped rather than left to notice. An ERROR event, or a
+// failure other than ctx's, ends it with that error.
+func watchFrom[E any](ctx context.Context, rv string, open func(ctx context.Context, rv string) (eventStream[E], error),
+	handle func(ev E, rv string) (string, error)) error {
 	for ctx.Err() == nil {
-		opts := metav1.ListOptions{ResourceVersion: rv}
-		tweak(&opts)
-		w, err := tr.Watch(ctx, opts)
+		w, err := open(ctx, rv)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
 			return err
 		}
+		stop := context.AfterFunc(ctx, w.Stop)
 		err = func() error {
 			defer w.Stop()
 			for {
 				ev, err := w.Next()
-				switch {
-				case err == io.EOF:
+				if err == io.EOF {
 					return nil
-				case err != nil:
-					return err
-				case ev.Type == cache.EventError:
-					return fmt.Errorf("watch: %s", ev.Status.Message)
-				case ev.Table == nil:
-					continue
 				}
-				if err := p.print(ev.Table); err != nil {
+				if err != nil {
 					return err
 				}
-				rv = tableVersion(ev.Table, rv)
+				if rv, err = handle(ev, rv); err != nil {
+					return err
+				}
 			}
 		}()
+		stop()
 		if err != nil && ctx.Err() == nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// watchError is the error of a watch's ERROR event.
+func watchError(st *metav1.Status) error {
+	if st == nil {
+		return errors.New("watch: ERROR event")
+	}
+	return fmt.Errorf("watch: %s", st.Message)
 }
 
 // tableVersion is the resourceVersion a watch event's Table brings the
@@ -411,8 +441,13 @@ func tableVersion(t *metav1.Table, rv string) string {
 	return rv
 }
 
-// tablePrinter prints Tables under one header: the column definitions of
-// the first Table that has them (a watch's later events carry none).
+// tablePrinter prints Tables under one header, as kubectl get does: the
+// column definitions of the first Table that has them (a watch's later
+// events carry none), the header once, with the first rows, and each
+// Table's rows aligned
+// under it with the widths of every column remembered from one print to
+// the next, so that a watch's rows line up with the list's and with each
+// other.
 type tablePrinter struct {
 	out         io.Writer
 	wide        bool   // every column, not only those of priority 0
@@ -420,16 +455,20 @@ type tablePrinter struct {
 	prefix      string // before each name: "kind.group/" when several resources are shown
 	columns     []metav1.TableColumnDefinition
 	wroteHeader bool
+	aligned     alignedColumns
 }
 
 func (p *tablePrinter) print(t *metav1.Table) error {
 	if len(p.columns) == 0 {
 		p.columns = t.ColumnDefinitions
 	}
+	if len(t.Rows) == 0 {
+		// The header comes with the first rows, aligned with them, as
+		// kubectl prints it: a watch of an empty list shows none before
+		// its first event.
+		return nil
+	}
 	if len(p.columns) == 0 {
-		if len(t.Rows) == 0 {
-			return nil
-		}
 		return errors.New("the server sent table rows without columns")
 	}
 	var shown []int
@@ -438,7 +477,7 @@ func (p *tablePrinter) print(t *metav1.Table) error {
 			shown = append(shown, i)
 		}
 	}
-	tw := tabwriter.NewWriter(p.out, 10, 4, 3, ' ', 0)
+	var lines [][]string
 	if !p.wroteHeader {
 		var h []string
 		if p.allNS {
@@ -447,7 +486,7 @@ func (p *tablePrinter) print(t *metav1.Table) error {
 		for _, i := range shown {
 			h = append(h, strings.ToUpper(p.columns[i].Name))
 		}
-		fmt.Fprintln(tw, strings.Join(h, "\t"))
+		lines = append(lines, h)
 		p.wroteHeader = true
 	}
 	for _, row := range t.Rows {
@@ -469,9 +508,53 @@ func (p *tablePrinter) print(t *metav1.Table) error {
 			}
 			cells = append(cells, cell)
 		}
-		fmt.Fprintln(tw, strings.Join(cells, "\t"))
+		lines = append(lines, cells)
 	}
-	return tw.Flush()
+	if p.aligned.out == nil {
+		p.aligned.out = p.out
+	}
+	return p.aligned.write(lines)
+}
+
+// kubectl's tab writer's parameters (k8s.io/cli-runtime's printers): a
+// column is its widest cell plus padding, at least minWidth wide.
+const (
+	columnMinWidth = 6
+	columnPadding  = 3
+)
+
+// alignedColumns writes lines of cells in columns as kubectl's tab writer
+// does, remembering each column's width across writes (its
+// RememberWidths): a column only widens, so rows written later line up
+// with those written before, unless a cell is wider than any before. The
+// last cell of a line is not padded.
+type alignedColumns struct {
+	out    io.Writer
+	widths []int
+}
+
+func (a *alignedColumns) write(lines [][]string) error {
+	for _, cells := range lines {
+		for i := range len(cells) - 1 {
+			w := max(utf8.RuneCountInString(cells[i])+columnPadding, columnMinWidth)
+			if i == len(a.widths) {
+				a.widths = append(a.widths, w)
+			}
+			a.widths[i] = max(a.widths[i], w)
+		}
+	}
+	var b strings.Builder
+	for _, cells := range lines {
+		for i, cell := range cells {
+			b.WriteString(cell)
+			if i < len(cells)-1 {
+				b.WriteString(strings.Repeat(" ", a.widths[i]-utf8.RuneCountInString(cell)))
+			}
+		}
+		b.WriteByte('\n')
+	}
+	_, err := io.WriteString(a.out, b.String())
+	return err
 }
 
 // cellString prints a cell as kubectl does; numbers as the server wrote
@@ -525,46 +608,22 @@ func (g *getter) objects(ctx context.Context, targets []getTarget) error {
 		return nil
 	}
 	t := targets[0]
-	return watchObjects(ctx, g.c.ListerWatcher(t.gvr, g.namespaceOf(t), g.tweak), rv, p)
-}
-
-// watchObjects prints every change from resourceVersion rv on, resuming
-// the watch when the server ends it, until ctx is done.
-func watchObjects(ctx context.Context, lw cache.ListerWatcher[cache.Object], rv string, p *objectPrinter) error {
-	for ctx.Err() == nil {
-		w, err := lw.Watch(ctx, metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true})
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return err
-		}
-		stop := context.AfterFunc(ctx, w.Stop)
-		err = func() error {
-			defer w.Stop()
-			for {
-				ev, err := w.Next()
-				switch {
-				case err == io.EOF:
-					return nil
-				case err != nil:
-					return err
-				case ev.Type == cache.EventError:
-					return fmt.Errorf("watch: %s", ev.Status.Message)
-				case ev.Type != cache.EventBookmark:
-					if err := p.print([]cache.Object{ev.Object}, true); err != nil {
-						return err
-					}
-				}
-				rv = ev.Object.GetResourceVersion()
-			}
-		}()
-		stop()
-		if err != nil && ctx.Err() == nil {
-			return err
-		}
+	lw := g.c.ListerWatcher(t.gvr, g.namespaceOf(t), g.tweak)
+	open := func(ctx context.Context, rv string) (eventStream[cache.Event[cache.Object]], error) {
+		return lw.Watch(ctx, metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true})
 	}
-	return nil
+	return watchFrom(ctx, rv, open, func(ev cache.Event[cache.Object], rv string) (string, error) {
+		switch ev.Type {
+		case cache.EventError:
+			return rv, watchError(ev.Status)
+		case cache.EventBookmark:
+		default:
+			if err := p.print([]cache.Object{ev.Object}, true); err != nil {
+				return rv, err
+			}
+		}
+		return ev.Object.GetResourceVersion(), nil
+	})
 }
 
 // objectPrinter writes objects as JSON or YAML.

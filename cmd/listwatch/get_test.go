@@ -364,3 +364,131 @@ func TestGetPrintsTheServersTables(t *testing.T) {
 		}
 	})
 }
+
+// TestTablePrinterAlignsLikeKubectl: the header once, then each print's
+// rows (a watch's events, which carry no columns) aligned under it with
+// the widths of the columns remembered from one print to the next, a
+// column widening for a wider cell and staying so: byte for byte what
+// kubectl v1.37 printed for the same events (`kubectl get pods -w`, and
+// `kubectl get pods -A`, against `listwatch up`).
+func TestTablePrinterAlignsLikeKubectl(t *testing.T) {
+	cols := []metav1.TableColumnDefinition{{Name: "Name", Format: "name"}, {Name: "Ready"}, {Name: "Status"},
+		{Name: "Restarts", Type: "integer"}, {Name: "Age"}, {Name: "IP", Priority: 1}}
+	row := func(ns string, cells ...any) metav1.TableRow {
+		meta, _ := json.Marshal(metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: ns}})
+		return metav1.TableRow{Cells: cells, Object: runtime.RawExtension{Raw: meta}}
+	}
+	tbl := func(cols []metav1.TableColumnDefinition, rows ...metav1.TableRow) *metav1.Table {
+		return &metav1.Table{ColumnDefinitions: cols, Rows: rows}
+	}
+	tests := []struct {
+		name   string
+		allNS  bool
+		tables []*metav1.Table // the list's, then the watch events'
+		want   string
+	}{
+		{
+			name: "list, then watch events",
+			tables: []*metav1.Table{
+				tbl(cols, row("default", "a", "1/1", "Running", json.Number("0"), "2s", "10.0.0.1")),
+				tbl(nil, row("default", "a-much-longer-pod-name", "0/1", "Pending", json.Number("0"), "0s", nil)),
+				tbl(nil, row("default", "a-much-longer-pod-name", "0/1", "Pending", json.Number("0"), "0s", nil)),
+				tbl(nil, row("default", "a-much-longer-pod-name", "1/1", "Running", json.Number("0"), "1s", nil)),
+				tbl(nil, row("default", "a", "1/1", "Terminating", json.Number("0"), "7s", nil)),
+				tbl(nil, row("default", "a", "1/1", "Terminating", json.Number("0"), "8s", nil)),
+			},
+			want: "" +
+				"NAME   READY   STATUS    RESTARTS   AGE\n" +
+				"a      1/1     Running   0          2s\n" +
+				"a-much-longer-pod-name   0/1     Pending   0          0s\n" +
+				"a-much-longer-pod-name   0/1     Pending   0          0s\n" +
+				"a-much-longer-pod-name   1/1     Running   0          1s\n" +
+				"a                        1/1     Terminating   0          7s\n" +
+				"a                        1/1     Terminating   0          8s\n",
+		},
+		{
+			name:   "all namespaces",
+			allNS:  true,
+			tables: []*metav1.Table{tbl(cols, row("default", "a-much-longer-pod-name", "1/1", "Running", json.Number("0"), "72s", nil))},
+			want: "" +
+				"NAMESPACE   NAME                     READY   STATUS    RESTARTS   AGE\n" +
+				"default     a-much-longer-pod-name   1/1     Running   0          72s\n",
+		},
+		{
+			name: "an empty list, then a watch event",
+			tables: []*metav1.Table{
+				tbl(cols),
+				tbl(nil, row("default", "é", "0/1", "Pending", json.Number("0"), "0s", nil)),
+			},
+			want: "" +
+				"NAME   READY   STATUS    RESTARTS   AGE\n" +
+				"é      0/1     Pending   0          0s\n",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out bytes.Buffer
+			p := &tablePrinter{out: &out, allNS: tt.allNS}
+			for _, tbl := range tt.tables {
+				if err := p.print(tbl); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if out.String() != tt.want {
+				t.Errorf("printed\n%s\nwant (kubectl's)\n%s", out.String(), tt.want)
+			}
+		})
+	}
+}
+
+// TestGetWatchEndsOnCancel: `get -w`, tables or objects, returns as soon
+// as its context ends (Ctrl-C), while its watch waits for events that do
+// not come, rather than when the server next writes.
+func TestGetWatchEndsOnCancel(t *testing.T) {
+	c := startCLICluster(t)
+	if _, err := runCLI(t, c, "", "apply", "-f", filepath.Join(examplesDir, "widget.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"table", []string{"widgets.v1.example.listwatch.dev", "-w"}},
+		{"json", []string{"widgets.v1.example.listwatch.dev", "-w", "-o", "json"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			pw, out := lines()
+			done := make(chan error, 1)
+			go func() {
+				done <- runGet(ctx, append(tc.args, "--kubeconfig", c.kubeconfig), pw, io.Discard)
+				pw.Close()
+			}()
+			// The list is printed: the watch is open, or opening.
+			select {
+			case <-out:
+			case err := <-done:
+				t.Fatalf("get -w ended: %v", err)
+			case <-time.After(30 * time.Second):
+				t.Fatal("nothing printed")
+			}
+			go func() {
+				for range out {
+				}
+			}()
+			time.Sleep(100 * time.Millisecond) // into the watch's wait
+			start := time.Now()
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("get -w: %v", err)
+				}
+				t.Logf("returned %v after the cancel", time.Since(start))
+			case <-time.After(5 * time.Second):
+				t.Fatal("get -w still running 5 s after its context ended")
+			}
+		})
+	}
+}

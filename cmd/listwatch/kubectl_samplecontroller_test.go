@@ -12,7 +12,9 @@ import (
 // TestKubectlSeedScenario is seed 002's walk-through as the README gives
 // it, command by command: the real kubectl against `listwatch up`, and the
 // sample controller built and run as its own process with `-kubeconfig`.
-// kubectl creates the CRD and example-foo; the Deployment example-foo
+// kubectl creates the CRD and example-foo; after the walk-through's
+// `kubectl wait` for the Foo's status (which makes it work when pasted,
+// the controller started in the background), with no polling: the Deployment example-foo
 // appears with one replica and a controller ownerReference to the Foo; its
 // ReplicaSet and pod appear and the pod becomes Ready; the Foo's
 // status.availableReplicas becomes 1; patched to 3 replicas, the
@@ -32,9 +34,10 @@ func TestKubectlSeedScenario(t *testing.T) {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 
-	// Two commands, as with kube: kubectl maps every object of a file
-	// before it creates any.
+	// The README's walk-through, command by command. Two creates, as with
+	// kube: kubectl maps every object of a file before it creates any.
 	e.ok("create", "-f", filepath.Join(example, "crd.yaml"))
+	e.ok("wait", "--for", "condition=Established", "crd/foos.samplecontroller.k8s.io")
 	e.ok("create", "-f", filepath.Join(example, "example-foo.yaml"))
 
 	ctrl := exec.Command(bin, "-kubeconfig", e.kubeconfig)
@@ -59,33 +62,26 @@ func TestKubectlSeedScenario(t *testing.T) {
 		}
 	})
 
-	// until polls a kubectl get until it prints want.
-	until := func(what, want string, args ...string) {
+	// The walk-through's waits are what make its checks hold when it is
+	// pasted: after them, each check is read once, with no polling.
+	check := func(what, want string, args ...string) {
 		t.Helper()
-		deadline := time.Now().Add(60 * time.Second)
-		for {
-			r := e.run(args...)
-			if r.err == nil && strings.TrimSpace(r.stdout) == want {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: kubectl %s printed %q, want %q\n%s", what, strings.Join(args, " "), r.stdout, want, r)
-			}
-			time.Sleep(100 * time.Millisecond)
+		if r := e.ok(args...); strings.TrimSpace(r.stdout) != want {
+			t.Errorf("%s: kubectl %s printed %q, want %q", what, strings.Join(args, " "), r.stdout, want)
 		}
 	}
-	until("the Deployment of one replica, controlled by the Foo", "1 Foo/example-foo/true",
+	e.ok("wait", "--for", "jsonpath={.status.availableReplicas}=1", "foo/example-foo", "--timeout=5m")
+	check("the Deployment of one replica, controlled by the Foo", "1 Foo/example-foo/true",
 		"get", "deployment", "example-foo", "-o", "jsonpath={.spec.replicas} {.metadata.ownerReferences[0].kind}/{.metadata.ownerReferences[0].name}/{.metadata.ownerReferences[0].controller}")
-	until("its ReplicaSet's pod is Ready", "ReplicaSet True",
+	check("its ReplicaSet's pod is Ready", "ReplicaSet True",
 		"get", "pods", "-l", "controller=example-foo", "-o", `jsonpath={.items[*].metadata.ownerReferences[0].kind} {.items[*].status.conditions[?(@.type=="Ready")].status}`)
-	until("one ReplicaSet, controlled by the Deployment", "Deployment/example-foo",
+	check("one ReplicaSet, controlled by the Deployment", "Deployment/example-foo",
 		"get", "rs", "-l", "controller=example-foo", "-o", "jsonpath={.items[*].metadata.ownerReferences[0].kind}/{.items[*].metadata.ownerReferences[0].name}")
-	until("the Foo's status says 1 available", "1",
-		"get", "foo", "example-foo", "-o", "jsonpath={.status.availableReplicas}")
+	check("the Foo's status says 1 available", "1", "get", "foo", "example-foo", "-o", "jsonpath={.status.availableReplicas}")
 
 	e.ok("patch", "foo", "example-foo", "--type", "merge", "-p", `{"spec":{"replicas":3}}`)
-	until("the Deployment has 3 replicas", "3", "get", "deployment", "example-foo", "-o", "jsonpath={.spec.replicas}")
-	until("the Foo's status says 3 available", "3", "get", "foo", "example-foo", "-o", "jsonpath={.status.availableReplicas}")
+	e.ok("wait", "--for", "jsonpath={.status.availableReplicas}=3", "foo/example-foo")
+	check("the Deployment has 3 replicas", "3", "get", "deployment", "example-foo", "-o", "jsonpath={.spec.replicas}")
 	if ev := e.ok("get", "events", "--field-selector", "involvedObject.kind=Foo", "-o", "jsonpath={.items[*].reason}").stdout; !strings.Contains(ev, "Synced") {
 		t.Errorf("events of the Foo: %q, want a Synced", ev)
 	}

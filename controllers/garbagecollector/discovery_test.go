@@ -130,6 +130,65 @@ func TestDiscovery(t *testing.T) {
 	})
 }
 
+// TestRediscover: with a resync period of an hour, a collector told that
+// the served resources changed (Rediscover) watches a new resource at once,
+// with no time passing, and collects the dependents of its objects
+// deleted; requests made together make at most two discoveries (the one
+// under way and one after it); a resource no
+// longer served is dropped the same way.
+func TestRediscover(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		disc := &served{list: []Resource{rcs}}
+		calls := 0
+		count := func(ctx context.Context) ([]Resource, error) {
+			calls++ // the resync loop's goroutine alone calls it
+			return disc.discover(ctx)
+		}
+		e := newEnvWith(t, []Resource{rcs, widgets}, []Resource{rcs}, Options{Discover: count, ResyncPeriod: time.Hour})
+		e.start()
+		w := e.api.create(t, widgets, newObj(widgets, "w"))
+		e.api.create(t, rcs, newObj(rcs, "rc", ownerRef(w, false)))
+		synctest.Wait()
+
+		steps := []struct {
+			name   string
+			served []Resource
+			kicks  int
+			want   []schema.GroupVersionResource
+		}{
+			{"widgets served", []Resource{rcs, widgets}, 10, []schema.GroupVersionResource{rcs.GVR, widgets.GVR}},
+			{"widgets no longer served", []Resource{rcs}, 1, []schema.GroupVersionResource{rcs.GVR}},
+		}
+		for _, step := range steps {
+			disc.set(nil, step.served...)
+			before, start := calls, time.Now()
+			for range step.kicks {
+				e.gc.Rediscover()
+			}
+			synctest.Wait()
+			if d := time.Since(start); d != 0 {
+				t.Errorf("%s: %v passed", step.name, d)
+			}
+			if n := calls - before; n < 1 || n > 2 {
+				t.Errorf("%s: %d discoveries for %d requests, want 1 or 2", step.name, n, step.kicks)
+			}
+			got := e.gc.Watched()
+			slices.SortFunc(got, func(a, b schema.GroupVersionResource) int { return cmpString(a.String(), b.String()) })
+			if !slices.Equal(got, step.want) {
+				t.Errorf("%s: watching %v, want %v", step.name, got, step.want)
+			}
+			if step.name == "widgets served" {
+				// The widget's deletion is seen: its RC is collected.
+				e.delete(widgets, "w", "")
+				e.settle()
+				if _, ok := e.api.get(rcs, "rc"); ok {
+					t.Errorf("the RC of a deleted widget is kept")
+				}
+			}
+		}
+	})
+}
+
 // TestResync_ReplacesAndValidates checks what a resync makes of what
 // discovery names: a resource whose kind changed under the same GVR is
 // replaced, a resource without a kind is ignored, a kind named twice is

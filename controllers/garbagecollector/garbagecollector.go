@@ -49,7 +49,6 @@ import (
 	"github.com/listwatch/listwatch/cache"
 	"github.com/listwatch/listwatch/controller"
 	"github.com/listwatch/listwatch/informers"
-	"github.com/listwatch/listwatch/internal/ctxtime"
 )
 
 // Resource is a resource the collector watches: its objects can be owners
@@ -144,6 +143,9 @@ type GarbageCollector struct {
 
 	discover func(context.Context) ([]Resource, error)
 	period   time.Duration
+	// rediscover asks the resync loop for a resync now (Rediscover); it
+	// holds one request, so that requests made meanwhile make one resync.
+	rediscover chan struct{}
 
 	// mu guards monitors and byGVK, which change while the collector runs
 	// when it discovers resources. The graph's lock is taken before it,
@@ -194,13 +196,14 @@ func New(factory *informers.SharedInformerFactory, client Client, resources []Re
 		period = DefaultResyncPeriod
 	}
 	gc := &GarbageCollector{
-		factory:  factory,
-		client:   client,
-		log:      opts.Controller.Logger.With("controller", "garbagecollector"),
-		discover: opts.Discover,
-		period:   period,
-		monitors: map[schema.GroupVersionResource]*monitor{},
-		byGVK:    map[schema.GroupVersionKind]*Resource{},
+		factory:    factory,
+		client:     client,
+		log:        opts.Controller.Logger.With("controller", "garbagecollector"),
+		discover:   opts.Discover,
+		period:     period,
+		rediscover: make(chan struct{}, 1),
+		monitors:   map[schema.GroupVersionResource]*monitor{},
+		byGVK:      map[schema.GroupVersionKind]*Resource{},
 	}
 	byGVR := map[schema.GroupVersionResource]bool{}
 	for i, r := range resources {
@@ -331,15 +334,38 @@ func (gc *GarbageCollector) Run(ctx context.Context) error {
 	return errors.Join(errDelete, errOrphan)
 }
 
-// resyncLoop re-syncs the monitors from Discover every period until ctx
-// ends.
+// Rediscover asks a collector with Options.Discover to re-sync what it
+// watches from Discover now rather than at the next period: whoever knows
+// that the served resources changed (a CustomResourceDefinition was
+// established or deleted) says so, and the collector follows at once.
+// It does not wait; requests made before the resync begins make one, and
+// one made before Run is acted on as Run starts. It does nothing without
+// Discover.
+func (gc *GarbageCollector) Rediscover() {
+	select {
+	case gc.rediscover <- struct{}{}:
+	default:
+	}
+}
+
+// resyncLoop re-syncs the monitors from Discover every period, and when
+// Rediscover asks, until ctx ends.
 func (gc *GarbageCollector) resyncLoop(ctx context.Context) {
-	ctxtime.Every(ctx, gc.period, func() bool {
+	t := time.NewTicker(gc.period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-gc.rediscover:
+			// The period starts again from this resync.
+			t.Reset(gc.period)
+		}
 		if err := gc.resync(ctx); err != nil && ctx.Err() == nil {
 			gc.log.Warn("resources not re-synced; watching the same as before", "err", err)
 		}
-		return true
-	})
+	}
 }
 
 // resync makes the monitors those of the resources Discover names: it
