@@ -237,7 +237,7 @@ func (h *answerHeader) response(req *http.Request, body io.ReadCloser, length in
 // bufferWriter collects a whole answer.
 type bufferWriter struct {
 	answerHeader
-	body   bytes.Buffer
+	body bytes.Buffer
 }
 
 func (w *bufferWriter) WriteHeader(code int) { w.commit(code) }
