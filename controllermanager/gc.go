@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/listwatch/listwatch/cache"
 	"github.com/listwatch/listwatch/controllers/garbagecollector"
@@ -14,11 +14,11 @@ import (
 
 // newGarbageCollector makes the garbage collector of a term. Discovery
 // names the resources it watches at start, then every resync period, and
-// at once whenever a CustomResourceDefinition is established, changes or
-// goes: the collector would otherwise learn of a new custom resource only
-// at its next resync (30 s, as kube-controller-manager's), and a
-// foreground deletion of one of its objects, or the collection of its
-// dependents, would wait until then.
+// at once whenever a CustomResourceDefinition is created, changes
+// (established, versions served) or goes: the collector would otherwise
+// learn of a new custom resource only at its next resync (30 s, as
+// kube-controller-manager's), and a foreground deletion of one of its
+// objects, or the collection of its dependents, would wait until then.
 func newGarbageCollector(ctx context.Context, d deps) (runner, error) {
 	opts := d.m.cfg.GarbageCollector
 	if opts.Discover == nil {
@@ -33,44 +33,35 @@ func newGarbageCollector(ctx context.Context, d deps) (runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	crds := informers.For[*apiextensionsv1.CustomResourceDefinition](d.factory)
-	if _, err := crds.AddEventHandler(servedChanges(gc.Rediscover)); err != nil {
+	// The definitions' metadata informer, which the collector watches
+	// them through too: a definition's every write changes its
+	// resourceVersion, the status write that establishes it included, and
+	// no definition's schema is cached.
+	crds := informers.MetadataFor(d.factory, apiextensionsv1.SchemeGroupVersion.WithResource("customresourcedefinitions"))
+	if _, err := crds.AddEventHandler(definitionChanges(gc.Rediscover)); err != nil {
 		return nil, fmt.Errorf("garbagecollector: %w", err)
 	}
 	return gc, nil
 }
 
-// servedChanges calls changed when a CustomResourceDefinition's change
-// may change what the server serves: one is established (the API server
-// establishes a definition once its resources are served), an established
-// one's spec or status changes (versions served or not, names), or one is
-// deleted. The definitions of the first list were discovered already.
-func servedChanges(changed func()) cache.ResourceEventHandler[*apiextensionsv1.CustomResourceDefinition] {
-	return cache.ResourceEventHandlerFuncs[*apiextensionsv1.CustomResourceDefinition]{
-		AddFunc: func(crd *apiextensionsv1.CustomResourceDefinition, initial bool) {
-			if !initial && established(crd) {
+// definitionChanges calls changed when a CustomResourceDefinition is
+// created after the first list (whose definitions were discovered
+// already), is written (the API server writes its status once it serves
+// its resources, which makes it Established) or is deleted; not for an
+// informer's resync. A discovery is a few reads, and definitions are
+// written seldom.
+func definitionChanges(changed func()) cache.ResourceEventHandler[*metav1.PartialObjectMetadata] {
+	return cache.ResourceEventHandlerFuncs[*metav1.PartialObjectMetadata]{
+		AddFunc: func(_ *metav1.PartialObjectMetadata, initial bool) {
+			if !initial {
 				changed()
 			}
 		},
-		UpdateFunc: func(old, cur *apiextensionsv1.CustomResourceDefinition) {
-			if old == cur {
-				return // a resync
-			}
-			if established(old) != established(cur) ||
-				established(cur) && (old.Generation != cur.Generation || !equality.Semantic.DeepEqual(old.Status, cur.Status)) {
+		UpdateFunc: func(old, cur *metav1.PartialObjectMetadata) {
+			if old.ResourceVersion != cur.ResourceVersion {
 				changed()
 			}
 		},
-		DeleteFunc: func(*apiextensionsv1.CustomResourceDefinition, bool) { changed() },
+		DeleteFunc: func(*metav1.PartialObjectMetadata, bool) { changed() },
 	}
-}
-
-// established reports whether crd's Established condition is true.
-func established(crd *apiextensionsv1.CustomResourceDefinition) bool {
-	for _, c := range crd.Status.Conditions {
-		if c.Type == apiextensionsv1.Established {
-			return c.Status == apiextensionsv1.ConditionTrue
-		}
-	}
-	return false
 }

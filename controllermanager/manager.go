@@ -126,7 +126,8 @@ type Config struct {
 	// server's discovery (garbagecollector.ServedResources) unless set,
 	// its ResyncPeriod garbagecollector.DefaultResyncPeriod unless set.
 	// Whatever the period, the collector re-syncs as soon as a
-	// CustomResourceDefinition is established, changed or deleted.
+	// CustomResourceDefinition is created, written (established) or
+	// deleted.
 	GarbageCollector garbagecollector.Options
 	// Events tunes the event broadcaster.
 	Events record.Options

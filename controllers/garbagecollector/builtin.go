@@ -8,7 +8,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/listwatch/listwatch/client"
@@ -19,9 +18,7 @@ import (
 // of this module hold (the ReplicationManager, the ReplicaSet and
 // Deployment controllers, the endpoints controller, the pod lifecycle
 // controller, the service account, root CA and cluster role aggregation
-// controllers, and the controller-manager, which follows the
-// CustomResourceDefinitions to tell the collector when one is
-// established): the collector shares those rather than keeping a metadata
+// controllers): the collector shares those rather than keeping a metadata
 // informer of its own beside them, which would be a second watch of the
 // same objects and a second decode of each of their events.
 var sharedTyped = map[reflect.Type]Subscriber{
@@ -29,13 +26,12 @@ var sharedTyped = map[reflect.Type]Subscriber{
 	reflect.TypeFor[*corev1.ReplicationController](): InformerOf[*corev1.ReplicationController](),
 	reflect.TypeFor[*corev1.Service]():               InformerOf[*corev1.Service](),
 	//lint:ignore SA1019 core/v1 Endpoints are still served, owned and informed on.
-	reflect.TypeFor[*corev1.Endpoints]():                         InformerOf[*corev1.Endpoints](),
-	reflect.TypeFor[*corev1.ServiceAccount]():                    InformerOf[*corev1.ServiceAccount](),
-	reflect.TypeFor[*corev1.ConfigMap]():                         InformerOf[*corev1.ConfigMap](),
-	reflect.TypeFor[*appsv1.Deployment]():                        InformerOf[*appsv1.Deployment](),
-	reflect.TypeFor[*appsv1.ReplicaSet]():                        InformerOf[*appsv1.ReplicaSet](),
-	reflect.TypeFor[*rbacv1.ClusterRole]():                       InformerOf[*rbacv1.ClusterRole](),
-	reflect.TypeFor[*apiextensionsv1.CustomResourceDefinition](): InformerOf[*apiextensionsv1.CustomResourceDefinition](),
+	reflect.TypeFor[*corev1.Endpoints]():      InformerOf[*corev1.Endpoints](),
+	reflect.TypeFor[*corev1.ServiceAccount](): InformerOf[*corev1.ServiceAccount](),
+	reflect.TypeFor[*corev1.ConfigMap]():      InformerOf[*corev1.ConfigMap](),
+	reflect.TypeFor[*appsv1.Deployment]():     InformerOf[*appsv1.Deployment](),
+	reflect.TypeFor[*appsv1.ReplicaSet]():     InformerOf[*appsv1.ReplicaSet](),
+	reflect.TypeFor[*rbacv1.ClusterRole]():    InformerOf[*rbacv1.ClusterRole](),
 }
 
 // BuiltinResources returns every built-in resource of the resource
@@ -43,7 +39,7 @@ var sharedTyped = map[reflect.Type]Subscriber{
 // all of them, namespaced and cluster-scoped. Those whose typed informers
 // other controllers hold (sharedTyped: pods, replication controllers,
 // services, endpoints, service accounts, config maps, deployments, replica
-// sets, cluster roles, custom resource definitions) subscribe through the informer of their Go type,
+// sets, cluster roles) subscribe through the informer of their Go type,
 // so that the collector shares it; every other one through a metadata-only
 // informer (Metadata), as Kubernetes' collector does, which caches no
 // object's spec or data. Add custom resources with a nil Subscribe.

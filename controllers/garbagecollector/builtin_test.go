@@ -12,7 +12,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -38,13 +37,12 @@ func TestBuiltinResources(t *testing.T) {
 		corev1.SchemeGroupVersion.WithResource("replicationcontrollers"): synced[*corev1.ReplicationController],
 		corev1.SchemeGroupVersion.WithResource("services"):               synced[*corev1.Service],
 		//lint:ignore SA1019 core/v1 Endpoints are shared with the endpoints controller.
-		corev1.SchemeGroupVersion.WithResource("endpoints"):                          synced[*corev1.Endpoints],
-		appsv1.SchemeGroupVersion.WithResource("deployments"):                        synced[*appsv1.Deployment],
-		appsv1.SchemeGroupVersion.WithResource("replicasets"):                        synced[*appsv1.ReplicaSet],
-		corev1.SchemeGroupVersion.WithResource("serviceaccounts"):                    synced[*corev1.ServiceAccount],
-		corev1.SchemeGroupVersion.WithResource("configmaps"):                         synced[*corev1.ConfigMap],
-		rbacv1.SchemeGroupVersion.WithResource("clusterroles"):                       synced[*rbacv1.ClusterRole],
-		apiextensionsv1.SchemeGroupVersion.WithResource("customresourcedefinitions"): synced[*apiextensionsv1.CustomResourceDefinition],
+		corev1.SchemeGroupVersion.WithResource("endpoints"):       synced[*corev1.Endpoints],
+		appsv1.SchemeGroupVersion.WithResource("deployments"):     synced[*appsv1.Deployment],
+		appsv1.SchemeGroupVersion.WithResource("replicasets"):     synced[*appsv1.ReplicaSet],
+		corev1.SchemeGroupVersion.WithResource("serviceaccounts"): synced[*corev1.ServiceAccount],
+		corev1.SchemeGroupVersion.WithResource("configmaps"):      synced[*corev1.ConfigMap],
+		rbacv1.SchemeGroupVersion.WithResource("clusterroles"):    synced[*rbacv1.ClusterRole],
 	}
 	synctest.Test(t, func(t *testing.T) {
 		sources := map[schema.GroupVersionResource]cache.ListerWatcher[cache.Object]{}
