@@ -194,22 +194,14 @@ func (c *Controller) sync(ctx context.Context, name string) (requeue bool, err e
 	apihelpers.SetCRDCondition(desired, namesCond)
 	c.accepted[name] = acceptedNames{group: cur.Spec.Group, names: names}
 	c.namesMu.Unlock()
-	// The resources are served before the status write that makes the
-	// definition Established, so that whoever sees it Established (a
-	// client's `kubectl wait --for condition=Established`, the garbage
-	// collector told of it) finds them served, in discovery too. kube-
-	// apiserver serves a definition once it is Established; here that
-	// is a moment before the condition is stored. A write that fails
-	// leaves them served: the pass that follows (the failure's retry, or
-	// the event of the change that made it conflict) writes the status,
-	// or uninstalls them when the definition is gone.
+	// The resources are made ready before the status write that makes
+	// the definition Established, and served once it is written: as in
+	// kube-apiserver, a definition is served once it is Established, and
+	// here as soon as that.
+	var in Installation
 	if namesCond.Status == apiextensionsv1.ConditionTrue || establishedCond.Status == apiextensionsv1.ConditionTrue {
-		in, err := c.s.Prepare(desired)
-		if err != nil {
+		if in, err = c.s.Prepare(desired); err != nil {
 			return false, err
-		}
-		if in != nil {
-			in.Commit()
 		}
 		establishedCond = apiextensionsv1.CustomResourceDefinitionCondition{
 			Type: apiextensionsv1.Established, Status: apiextensionsv1.ConditionTrue,
@@ -225,8 +217,14 @@ func (c *Controller) sync(ctx context.Context, name string) (requeue bool, err e
 			}
 		})
 		if err != nil {
+			if in != nil {
+				in.Abort()
+			}
 			return false, err
 		}
+	}
+	if in != nil {
+		in.Commit()
 	}
 	return false, nil
 }

@@ -1,16 +1,11 @@
 package crdcontroller
 
 import (
-	"context"
-	"log/slog"
 	"testing"
 
-	"k8s.io/apiextensions-apiserver/pkg/apihelpers"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-
-	"github.com/listwatch/listwatch/apiserver/internal/crd"
 )
 
 // TestCalculateNames checks the naming decisions against the names other
@@ -74,77 +69,5 @@ func TestCalculateNames(t *testing.T) {
 				t.Errorf("accepted plural %q, want %q", names.Plural, tt.wantPlural)
 			}
 		})
-	}
-}
-
-// orderServer is a Server that records whether a definition's resources
-// were served (Commit) when the status write that makes it Established
-// was made.
-type orderServer struct {
-	Server // the methods sync does not call: nil, they panic
-	def    *unstructured.Unstructured
-	served bool
-	// servedAtEstablished is whether the resources were served when the
-	// Established status was written; nil before it was.
-	servedAtEstablished *bool
-}
-
-func (s *orderServer) Definition(string) (*unstructured.Unstructured, bool) { return s.def, true }
-func (s *orderServer) Definitions(context.Context) ([]*unstructured.Unstructured, error) {
-	return nil, nil
-}
-func (s *orderServer) Prepare(*apiextensionsv1.CustomResourceDefinition) (Installation, error) {
-	if s.served {
-		return nil, nil
-	}
-	return orderInstallation{s}, nil
-}
-func (s *orderServer) UpdateDefinition(_ context.Context, _, _ string, change func(*unstructured.Unstructured) (*unstructured.Unstructured, error)) error {
-	out, err := change(s.def.DeepCopy())
-	if err != nil {
-		return err
-	}
-	d, err := crd.FromUnstructured(out)
-	if err != nil {
-		return err
-	}
-	if apihelpers.IsCRDConditionTrue(d, apiextensionsv1.Established) && s.servedAtEstablished == nil {
-		served := s.served
-		s.servedAtEstablished = &served
-	}
-	s.def = out
-	return nil
-}
-
-type orderInstallation struct{ s *orderServer }
-
-func (i orderInstallation) Commit() { i.s.served = true }
-func (i orderInstallation) Abort()  {}
-
-// TestServedBeforeEstablished: a new definition's resources are served
-// before the status write that makes it Established, so that a client
-// (or the garbage collector) that sees it Established finds them served.
-func TestServedBeforeEstablished(t *testing.T) {
-	def, err := crd.ToUnstructured(&apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: "widgets.example.com"},
-		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-			Group: "example.com", Scope: apiextensionsv1.NamespaceScoped,
-			Names:    apiextensionsv1.CustomResourceDefinitionNames{Plural: "widgets", Singular: "widget", Kind: "Widget", ListKind: "WidgetList"},
-			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1", Served: true, Storage: true}},
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &orderServer{def: def}
-	c := New(s, slog.New(slog.DiscardHandler))
-	if _, err := c.sync(t.Context(), "widgets.example.com"); err != nil {
-		t.Fatal(err)
-	}
-	switch {
-	case s.servedAtEstablished == nil:
-		t.Fatal("never written Established")
-	case !*s.servedAtEstablished:
-		t.Error("written Established before its resources were served")
 	}
 }

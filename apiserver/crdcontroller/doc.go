@@ -12,7 +12,6 @@
 // The controller reads the definitions from the server's watch cache and
 // writes their status through the server's own update path; the server
 // is reached through the Server interface. Unlike kube-apiserver, it has
-// a definition's resources served before the status write that makes it
-// Established, with no delay, so that whoever sees it Established finds
-// them served.
+// a definition's resources made ready before the status write that makes
+// it Established, with no delay, so that Established means served.
 package crdcontroller

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -139,9 +140,9 @@ func TestDiscovery(t *testing.T) {
 func TestRediscover(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		disc := &served{list: []Resource{rcs}}
-		calls := 0
+		var calls atomic.Int32
 		count := func(ctx context.Context) ([]Resource, error) {
-			calls++ // the resync loop's goroutine alone calls it
+			calls.Add(1)
 			return disc.discover(ctx)
 		}
 		e := newEnvWith(t, []Resource{rcs, widgets}, []Resource{rcs}, Options{Discover: count, ResyncPeriod: time.Hour})
@@ -160,8 +161,9 @@ func TestRediscover(t *testing.T) {
 			{"widgets no longer served", []Resource{rcs}, 1, []schema.GroupVersionResource{rcs.GVR}},
 		}
 		for _, step := range steps {
+			synctest.Wait() // the discovery made again after a step's ends
 			disc.set(nil, step.served...)
-			before, start := calls, time.Now()
+			before, start := calls.Load(), time.Now()
 			for range step.kicks {
 				e.gc.Rediscover()
 			}
@@ -169,7 +171,7 @@ func TestRediscover(t *testing.T) {
 			if d := time.Since(start); d != 0 {
 				t.Errorf("%s: %v passed", step.name, d)
 			}
-			if n := calls - before; n < 1 || n > 2 {
+			if n := calls.Load() - before; n < 1 || n > 2 {
 				t.Errorf("%s: %d discoveries for %d requests, want 1 or 2", step.name, n, step.kicks)
 			}
 			got := e.gc.Watched()
@@ -185,6 +187,27 @@ func TestRediscover(t *testing.T) {
 					t.Errorf("the RC of a deleted widget is kept")
 				}
 			}
+		}
+	})
+}
+
+// TestRediscoverAgain: a resource served only a moment after the change
+// that asked for a discovery (the API server serves a definition once its
+// Established status is stored) is watched by the discovery made again
+// rediscoverAgain later, though the resync period is an hour.
+func TestRediscoverAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		disc := &served{list: []Resource{rcs}}
+		e := newEnvWith(t, []Resource{rcs, widgets}, []Resource{rcs}, Options{Discover: disc.discover, ResyncPeriod: time.Hour})
+		e.start()
+		e.gc.Rediscover()
+		synctest.Wait()
+		disc.set(nil, rcs, widgets)
+		time.Sleep(rediscoverAgain)
+		synctest.Wait()
+		got := e.gc.Watched()
+		if !slices.Contains(got, widgets.GVR) {
+			t.Errorf("watching %v, want widgets too", got)
 		}
 	})
 }

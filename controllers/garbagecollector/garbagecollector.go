@@ -348,11 +348,18 @@ func (gc *GarbageCollector) Rediscover() {
 	}
 }
 
+// rediscoverAgain is when a resync Rediscover asked for is made once more:
+// as kube-apiserver, the API server serves a definition's resources only
+// once the status write that makes it Established is stored, so the
+// discovery the write's event asks for may come a moment too early.
+const rediscoverAgain = time.Second
+
 // resyncLoop re-syncs the monitors from Discover every period, and when
-// Rediscover asks, until ctx ends.
+// Rediscover asks (then once more rediscoverAgain later), until ctx ends.
 func (gc *GarbageCollector) resyncLoop(ctx context.Context) {
 	t := time.NewTicker(gc.period)
 	defer t.Stop()
+	var again <-chan time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -361,6 +368,9 @@ func (gc *GarbageCollector) resyncLoop(ctx context.Context) {
 		case <-gc.rediscover:
 			// The period starts again from this resync.
 			t.Reset(gc.period)
+			again = time.After(rediscoverAgain)
+		case <-again:
+			again = nil
 		}
 		if err := gc.resync(ctx); err != nil && ctx.Err() == nil {
 			gc.log.Warn("resources not re-synced; watching the same as before", "err", err)
