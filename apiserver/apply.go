@@ -73,7 +73,7 @@ func (s *Server) handleApply(w http.ResponseWriter, r *http.Request, req request
 			return nil, err
 		}
 		if u.GetName() != req.name {
-			return nil, badRequest("the name of the object (%s) does not match the name on the URL (%s)", u.GetName(), req.name)
+			return nil, respond.BadRequest("the name of the object (%s) does not match the name on the URL (%s)", u.GetName(), req.name)
 		}
 		return u, nil
 	}
@@ -195,7 +195,7 @@ func (s *Server) applyScale(w http.ResponseWriter, r *http.Request, req request,
 			return nil, apierrors.NewInternalError(fmt.Errorf("apply: merged Scale is %T", obj))
 		}
 		if sc.GetName() != req.name {
-			return nil, badRequest("the name of the object (%s) does not match the name on the URL (%s)", sc.GetName(), req.name)
+			return nil, respond.BadRequest("the name of the object (%s) does not match the name on the URL (%s)", sc.GetName(), req.name)
 		}
 		if err := setScaleReplicas(req, cur, sc); err != nil {
 			return nil, err

@@ -115,7 +115,7 @@ func decodeBinding(r *http.Request, req request) (*corev1.Binding, error) {
 		return nil, decode.CannotHandle(bindingResource, err)
 	}
 	if b.Namespace != "" && b.Namespace != req.namespace {
-		return nil, badRequest("the namespace of the provided object does not match the namespace sent on the request")
+		return nil, respond.BadRequest("the namespace of the provided object does not match the namespace sent on the request")
 	}
 	return &b, nil
 }
@@ -141,7 +141,7 @@ func (s *Server) bind(w http.ResponseWriter, r *http.Request, req request, resou
 	}
 	if req.name == "" {
 		// kube's storage finds no key for the pod.
-		return badRequest("Name parameter required.")
+		return respond.BadRequest("Name parameter required.")
 	}
 	_, err = s.updateObject(r.Context(), req, func(cur *unstructured.Unstructured) (object, error) {
 		if err := preconditions(req, b.UID, b.ResourceVersion, cur.GetUID(), cur.GetResourceVersion()); err != nil {
@@ -149,7 +149,10 @@ func (s *Server) bind(w http.ResponseWriter, r *http.Request, req request, resou
 		}
 		// The pod as its Go type, so that it is stored and watched
 		// without going back to a map.
-		ext, _ := req.res.Typed(cur)
+		ext, err := req.res.Typed(cur)
+		if err != nil {
+			return nil, err
+		}
 		pod, ok := ext.(*corev1.Pod)
 		if !ok {
 			return nil, apierrors.NewInternalError(fmt.Errorf("apiserver: pod %s as %T", req.name, ext))

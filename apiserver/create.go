@@ -15,6 +15,7 @@ import (
 	"github.com/listwatch/listwatch/apiserver/internal/decode"
 	"github.com/listwatch/listwatch/apiserver/internal/kube"
 	"github.com/listwatch/listwatch/apiserver/internal/registry"
+	"github.com/listwatch/listwatch/apiserver/internal/respond"
 	"github.com/listwatch/listwatch/storage"
 )
 
@@ -29,7 +30,7 @@ func checkNamespace(req request, u metav1.Object) error {
 	case ns == "":
 		u.SetNamespace(req.namespace)
 	case ns != req.namespace:
-		return badRequest("the namespace of the provided object does not match the namespace sent on the request")
+		return respond.BadRequest("the namespace of the provided object does not match the namespace sent on the request")
 	}
 	return nil
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/listwatch/listwatch/apiserver/internal/decode"
 	"github.com/listwatch/listwatch/apiserver/internal/registry"
+	"github.com/listwatch/listwatch/apiserver/internal/respond"
 	"github.com/listwatch/listwatch/storage"
 )
 
@@ -38,17 +39,17 @@ func parseDeleteOptions(r *http.Request) (metav1.DeleteOptions, error) {
 			return o, err
 		}
 		if err := sigsjson.UnmarshalCaseSensitivePreserveInts(body, &o); err != nil {
-			return o, badRequest("DeleteOptions in version \"v1\" cannot be handled as a DeleteOptions: %v", err)
+			return o, respond.BadRequest("DeleteOptions in version \"v1\" cannot be handled as a DeleteOptions: %v", err)
 		}
 		if o.Kind != "" && o.Kind != "DeleteOptions" {
-			return o, badRequest("the object provided is unrecognized (must be of type DeleteOptions): %s", o.Kind)
+			return o, respond.BadRequest("the object provided is unrecognized (must be of type DeleteOptions): %s", o.Kind)
 		}
 	}
 	q := r.URL.Query()
 	if v := q.Get("gracePeriodSeconds"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {
-			return o, badRequest("invalid gracePeriodSeconds %q", v)
+			return o, respond.BadRequest("invalid gracePeriodSeconds %q", v)
 		}
 		o.GracePeriodSeconds = &n
 	}
@@ -59,7 +60,7 @@ func parseDeleteOptions(r *http.Request) (metav1.DeleteOptions, error) {
 	if v := q.Get("orphanDependents"); v != "" {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
-			return o, badRequest("invalid orphanDependents %q", v)
+			return o, respond.BadRequest("invalid orphanDependents %q", v)
 		}
 		//lint:ignore SA1019 still part of the API
 		o.OrphanDependents = &b

@@ -128,7 +128,9 @@ func manageUpdate(req request, cur *unstructured.Unstructured, written object) (
 		return desired, typedOrNil(written, isMap)
 	}
 	if isMap {
-		if obj, ok := req.res.Typed(desired); ok {
+		// A map that does not convert is left as it is: validation
+		// reports what is wrong with it.
+		if obj, err := req.res.Typed(desired); err == nil {
 			written, isMap = obj, false
 		} else {
 			req.res.Default(desired)

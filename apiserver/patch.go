@@ -23,6 +23,7 @@ import (
 
 	"github.com/listwatch/listwatch/apiserver/internal/decode"
 	"github.com/listwatch/listwatch/apiserver/internal/handlers"
+	"github.com/listwatch/listwatch/apiserver/internal/respond"
 )
 
 // A patch is answered as kube-apiserver's patch handler
@@ -133,10 +134,10 @@ func newPatcher(res *resource, pt types.PatchType, patch []byte, fv decode.Field
 	// Depth first: encoding/json calls a document nested past 10,000
 	// levels invalid, and the client should learn that depth is why.
 	if d := jsonDepth(patch); d > maxPatchDepth {
-		return nil, badRequest("the patch is nested %d levels deep, more than the %d this server applies", d, maxPatchDepth)
+		return nil, respond.BadRequest("the patch is nested %d levels deep, more than the %d this server applies", d, maxPatchDepth)
 	}
 	if !json.Valid(patch) {
-		return nil, badRequest("invalid JSON patch")
+		return nil, respond.BadRequest("invalid JSON patch")
 	}
 	p := &patcher{res: res, pt: pt, patch: patch, fv: fv}
 	// kube-apiserver decodes the document strictly under Warn (its
@@ -148,7 +149,7 @@ func newPatcher(res *resource, pt types.PatchType, patch []byte, fv decode.Field
 	case types.JSONPatchType:
 		if strict {
 			if strictErrs, err = handlers.DecodeJSONPatchStrict(patch); err != nil {
-				p.decodeErr = badRequest("error decoding patch: %v", err)
+				p.decodeErr = respond.BadRequest("error decoding patch: %v", err)
 				break
 			}
 		}
@@ -163,7 +164,7 @@ func newPatcher(res *resource, pt types.PatchType, patch []byte, fv decode.Field
 	case types.MergePatchType:
 		if strict {
 			if strictErrs, err = kjson.UnmarshalStrict(patch, &map[string]any{}); err != nil {
-				p.decodeErr = badRequest("error decoding patch: %v", err)
+				p.decodeErr = respond.BadRequest("error decoding patch: %v", err)
 			}
 		}
 	case types.StrategicMergePatchType:
@@ -397,7 +398,7 @@ func (s *Server) handlePatch(w http.ResponseWriter, r *http.Request, req request
 			return nil, p.strictInvalid(cur, patched, problems)
 		}
 		if obj.GetName() != req.name {
-			return nil, badRequest("the name of the object (%s) does not match the name on the URL (%s)", obj.GetName(), req.name)
+			return nil, respond.BadRequest("the name of the object (%s) does not match the name on the URL (%s)", obj.GetName(), req.name)
 		}
 		if err := checkNamespace(req, obj); err != nil {
 			return nil, err

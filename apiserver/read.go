@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/listwatch/listwatch/apiserver/internal/registry"
+	"github.com/listwatch/listwatch/apiserver/internal/respond"
 	"github.com/listwatch/listwatch/storage"
 	"github.com/listwatch/listwatch/watchcache"
 )
@@ -95,23 +96,23 @@ func parseListOptions(r *resource, q url.Values, watch, watchList bool) (listOpt
 	}
 	if v := q.Get("limit"); v != "" {
 		if o.limit, err = strconv.ParseInt(v, 10, 64); err != nil || o.limit < 0 {
-			return o, badRequest("invalid limit %q", v)
+			return o, respond.BadRequest("invalid limit %q", v)
 		}
 	}
 	if v := q.Get("timeoutSeconds"); v != "" {
 		if o.timeoutSeconds, err = strconv.ParseInt(v, 10, 64); err != nil || o.timeoutSeconds < 0 {
-			return o, badRequest("invalid timeoutSeconds %q", v)
+			return o, respond.BadRequest("invalid timeoutSeconds %q", v)
 		}
 	}
 	if v := q.Get("allowWatchBookmarks"); v != "" {
 		if o.bookmarks, err = strconv.ParseBool(v); err != nil {
-			return o, badRequest("invalid allowWatchBookmarks %q", v)
+			return o, respond.BadRequest("invalid allowWatchBookmarks %q", v)
 		}
 	}
 	if v := q.Get("sendInitialEvents"); v != "" {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
-			return o, badRequest("invalid sendInitialEvents %q", v)
+			return o, respond.BadRequest("invalid sendInitialEvents %q", v)
 		}
 		o.sendInitialEvents = &b
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/listwatch/listwatch/apiserver/internal/decode"
 	"github.com/listwatch/listwatch/apiserver/internal/registry"
+	"github.com/listwatch/listwatch/apiserver/internal/respond"
 )
 
 // scaleResource describes autoscaling/v1 Scale for decoding and encoding
@@ -86,7 +87,7 @@ func (s *Server) updateScale(w http.ResponseWriter, r *http.Request, req request
 			return nil, err
 		}
 		if sc.GetName() != req.name {
-			return nil, badRequest("the name of the object (%s) does not match the name on the URL (%s)", sc.GetName(), req.name)
+			return nil, respond.BadRequest("the name of the object (%s) does not match the name on the URL (%s)", sc.GetName(), req.name)
 		}
 		// The Scale's uid, when set, must be the object's: kube-apiserver's
 		// scale subresources answer a conflict on <plural>/scale (a patch
@@ -121,7 +122,7 @@ func (s *Server) updateScale(w http.ResponseWriter, r *http.Request, req request
 func setScaleReplicas(req request, cur, sc *unstructured.Unstructured) error {
 	n, _, err := unstructured.NestedInt64(sc.Object, "spec", "replicas")
 	if err != nil {
-		return badRequest("spec.replicas: %v", err)
+		return respond.BadRequest("spec.replicas: %v", err)
 	}
 	if n < 0 {
 		return apierrors.NewInvalid(scaleResource.GVK.GroupKind(), req.name, field.ErrorList{

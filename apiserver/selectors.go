@@ -5,6 +5,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/listwatch/listwatch/apiserver/internal/registry"
+	"github.com/listwatch/listwatch/apiserver/internal/respond"
 )
 
 // filter is a request's label and field selectors.
@@ -20,16 +21,16 @@ func parseFilter(r *resource, labelSel, fieldSel string) (filter, error) {
 	var err error
 	if labelSel != "" {
 		if f.labels, err = labels.Parse(labelSel); err != nil {
-			return f, badRequest("unable to parse requirement: %v", err)
+			return f, respond.BadRequest("unable to parse requirement: %v", err)
 		}
 	}
 	if fieldSel != "" {
 		if f.fields, err = fields.ParseSelector(fieldSel); err != nil {
-			return f, badRequest("invalid field selector: %v", err)
+			return f, respond.BadRequest("invalid field selector: %v", err)
 		}
 		for _, req := range f.fields.Requirements() {
 			if registry.FieldPath(r, req.Field) == nil {
-				return f, badRequest("field label not supported: %s", req.Field)
+				return f, respond.BadRequest("field label not supported: %s", req.Field)
 			}
 		}
 	}

@@ -1,10 +1,7 @@
 package apiserver
 
 import (
-	"fmt"
 	"net/http"
-
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/listwatch/listwatch/apiserver/internal/respond"
 )
@@ -28,8 +25,3 @@ var (
 
 // methodNotAllowedPath is the 405 of a path that does not serve r's method.
 func methodNotAllowedPath(*http.Request) error { return respond.MethodNotAllowed() }
-
-// badRequest is a 400 with a formatted message.
-func badRequest(format string, args ...any) error {
-	return apierrors.NewBadRequest(fmt.Sprintf(format, args...))
-}

@@ -38,7 +38,7 @@ func parseIncludeObject(r *http.Request) (includeObject, error) {
 	case includeNone, includeMetadata, includeObjectIt:
 		return v, nil
 	default:
-		return "", badRequest("includeObject must be one of None, Metadata or Object, not %q", v)
+		return "", respond.BadRequest("includeObject must be one of None, Metadata or Object, not %q", v)
 	}
 }
 

@@ -21,6 +21,7 @@ import (
 
 	"github.com/listwatch/listwatch/apiserver/internal/decode"
 	"github.com/listwatch/listwatch/apiserver/internal/registry"
+	"github.com/listwatch/listwatch/apiserver/internal/respond"
 	"github.com/listwatch/listwatch/storage"
 	"github.com/listwatch/listwatch/watchcache"
 )
@@ -326,7 +327,7 @@ func (s *Server) handleUpdate(w http.ResponseWriter, r *http.Request, req reques
 		return err
 	}
 	if obj.GetName() != req.name {
-		return badRequest("the name of the object (%s) does not match the name on the URL (%s)", obj.GetName(), req.name)
+		return respond.BadRequest("the name of the object (%s) does not match the name on the URL (%s)", obj.GetName(), req.name)
 	}
 	uid := obj.GetUID()
 	out, err := s.updateObject(r.Context(), req, func(cur *unstructured.Unstructured) (object, error) {

@@ -1,9 +1,7 @@
 package controllermanager_test
 
 import (
-	"context"
 	"fmt"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -30,24 +28,10 @@ import (
 // resync.
 func TestGarbageCollectorFollowsNewCRDs(t *testing.T) {
 	env := envtest.Start(t, envtest.Options{})
-	m, err := controllermanager.New(controllermanager.Config{
+	m := runManager(t, controllermanager.Config{
 		Client:           &client.Config{REST: env.Config, QPS: -1},
 		Controllers:      []string{controllermanager.GarbageCollector},
-		LeaderElection:   controllermanager.LeaderElection{Disabled: true},
 		GarbageCollector: garbagecollector.Options{ResyncPeriod: time.Hour},
-		Logger:           slog.New(slog.DiscardHandler),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- m.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
 	})
 	poll := func(t *testing.T, what string, cond func() (bool, string)) time.Duration {
 		t.Helper()

@@ -122,7 +122,7 @@ func ParseFieldValidation(r *http.Request) (FieldValidation, error) {
 	case string(FieldValidationIgnore), string(FieldValidationWarn), string(FieldValidationStrict):
 		return FieldValidation(v), nil
 	default:
-		return "", badRequest("fieldValidation parameter unsupported: %q: must be one of Ignore, Warn or Strict", v)
+		return "", respond.BadRequest("fieldValidation parameter unsupported: %q: must be one of Ignore, Warn or Strict", v)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	sigsjson "sigs.k8s.io/json"
 
 	"github.com/listwatch/listwatch/apiserver/internal/registry"
+	"github.com/listwatch/listwatch/apiserver/internal/respond"
 	"github.com/listwatch/listwatch/internal/jsontree"
 )
 
@@ -65,7 +66,7 @@ func Body(r *registry.Resource, body []byte) (*unstructured.Unstructured, error)
 // that strict field validation reports.
 func Typed(r *registry.Resource, body []byte, typedOnly bool) (*unstructured.Unstructured, runtime.Object, []string, error) {
 	if len(bytes.TrimSpace(body)) == 0 {
-		return nil, nil, nil, badRequest("the body of the request was empty: %s in version %q cannot be handled as a %s", r.GVK.Kind, r.GVK.Version, r.GVK.Kind)
+		return nil, nil, nil, respond.BadRequest("the body of the request was empty: %s in version %q cannot be handled as a %s", r.GVK.Kind, r.GVK.Version, r.GVK.Kind)
 	}
 	ext := r.NewTyped()
 	if ext == nil {
@@ -104,7 +105,7 @@ func Typed(r *registry.Resource, body []byte, typedOnly bool) (*unstructured.Uns
 // parseObject parses JSON into a map, answering 400 with the parse error.
 func parseObject(r *registry.Resource, body []byte) (map[string]any, error) {
 	if len(bytes.TrimSpace(body)) == 0 {
-		return nil, badRequest("the body of the request was empty: %s in version %q cannot be handled as a %s", r.GVK.Kind, r.GVK.Version, r.GVK.Kind)
+		return nil, respond.BadRequest("the body of the request was empty: %s in version %q cannot be handled as a %s", r.GVK.Kind, r.GVK.Version, r.GVK.Kind)
 	}
 	var v any
 	if err := utiljson.Unmarshal(body, &v); err != nil {
@@ -123,7 +124,7 @@ func parseObject(r *registry.Resource, body []byte) (map[string]any, error) {
 }
 
 func CannotHandle(r *registry.Resource, err error) error {
-	return badRequest("%s in version %q cannot be handled as a %s: %v", r.GVK.Kind, r.GVK.Version, r.GVK.Kind, err)
+	return respond.BadRequest("%s in version %q cannot be handled as a %s: %v", r.GVK.Kind, r.GVK.Version, r.GVK.Kind, err)
 }
 
 func checkKind(r *registry.Resource, u *unstructured.Unstructured) error {
@@ -140,10 +141,10 @@ func checkKind(r *registry.Resource, u *unstructured.Unstructured) error {
 		if err != nil {
 			return CannotHandle(r, err)
 		}
-		return badRequest("the API version in the data (%s) does not match the expected API version (%s)", gv, r.APIVersion())
+		return respond.BadRequest("the API version in the data (%s) does not match the expected API version (%s)", gv, r.APIVersion())
 	}
 	if kind != "" && kind != r.GVK.Kind && !r.KeepsBodyKind() {
-		return badRequest("the object provided is unrecognized (must be of type %s): %s in version %q cannot be handled as a %s", r.GVK.Kind, kind, r.GVK.Version, r.GVK.Kind)
+		return respond.BadRequest("the object provided is unrecognized (must be of type %s): %s in version %q cannot be handled as a %s", r.GVK.Kind, kind, r.GVK.Version, r.GVK.Kind)
 	}
 	return nil
 }
@@ -221,9 +222,4 @@ func customProblems(r *registry.Resource, js []byte) []string {
 		out = append(out, fmt.Sprintf("unknown field %q", p))
 	}
 	return out
-}
-
-// badRequest is a 400 with a formatted message.
-func badRequest(format string, args ...any) error {
-	return apierrors.NewBadRequest(fmt.Sprintf(format, args...))
 }

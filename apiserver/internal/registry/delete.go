@@ -57,8 +57,7 @@ func (c CustomRules) BeforeDelete(ctx context.Context, w Write, cur *unstructure
 }
 
 func (n noRules) BeforeDelete(context.Context, Write, *unstructured.Unstructured, *metav1.DeleteOptions) (Deletion, error) {
-	_, _, err := n.Create(context.Background(), Write{}, nil)
-	return Deletion{}, err
+	return Deletion{}, n.err()
 }
 
 // preconditionsFailed is the 409 of a delete whose preconditions cur does

@@ -11,6 +11,7 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apiextensions-apiserver/pkg/controller/openapi/builder"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -354,19 +355,17 @@ func (c objectCreater) New(kind schema.GroupVersionKind) (k8sruntime.Object, err
 }
 
 // Typed is u, an object of a built-in resource r, as its Go type with
-// kube's defaults (kube.Rules.External), and true; false for a custom
-// resource, or a map that does not convert (validation reports what is
-// wrong with it).
-func (r *Resource) Typed(u *unstructured.Unstructured) (Object, bool) {
+// kube's defaults (kube.Rules.External); an error for a custom resource,
+// which has none, or a map that does not convert.
+func (r *Resource) Typed(u *unstructured.Unstructured) (Object, error) {
 	if r.Kube == nil {
-		return nil, false
+		return nil, apierrors.NewInternalError(fmt.Errorf("%v has no Go type", r.GVK))
 	}
 	ext, err := r.Kube.External(u)
 	if err != nil {
-		return nil, false
+		return nil, err
 	}
-	obj, err := AsObject(ext)
-	return obj, err == nil
+	return AsObject(ext)
 }
 
 // AsFieldManagerSees is obj as the field manager is given it: a built-in

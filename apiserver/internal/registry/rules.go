@@ -162,12 +162,16 @@ var errNoRules = errors.New("no write rules")
 // fails.
 type noRules struct{ r *Resource }
 
+func (n noRules) err() error {
+	return apierrors.NewInternalError(fmt.Errorf("apiserver: resource %v: %w", n.r.GVR(), errNoRules))
+}
+
 func (n noRules) Create(context.Context, Write, Object) (Object, Finish, error) {
-	return nil, nil, apierrors.NewInternalError(fmt.Errorf("apiserver: resource %v: %w", n.r.GVR(), errNoRules))
+	return nil, nil, n.err()
 }
 
 func (n noRules) Update(context.Context, Write, Object, *unstructured.Unstructured) (Object, Finish, error) {
-	return n.Create(context.Background(), Write{}, nil)
+	return nil, nil, n.err()
 }
 
 func (noRules) Deleted(context.Context, Object) {}

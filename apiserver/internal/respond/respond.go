@@ -182,3 +182,8 @@ func Warning(w http.ResponseWriter, msg string) {
 	}
 	w.Header().Add("Warning", "299 - "+strconv.Quote(msg))
 }
+
+// BadRequest is a 400 BadRequest with a formatted message.
+func BadRequest(format string, args ...any) error {
+	return apierrors.NewBadRequest(fmt.Sprintf(format, args...))
+}
