@@ -3,24 +3,18 @@ package apiserver
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"maps"
 	"net/http"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	utilfeature "k8s.io/apiserver/pkg/util/feature"
-	apipod "k8s.io/kubernetes/pkg/api/pod"
-	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
-	"k8s.io/kubernetes/pkg/features"
 	sigsjson "sigs.k8s.io/json"
 
 	"github.com/listwatch/listwatch/apiserver/internal/decode"
 	"github.com/listwatch/listwatch/apiserver/internal/kube"
+	"github.com/listwatch/listwatch/apiserver/internal/registry"
 	"github.com/listwatch/listwatch/apiserver/internal/respond"
 	"github.com/listwatch/listwatch/resources"
 )
@@ -57,11 +51,11 @@ func (s *Server) serveBindings(w http.ResponseWriter, r *http.Request, gv schema
 		if r.Method != http.MethodPost {
 			return methodNotAllowedPath(r)
 		}
-		pods := s.reg.Lookup(gv, "pods")
-		if pods == nil || !pods.Binding {
+		target := s.reg.BindingTarget(gv)
+		if target == nil {
 			return notFoundPath()
 		}
-		req := request{res: pods, namespace: rest[1], sub: resources.Binding, warn: func(text string) { respond.Warning(w, text) }}
+		req := request{res: target, namespace: rest[1], sub: resources.Binding, warn: func(text string) { respond.Warning(w, text) }}
 		var err error
 		if req.dryRun, err = decode.DryRun(r); err != nil {
 			return err
@@ -120,80 +114,27 @@ func decodeBinding(r *http.Request, req request) (*corev1.Binding, error) {
 	return &b, nil
 }
 
-// bind assigns req's pod to the node b targets, as kube-apiserver's
-// binding storage does (pkg/registry/core/pod/storage, BindingREST):
-// after admission and its checks (kube.Binding), the pod, with b's UID
-// and resourceVersion as preconditions, gets spec.nodeName once (409
-// Conflict when it is bound already, being deleted, or still has
-// scheduling gates), loses its nominatedNodeName, takes b's annotations
-// (less the init-container ones kube drops) and labels, and its
-// PodScheduled condition becomes True. The answer is a 201 Success
-// Status. resource is what was posted to: pods (pods/{name}/binding) or
-// bindings.
+// bind assigns req's pod to the node b targets, through its resource's
+// binding rules (registry.Binder, kube-apiserver's BindingREST), and
+// answers with a 201 Success Status. resource is what was posted to:
+// pods (pods/{name}/binding) or bindings.
 func (s *Server) bind(w http.ResponseWriter, r *http.Request, req request, resource schema.GroupVersionResource, b *corev1.Binding) error {
-	kr := s.kubeRequest(r.Context(), req, "create", req.name)
-	if resource.Resource != req.res.Plural {
-		kr.Subresource = ""
+	binder, ok := req.res.WriteRules().(registry.Binder)
+	if !ok {
+		return apierrors.NewInternalError(fmt.Errorf("apiserver: %v has no binding rules", req.res.GVR()))
 	}
-	b, err := kube.Binding(r.Context(), kr, resource, b)
+	wr := s.write(r.Context(), req, "create", req.name)
+	if resource.Resource != req.res.Plural {
+		wr.Subresource = ""
+	}
+	mutate, err := binder.Bind(r.Context(), wr, resource, b)
 	if err != nil {
 		return err
 	}
-	if req.name == "" {
-		// kube's storage finds no key for the pod.
-		return respond.BadRequest("Name parameter required.")
-	}
-	_, err = s.updateObject(r.Context(), req, func(cur *unstructured.Unstructured) (object, error) {
-		if err := preconditions(req, b.UID, b.ResourceVersion, cur.GetUID(), cur.GetResourceVersion()); err != nil {
-			return nil, err
-		}
-		// The pod as its Go type, so that it is stored and watched
-		// without going back to a map.
-		ext, err := req.res.Typed(cur)
-		if err != nil {
-			return nil, err
-		}
-		pod, ok := ext.(*corev1.Pod)
-		if !ok {
-			return nil, apierrors.NewInternalError(fmt.Errorf("apiserver: pod %s as %T", req.name, ext))
-		}
-		switch {
-		case pod.DeletionTimestamp != nil:
-			return nil, bindingConflict(req, fmt.Sprintf("pod %s is being deleted, cannot be assigned to a host", pod.Name))
-		case pod.Spec.NodeName != "":
-			return nil, bindingConflict(req, fmt.Sprintf("pod %s is already assigned to node %q", pod.Name, pod.Spec.NodeName))
-		case len(pod.Spec.SchedulingGates) != 0:
-			return nil, bindingConflict(req, fmt.Sprintf("pod %s has non-empty .spec.schedulingGates", pod.Name))
-		}
-		pod.Spec.NodeName = b.Target.Name
-		if utilfeature.DefaultFeatureGate.Enabled(features.ClearingNominatedNodeNameAfterBinding) {
-			pod.Status.NominatedNodeName = ""
-		}
-		if pod.Annotations == nil {
-			pod.Annotations = map[string]string{}
-		}
-		maps.Copy(pod.Annotations, b.Annotations)
-		apipod.DropInitContainerAnnotations(pod.Annotations)
-		if utilfeature.DefaultFeatureGate.Enabled(features.PodTopologyLabelsAdmission) && len(b.Labels) > 0 {
-			if pod.Labels == nil {
-				pod.Labels = map[string]string{}
-			}
-			maps.Copy(pod.Labels, b.Labels)
-		}
-		podutil.UpdatePodCondition(&pod.Status, &corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionTrue})
-		return pod, nil
-	})
-	if err != nil {
+	if _, err := s.updateObject(r.Context(), req, mutate); err != nil {
 		return err
 	}
 	st := metav1.Status{Status: metav1.StatusSuccess, Code: http.StatusCreated}
 	writeStatusObject(w, &st)
 	return nil
-}
-
-// bindingConflict is kube-apiserver's answer when its binding storage
-// refuses the pod's state: a conflict on pods/binding (the preconditions'
-// conflicts are on pods).
-func bindingConflict(req request, msg string) error {
-	return apierrors.NewConflict(schema.GroupResource{Resource: "pods/binding"}, req.name, errors.New(msg))
 }

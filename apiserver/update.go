@@ -11,13 +11,11 @@ import (
 	"strconv"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
-	kubestorage "k8s.io/apiserver/pkg/storage"
 
 	"github.com/listwatch/listwatch/apiserver/internal/decode"
 	"github.com/listwatch/listwatch/apiserver/internal/registry"
@@ -370,29 +368,7 @@ func (s *Server) handleUpdate(w http.ResponseWriter, r *http.Request, req reques
 // object's (stored is "" when nothing is stored). An empty uid is no
 // precondition.
 func uidPrecondition(req request, sent, stored types.UID) error {
-	return preconditions(req, sent, "", stored, "")
-}
-
-// preconditions checks a uid and a resourceVersion a request sent ("" for
-// none) against the stored object's with kube's own storage check
-// (storage.Preconditions.Check), whose invalid-object error, quoting the
-// object's etcd key, kube-apiserver answers as a 409 Conflict.
-func preconditions(req request, uid types.UID, rv string, storedUID types.UID, storedRV string) error {
-	if (uid == "" || uid == storedUID) && (rv == "" || rv == storedRV) {
-		return nil
-	}
-	var p kubestorage.Preconditions
-	if uid != "" {
-		p.UID = &uid
-	}
-	if rv != "" {
-		p.ResourceVersion = &rv
-	}
-	stored := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{UID: storedUID, ResourceVersion: storedRV}}
-	if err := p.Check(registry.KubeStorageKey(req.res, req.namespace, req.name), stored); err != nil {
-		return conflict(req, err.Error())
-	}
-	return nil
+	return registry.CheckPreconditions(req.res, req.namespace, req.name, sent, "", stored, "")
 }
 
 // bodyUID reads metadata.uid from a JSON body; "" when there is none or

@@ -2,7 +2,9 @@ package kube
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 
 	corev1 "k8s.io/api/core/v1"
@@ -10,9 +12,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/admission"
-
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	apipod "k8s.io/kubernetes/pkg/api/pod"
+	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
 	api "k8s.io/kubernetes/pkg/apis/core"
 	"k8s.io/kubernetes/pkg/apis/core/validation"
+	"k8s.io/kubernetes/pkg/features"
 )
 
 // Binding is what kube-apiserver does with a Binding before it touches
@@ -61,4 +66,46 @@ func Binding(ctx context.Context, req Request, resource schema.GroupVersionResou
 		return nil, apierrors.NewInternalError(fmt.Errorf("binding: %w", err))
 	}
 	return out, nil
+}
+
+// AssignPod binds pod to the node b targets, as kube-apiserver's binding
+// storage changes the pod it reads (BindingREST's assignPod): a 409
+// Conflict on pods/binding when the pod is being deleted, is bound
+// already or still has scheduling gates; else spec.nodeName is set, the
+// nominated node cleared, b's annotations (less the init-container ones
+// kube drops) and, with PodTopologyLabelsAdmission, its labels copied,
+// and the PodScheduled condition made True. pod is changed in place.
+func AssignPod(pod *corev1.Pod, b *corev1.Binding) error {
+	switch {
+	case pod.DeletionTimestamp != nil:
+		return bindingConflict(pod, fmt.Sprintf("pod %s is being deleted, cannot be assigned to a host", pod.Name))
+	case pod.Spec.NodeName != "":
+		return bindingConflict(pod, fmt.Sprintf("pod %s is already assigned to node %q", pod.Name, pod.Spec.NodeName))
+	case len(pod.Spec.SchedulingGates) != 0:
+		return bindingConflict(pod, fmt.Sprintf("pod %s has non-empty .spec.schedulingGates", pod.Name))
+	}
+	pod.Spec.NodeName = b.Target.Name
+	if utilfeature.DefaultFeatureGate.Enabled(features.ClearingNominatedNodeNameAfterBinding) {
+		pod.Status.NominatedNodeName = ""
+	}
+	if pod.Annotations == nil {
+		pod.Annotations = map[string]string{}
+	}
+	maps.Copy(pod.Annotations, b.Annotations)
+	apipod.DropInitContainerAnnotations(pod.Annotations)
+	if utilfeature.DefaultFeatureGate.Enabled(features.PodTopologyLabelsAdmission) && len(b.Labels) > 0 {
+		if pod.Labels == nil {
+			pod.Labels = map[string]string{}
+		}
+		maps.Copy(pod.Labels, b.Labels)
+	}
+	podutil.UpdatePodCondition(&pod.Status, &corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionTrue})
+	return nil
+}
+
+// bindingConflict is kube-apiserver's answer when its binding storage
+// refuses the pod's state: a conflict on pods/binding (the preconditions'
+// conflicts are on pods).
+func bindingConflict(pod *corev1.Pod, msg string) error {
+	return apierrors.NewConflict(schema.GroupResource{Resource: "pods/binding"}, pod.Name, errors.New(msg))
 }

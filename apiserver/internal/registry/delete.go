@@ -13,6 +13,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	kubestorage "k8s.io/apiserver/pkg/storage"
 
 	"github.com/listwatch/listwatch/apiserver/internal/crd"
 )
@@ -77,6 +79,29 @@ func preconditionsFailed(r *Resource, cur *unstructured.Unstructured, p *metav1.
 		return nil
 	}
 	return apierrors.NewConflict(r.GR(), cur.GetName(), errors.New(msg))
+}
+
+// CheckPreconditions checks a uid and a resourceVersion a request sent ("" for
+// none) against the stored object's with kube's own storage check
+// (storage.Preconditions.Check), whose invalid-object error, quoting the
+// object's etcd key, kube-apiserver answers as a 409 Conflict of the
+// object r, namespace and name name.
+func CheckPreconditions(r *Resource, namespace, name string, uid types.UID, rv string, storedUID types.UID, storedRV string) error {
+	if (uid == "" || uid == storedUID) && (rv == "" || rv == storedRV) {
+		return nil
+	}
+	var p kubestorage.Preconditions
+	if uid != "" {
+		p.UID = &uid
+	}
+	if rv != "" {
+		p.ResourceVersion = &rv
+	}
+	stored := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{UID: storedUID, ResourceVersion: storedRV}}
+	if err := p.Check(KubeStorageKey(r, namespace, name), stored); err != nil {
+		return apierrors.NewConflict(r.GR(), name, err)
+	}
+	return nil
 }
 
 // immortalNamespaces may not be deleted, as kube-apiserver's namespace

@@ -61,6 +61,17 @@ func (g *Registry) Lookup(gv schema.GroupVersion, plural string) *Resource {
 	return nil
 }
 
+// BindingTarget is the resource of gv that the bindings resource binds
+// (pods), or nil.
+func (g *Registry) BindingTarget(gv schema.GroupVersion) *Resource {
+	for _, r := range g.ByGV[gv.String()] {
+		if r.Binding {
+			return r
+		}
+	}
+	return nil
+}
+
 func (g *Registry) add(r *Resource) error {
 	if r.Kube == nil {
 		// Custom resources come from CustomResourceDefinitions, with
@@ -170,6 +181,7 @@ func Builtins() []*Resource {
 // their allocators.
 var specialRules = map[schema.GroupVersionResource]func(r *Resource) Rules{
 	{Version: "v1", Resource: "namespaces"}: func(r *Resource) Rules { return NamespaceRules{BuiltinRules{r.Kube}, r} },
+	{Version: "v1", Resource: "pods"}:       func(r *Resource) Rules { return PodRules{BuiltinRules{r.Kube}, r} },
 	{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}: func(r *Resource) Rules {
 		return CRDRules{BuiltinRules{r.Kube}, r}
 	},

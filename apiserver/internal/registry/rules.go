@@ -92,23 +92,12 @@ func (b BuiltinRules) Create(ctx context.Context, w Write, obj Object) (Object, 
 }
 
 // Update runs kube's update strategy of w's subresource on obj: a map is
-// changed in place, a Go type gives the object to store. A pod's binding
-// sets its node directly, with no strategy, as kube-apiserver's binding
-// storage does.
+// changed in place, a Go type gives the object to store.
 func (b BuiltinRules) Update(ctx context.Context, w Write, obj Object, cur *unstructured.Unstructured) (Object, Finish, error) {
-	u, isMap := obj.(*unstructured.Unstructured)
-	var out runtime.Object
-	var err error
-	switch {
-	case w.Subresource == "binding" && isMap:
-		return nil, nil, apierrors.NewInternalError(fmt.Errorf("apiserver: binding of %s as a map", w.Name))
-	case w.Subresource == "binding":
-		out, err = b.Kube.ReadBack(obj)
-	case isMap:
+	if u, isMap := obj.(*unstructured.Unstructured); isMap {
 		return u, nil, b.Kube.Update(ctx, w.KubeRequest(), u, cur)
-	default:
-		out, err = b.Kube.UpdateTyped(ctx, w.KubeRequest(), obj, cur)
 	}
+	out, err := b.Kube.UpdateTyped(ctx, w.KubeRequest(), obj, cur)
 	if err != nil {
 		return nil, nil, err
 	}
