@@ -264,6 +264,10 @@ func benchControlPlane(name string, w cpWorkload, n int) ([]Row, error) {
 	lwMedian, floorMedian := medianCounts(lwReqs), medianCounts(floorReqs)
 	for _, k := range unionKeys(lwMedian, floorMedian) {
 		metric := "requests " + k
+		if strings.HasPrefix(k, staleSkipsPrefix) || strings.HasPrefix(k, staleTimeoutsPrefix) || strings.HasPrefix(k, syncsPrefix) {
+			rows = append(rows, Row{Workload: name, Impl: implListwatch, Metric: k, Value: float64(lwMedian[k]), Unit: "count"})
+			continue
+		}
 		if v, ok := lwMedian[k]; ok {
 			rows = append(rows, Row{Workload: name, Impl: implListwatch, Metric: metric, Value: float64(v), Unit: "count"})
 			total += float64(v)
@@ -346,7 +350,7 @@ func runControllersSide(w cpWorkload, n int) (cpRun, map[string]int64, error) {
 	defer stop()
 
 	cmCfg := cp.clientConfig(counter.wrap)
-	stopManager, err := startManager(ctx, controllermanager.Config{
+	manager, stopManager, err := runManager(ctx, controllermanager.Config{
 		Client: cmCfg,
 		// One replica alone: the Lease would only add its own requests.
 		LeaderElection: controllermanager.LeaderElection{Disabled: true},
@@ -394,7 +398,59 @@ func runControllersSide(w cpWorkload, n int) (cpRun, map[string]int64, error) {
 	}
 	elapsed := time.Since(start)
 	cpu1, _ := processCPU()
-	return cpRun{elapsed, cpu1 - cpu0}, counter.snapshot(), nil
+	reqs := counter.snapshot()
+	maps.Copy(reqs, controllerCounts(manager))
+	return cpRun{elapsed, cpu1 - cpu0}, reqs, nil
+}
+
+// Counts of runControllersSide that are no requests: the syncs each
+// controller ran (items its queue handed out, less those put back), and
+// those its stale-read protection put back.
+const (
+	syncsPrefix         = "syncs by "
+	staleSkipsPrefix    = "stale syncs skipped by "
+	staleTimeoutsPrefix = "stale syncs timed out in "
+)
+
+// controllerCounts reads, from m's metrics, the syncs each controller ran
+// and those its stale-read protection put back.
+func controllerCounts(m *controllermanager.Manager) map[string]int64 {
+	out := map[string]int64{}
+	families, err := m.Registry().Gather()
+	if err != nil {
+		return out
+	}
+	handed, skipped, timedOut := map[string]int64{}, map[string]int64{}, map[string]int64{}
+	for _, f := range families {
+		for _, metric := range f.GetMetric() {
+			name := ""
+			for _, l := range metric.GetLabel() {
+				if l.GetName() == "name" {
+					name = l.GetValue()
+				}
+			}
+			switch f.GetName() {
+			case "workqueue_work_duration_seconds":
+				handed[name] = int64(metric.GetHistogram().GetSampleCount())
+			case "controller_stale_sync_skips_total":
+				skipped[name] = int64(metric.GetCounter().GetValue())
+			case "controller_stale_sync_timeouts_total":
+				timedOut[name] = int64(metric.GetCounter().GetValue())
+			}
+		}
+	}
+	for name, n := range handed {
+		if n > 0 {
+			out[syncsPrefix+name] = n - skipped[name]
+		}
+		if skipped[name] > 0 {
+			out[staleSkipsPrefix+name] = skipped[name]
+		}
+		if timedOut[name] > 0 {
+			out[staleTimeoutsPrefix+name] = timedOut[name]
+		}
+	}
+	return out
 }
 
 // awaitObject waits until done holds for the object name of r, watching it

@@ -219,9 +219,16 @@ func benchKubeControllerManager(name string, w cpWorkload, n int) ([]Row, error)
 // startManager runs a controller-manager of cfg until the returned stop
 // is called, once it is Ready.
 func startManager(ctx context.Context, cfg controllermanager.Config) (stop func(), err error) {
-	m, err := controllermanager.New(cfg)
+	_, stop, err = runManager(ctx, cfg)
+	return stop, err
+}
+
+// runManager is startManager that also returns the manager, for its
+// metrics.
+func runManager(ctx context.Context, cfg controllermanager.Config) (m *controllermanager.Manager, stop func(), err error) {
+	m, err = controllermanager.New(cfg)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	mctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
@@ -234,14 +241,14 @@ func startManager(ctx context.Context, cfg controllermanager.Config) (stop func(
 		select {
 		case <-ctx.Done():
 			stop()
-			return nil, fmt.Errorf("not ready: %w", ctx.Err())
+			return nil, nil, fmt.Errorf("not ready: %w", ctx.Err())
 		case err := <-done:
 			cancel()
-			return nil, fmt.Errorf("stopped: %v", err)
+			return nil, nil, fmt.Errorf("stopped: %v", err)
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
-	return stop, nil
+	return m, stop, nil
 }
 
 // startNodes registers cpNodes with a Ready condition, as kubelets would.

@@ -85,6 +85,8 @@ type freshness[K comparable] struct {
 type pendingWrites struct {
 	written   map[schema.GroupResource]writtenObject
 	waitingAt time.Time
+	// retrying: a retryLater timer is set for the key.
+	retrying bool
 }
 
 // writtenObject is an object as a write answered it: its resourceVersion
@@ -181,6 +183,30 @@ func (f *freshness[K]) stale(key K, now time.Time) (wait bool, waited time.Durat
 		f.skips.Inc()
 	}
 	return true, waited
+}
+
+// retryLater has key, put back by stale, queued again (add) after
+// staleRetryDelay unless a sync of it went ahead meanwhile, as it does
+// when the informer's event for the write queues it first: one timer per
+// wait rather than one queued item per skip, so that the retry of a wait
+// already over does not sync the key a second time.
+func (f *freshness[K]) retryLater(key K, add func(K)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p := f.written[key]
+	if p == nil || p.retrying {
+		return
+	}
+	p.retrying = true
+	time.AfterFunc(staleRetryDelay, func() {
+		f.mu.Lock()
+		waiting := f.written[key] == p
+		p.retrying = false
+		f.mu.Unlock()
+		if waiting {
+			add(key)
+		}
+	})
 }
 
 // StaleSyncs reports how many syncs stale-read protection has put back,

@@ -275,7 +275,8 @@ func (l *eventLog) list() []string {
 // write decides whether the key's next sync waits: the write's own event,
 // a relist after a 410 or a delete of the object all move the store past
 // the written version and let it sync at once; versions that cannot be
-// ordered are not waited for; a write never shown holds the key until the
+// ordered are not waited for; a write shown while the key waits lets the
+// key sync once, for the event; a write never shown holds the key until the
 // timeout, which is counted and reported as one Warning event on the
 // object written.
 func TestStaleReadCases(t *testing.T) {
@@ -285,6 +286,9 @@ func TestStaleReadCases(t *testing.T) {
 		// written is the resourceVersion the first sync's write answers;
 		// shown, what the informer shows once the second sync is queued.
 		written, shown string
+		// catchUp, when set, is when the informer shows the write after the
+		// second sync is queued, and its event queues the key again.
+		catchUp time.Duration
 		// wantSecondAfter is when the second sync runs, after it is queued.
 		wantSecondAfter time.Duration
 		wantSkips       bool
@@ -295,6 +299,12 @@ func TestStaleReadCases(t *testing.T) {
 		{name: "a relist after a 410, past the write", written: "120", shown: "450"},
 		{name: "the object's delete, after the write", written: "120", shown: "121"},
 		{name: "versions that cannot be ordered", written: "a7", shown: "100"},
+		{
+			// The retries of the wait end with it: the key is synced once
+			// for the event, not again when a retry comes due.
+			name: "shown while waiting", written: "120", shown: "119", catchUp: 22 * time.Millisecond,
+			wantSecondAfter: 22 * time.Millisecond, wantSkips: true,
+		},
 		{
 			name: "never shown", written: "120", shown: "119",
 			wantSecondAfter: timeout, wantSkips: true, wantTimeouts: 1,
@@ -331,6 +341,11 @@ func TestStaleReadCases(t *testing.T) {
 				store.set(tc.shown)
 				queued := time.Now()
 				ctrl.Queue().Add("ns/a")
+				if tc.catchUp > 0 {
+					time.Sleep(tc.catchUp)
+					store.set(tc.written)
+					ctrl.Queue().Add("ns/a")
+				}
 				time.Sleep(2 * timeout)
 				synctest.Wait()
 				cancel()

@@ -33,7 +33,7 @@ func (c *Controller[K]) processNextWorkItem(ctx context.Context) bool {
 	defer c.queue.Done(key)
 	if c.fresh != nil {
 		if wait, waited := c.fresh.stale(key, time.Now()); wait {
-			c.queue.AddAfter(key, staleRetryDelay)
+			c.fresh.retryLater(key, func(k K) { c.queue.Add(k) })
 			return true
 		} else if waited > 0 {
 			c.log.Warn("syncing before the informers show this controller's last write", "item", key, "waited", waited)
