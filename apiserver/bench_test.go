@@ -52,6 +52,8 @@ func benchServer(b testing.TB) (*Server, storage.Interface, string) {
 	})
 	// The server's start-up makes default (201 before it did, 409 now).
 	benchDo(b, srv, http.MethodPost, "/api/v1/namespaces", `{"metadata":{"name":"default"}}`, 0)
+	// Pods need their service account (ServiceAccount admission).
+	benchDo(b, srv, http.MethodPost, "/api/v1/namespaces/default/serviceaccounts", `{"metadata":{"name":"default"}}`, 0)
 	return srv, st, hs.URL
 }
 

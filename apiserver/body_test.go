@@ -159,7 +159,8 @@ func TestFieldValidation(t *testing.T) {
 			{name: "strict duplicate", path: pods, query: "?fieldValidation=Strict", body: `{"metadata":{"name":%q,"labels":{"a":"1","a":"2"}}}`, code: 400,
 				errMsgs: []string{`duplicate field "metadata.labels.a"`}},
 			{name: "strict clean", path: pods, query: "?fieldValidation=Strict", body: `{"metadata":{"name":%q},"spec":{"containers":[{"name":"c","image":"i"}]}}`, code: 201},
-			{name: "invalid directive", path: pods, query: "?fieldValidation=Loud", body: `{"metadata":{"name":%q}}`, code: 400, errMsgs: []string{"fieldValidation"}},
+			// As kube's ValidateCreateOptions (golden core-bad-options).
+			{name: "invalid directive", path: pods, query: "?fieldValidation=Loud", body: `{"metadata":{"name":%q}}`, code: 422, errMsgs: []string{"fieldValidation: Unsupported value"}},
 			{name: "custom resource keeps unknown spec fields", path: foos, query: "?fieldValidation=Strict", body: `{"metadata":{"name":%q},"spec":{"anything":1}}`, code: 201},
 			{name: "custom resource unknown metadata", path: foos, query: "?fieldValidation=Strict", body: `{"metadata":{"name":%q,"labelz":{}}}`, code: 400,
 				errMsgs: []string{`unknown field "metadata.labelz"`}},

@@ -49,7 +49,7 @@ func parseDeleteOptions(r *http.Request) (metav1.DeleteOptions, error) {
 	if v := q.Get("gracePeriodSeconds"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {
-			return o, respond.BadRequest("invalid gracePeriodSeconds %q", v)
+			return o, apierrors.NewBadRequest(err.Error())
 		}
 		o.GracePeriodSeconds = &n
 	}

@@ -66,7 +66,8 @@ func managerOf(r *http.Request, fieldManager string) string {
 }
 
 // writeOptions reads the query parameters of a write that
-// managedFields depend on (fieldManager; force for a patch) as
+// managedFields depend on (fieldManager; force for a patch), and
+// fieldValidation, as
 // kube-apiserver's parameter codec does, and validates them as its
 // handlers do: a 400 for a value that does not parse, a 422 naming the
 // options kind for an invalid one. verb is "create", "update" or "patch";
@@ -76,17 +77,17 @@ func writeOptions(r *http.Request, verb string, pt types.PatchType) (*fieldManag
 	if err := metainternalversionscheme.ParameterCodec.DecodeParameters(r.URL.Query(), metav1.SchemeGroupVersion, &opts); err != nil {
 		return nil, false, apierrors.NewBadRequest(err.Error())
 	}
-	// dryRun and fieldValidation are checked on their own (body.go).
-	opts.DryRun, opts.FieldValidation = nil, ""
+	// dryRun is checked on its own (decode.DryRun).
+	opts.DryRun = nil
 	var errs field.ErrorList
 	kind := "PatchOptions"
 	switch verb {
 	case "create":
 		kind = "CreateOptions"
-		errs = metav1validation.ValidateCreateOptions(&metav1.CreateOptions{FieldManager: opts.FieldManager})
+		errs = metav1validation.ValidateCreateOptions(&metav1.CreateOptions{FieldManager: opts.FieldManager, FieldValidation: opts.FieldValidation})
 	case "update":
 		kind = "UpdateOptions"
-		errs = metav1validation.ValidateUpdateOptions(&metav1.UpdateOptions{FieldManager: opts.FieldManager})
+		errs = metav1validation.ValidateUpdateOptions(&metav1.UpdateOptions{FieldManager: opts.FieldManager, FieldValidation: opts.FieldValidation})
 	default:
 		errs = metav1validation.ValidatePatchOptions(&opts, pt)
 	}

@@ -337,12 +337,12 @@ func (s *Server) handlePatch(w http.ResponseWriter, r *http.Request, req request
 	if err != nil {
 		return err
 	}
-	fv, err := decode.ParseFieldValidation(r)
-	if err != nil {
-		return err
-	}
 	var force bool
 	if req.manage, force, err = writeOptions(r, "patch", pt); err != nil {
+		return err
+	}
+	fv, err := decode.ParseFieldValidation(r)
+	if err != nil {
 		return err
 	}
 	if pt == types.ApplyYAMLPatchType {

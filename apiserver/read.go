@@ -51,6 +51,12 @@ func conflict(req request, msg string) error {
 }
 
 func (s *Server) handleGet(w http.ResponseWriter, r *http.Request, req request) error {
+	// The object is read from storage whatever resourceVersion is asked
+	// (none is older than what storage has), but one that does not parse
+	// is refused as kube-apiserver's storage refuses it: a 500 quoting it.
+	if _, err := watchcache.ParseResourceVersion(r.URL.Query().Get("resourceVersion")); err != nil {
+		return err
+	}
 	u, _, err := s.getObject(r.Context(), req)
 	if err != nil {
 		return err
@@ -91,28 +97,33 @@ func parseListOptions(r *resource, q url.Values, watch, watchList bool) (listOpt
 	if o.filter, err = parseFilter(r, q.Get("labelSelector"), q.Get("fieldSelector")); err != nil {
 		return o, err
 	}
-	if _, err := watchcache.ParseResourceVersion(o.rv); err != nil {
-		return o, err
-	}
+	// Parameters that do not parse are 400s quoting the parser, as
+	// kube-apiserver's parameter codec words them; a resourceVersion is
+	// parsed by the watch cache, as by kube's storage, after validation.
 	if v := q.Get("limit"); v != "" {
-		if o.limit, err = strconv.ParseInt(v, 10, 64); err != nil || o.limit < 0 {
-			return o, respond.BadRequest("invalid limit %q", v)
+		if o.limit, err = strconv.ParseInt(v, 10, 64); err != nil {
+			return o, apierrors.NewBadRequest(err.Error())
 		}
+		// A limit below 1 is none.
+		o.limit = max(o.limit, 0)
 	}
 	if v := q.Get("timeoutSeconds"); v != "" {
-		if o.timeoutSeconds, err = strconv.ParseInt(v, 10, 64); err != nil || o.timeoutSeconds < 0 {
+		if o.timeoutSeconds, err = strconv.ParseInt(v, 10, 64); err != nil {
+			return o, apierrors.NewBadRequest(err.Error())
+		}
+		if o.timeoutSeconds < 0 {
 			return o, respond.BadRequest("invalid timeoutSeconds %q", v)
 		}
 	}
 	if v := q.Get("allowWatchBookmarks"); v != "" {
 		if o.bookmarks, err = strconv.ParseBool(v); err != nil {
-			return o, respond.BadRequest("invalid allowWatchBookmarks %q", v)
+			return o, apierrors.NewBadRequest(err.Error())
 		}
 	}
 	if v := q.Get("sendInitialEvents"); v != "" {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
-			return o, respond.BadRequest("invalid sendInitialEvents %q", v)
+			return o, apierrors.NewBadRequest(err.Error())
 		}
 		o.sendInitialEvents = &b
 	}

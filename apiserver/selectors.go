@@ -1,11 +1,11 @@
 package apiserver
 
 import (
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/listwatch/listwatch/apiserver/internal/registry"
-	"github.com/listwatch/listwatch/apiserver/internal/respond"
 )
 
 // filter is a request's label and field selectors.
@@ -15,22 +15,22 @@ type filter struct {
 }
 
 // parseFilter parses labelSelector and fieldSelector, rejecting field
-// labels the resource does not support (400, as kube-apiserver does).
+// labels the resource does not support: 400s in kube-apiserver's words.
 func parseFilter(r *resource, labelSel, fieldSel string) (filter, error) {
 	f := filter{labels: labels.Everything(), fields: fields.Everything()}
 	var err error
 	if labelSel != "" {
 		if f.labels, err = labels.Parse(labelSel); err != nil {
-			return f, respond.BadRequest("unable to parse requirement: %v", err)
+			return f, apierrors.NewBadRequest(err.Error())
 		}
 	}
 	if fieldSel != "" {
 		if f.fields, err = fields.ParseSelector(fieldSel); err != nil {
-			return f, respond.BadRequest("invalid field selector: %v", err)
+			return f, apierrors.NewBadRequest(err.Error())
 		}
 		for _, req := range f.fields.Requirements() {
 			if registry.FieldPath(r, req.Field) == nil {
-				return f, respond.BadRequest("field label not supported: %s", req.Field)
+				return f, apierrors.NewBadRequest(registry.FieldLabelError(r, req.Field, req.Value).Error())
 			}
 		}
 	}

@@ -41,8 +41,11 @@ func writeList(w http.ResponseWriter, r *resource, enc encoding, res listResult)
 		// As for single objects, anything the typed scheme cannot encode
 		// is answered in JSON.
 	}
-	itemJSON := wire.ObjectJSON
-	if r.StoredAs != nil {
+	itemJSON := wire.ItemJSON
+	switch {
+	case r.Custom:
+		itemJSON = wire.ObjectJSON
+	case r.StoredAs != nil:
 		itemJSON = wire.ConvertedItemJSON
 	}
 	items, total, err := encodeItems(res, itemJSON)

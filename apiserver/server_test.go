@@ -267,7 +267,6 @@ func TestGetList(t *testing.T) {
 			{"/api/v1/pods?fieldSelector=spec.bogus%3Dx", 400},
 			{"/api/v1/namespaces?fieldSelector=metadata.namespace%3Dx", 400},
 			{"/api/v1/pods?labelSelector=%3D%3D%3D", 400},
-			{"/api/v1/pods?limit=-1", 400},
 			{"/api/v1/pods?resourceVersion=abc", 400},
 			{"/api/v1/pods?resourceVersionMatch=Exact", 422}, // ValidateListOptions, as kube (golden core-list-options)
 			{"/api/v1/pods?continue=garbage", 400},

@@ -270,6 +270,11 @@ func (s *Server) prepareUpdate(ctx context.Context, req request, cur, desired *u
 		}
 	} else if rv != cur.GetResourceVersion() {
 		if _, err := watchcache.ParseResourceVersion(rv); err != nil {
+			// kube-apiserver's storage answers the parser's error alone,
+			// with a 500.
+			if invalid := (*watchcache.InvalidResourceVersionError)(nil); errors.As(err, &invalid) {
+				return nil, nil, respond.Unreasoned(invalid.Err)
+			}
 			return nil, nil, err
 		}
 		return nil, nil, conflict(req, "the object has been modified; please apply your changes to the latest version and try again")

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"reflect"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,7 +41,8 @@ type Object interface {
 type Config[T Object] struct {
 	// Storage is the backend the cache reads and watches.
 	Storage storage.Interface
-	// Prefix is the key prefix of the resource, e.g. "/pods/".
+	// Prefix is the key prefix of the resource, ending with "/", e.g.
+	// "/pods/".
 	Prefix string
 	// Decode turns a stored value into an object whose resourceVersion is
 	// kv.Revision. It is called once per write, whatever the watchers.
@@ -174,6 +176,10 @@ type item[T Object] struct {
 func New[T Object](cfg Config[T]) (*Cache[T], error) {
 	if cfg.Storage == nil || cfg.Decode == nil || cfg.Prefix == "" {
 		return nil, errors.New("watchcache: Config needs Storage, Prefix and Decode")
+	}
+	if !strings.HasSuffix(cfg.Prefix, "/") {
+		// Continue tokens hold keys after the prefix, as kube's do.
+		return nil, fmt.Errorf("watchcache: Prefix %q does not end with /", cfg.Prefix)
 	}
 	if cfg.Attrs == nil {
 		cfg.Attrs = DefaultAttrs[T]

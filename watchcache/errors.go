@@ -3,10 +3,13 @@ package watchcache
 import (
 	"errors"
 	"fmt"
+	"math"
+	"net/http"
 	"strconv"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/listwatch/listwatch/storage"
 )
@@ -59,17 +62,46 @@ func (c *Cache[T]) storageError(err error, rev int64, continuing bool) error {
 	return fmt.Errorf("watchcache %s: %w", c.cfg.Prefix, err)
 }
 
-// ParseResourceVersion parses a resourceVersion parameter; "" is 0.
+// ParseResourceVersion parses a resourceVersion parameter ("" is 0) as
+// kube-apiserver's storage does: one that is not an unsigned integer is
+// an *InvalidResourceVersionError, which each kind of request answers in
+// its own way (a list's 400 quotes it; a get's or a watch's 500 is it,
+// and it is that 500 as an apierrors.APIStatus).
 func ParseResourceVersion(s string) (int64, error) {
 	if s == "" {
 		return 0, nil
 	}
-	rv, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || rv < 0 {
-		return 0, errBadRequest("invalid resource version %q", s)
+	rv, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return 0, &InvalidResourceVersionError{Value: s, Err: err}
 	}
-	return rv, nil
+	if rv > math.MaxInt64 {
+		return 0, errTooLarge(math.MaxInt64, 0)
+	}
+	return int64(rv), nil
 }
+
+// InvalidResourceVersionError is a resourceVersion that does not parse,
+// worded as kube-apiserver's storage words it.
+type InvalidResourceVersionError struct {
+	Value string
+	// Err is the parser's error, which is all kube-apiserver's answer to
+	// an update quotes.
+	Err error
+}
+
+func (e *InvalidResourceVersionError) Error() string {
+	return field.Invalid(field.NewPath("resourceVersion"), e.Value, e.Err.Error()).Error()
+}
+
+func (e *InvalidResourceVersionError) Unwrap() error { return e.Err }
+
+// Status is kube-apiserver's answer to a get or a watch from e: a 500
+// with e's text and no reason.
+func (e *InvalidResourceVersionError) Status() metav1.Status {
+	return metav1.Status{Status: metav1.StatusFailure, Code: http.StatusInternalServerError, Message: e.Error()}
+}
+
 
 // validateWatch applies kube-apiserver's rules for watch parameters.
 func validateWatch(o WatchOptions) error {
@@ -98,9 +130,6 @@ func validateList(o ListOptions) error {
 		case m == metav1.ResourceVersionMatchExact && o.ResourceVersion == "0":
 			return errBadRequest("resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"")
 		}
-	}
-	if o.Continue != "" && o.ResourceVersion != "" && o.ResourceVersion != "0" {
-		return errBadRequest("specifying resource version is not allowed when using continue")
 	}
 	if o.Limit < 0 {
 		return errBadRequest("limit must not be negative")

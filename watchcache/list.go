@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -11,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	kubestorage "k8s.io/apiserver/pkg/storage"
 
 	"github.com/listwatch/listwatch/storage"
 )
@@ -62,14 +64,22 @@ func (c *Cache[T]) List(ctx context.Context, opts ListOptions) (*ListResult[T], 
 	}
 	p := page[T]{pred: newPredicate[T](opts.Label, opts.Field, opts.Namespace), limit: opts.Limit}
 	if opts.Continue != "" {
-		tok, err := decodeContinue(opts.Continue)
+		// kube-apiserver's storage checks the token before what is sent
+		// with it.
+		start, rev, err := kubestorage.DecodeContinue(opts.Continue, c.cfg.Prefix)
 		if err != nil {
-			return nil, err
+			return nil, errBadRequest("invalid continue token: %v", err)
 		}
-		p.start, p.continuing = c.cfg.Prefix+tok.Start, true
-		return c.listAt(ctx, tok.RV, p)
+		if opts.ResourceVersion != "" && opts.ResourceVersion != "0" {
+			return nil, errBadRequest("specifying resource version is not allowed when using continue")
+		}
+		p.start, p.continuing = start, true
+		return c.listAt(ctx, rev, p)
 	}
 	rv, err := ParseResourceVersion(opts.ResourceVersion)
+	if invalid := (*InvalidResourceVersionError)(nil); errors.As(err, &invalid) {
+		return nil, errBadRequest("invalid resource version: %v", err)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -210,8 +220,9 @@ func (c *Cache[T]) pageFromStorage(ctx context.Context, rev int64, p page[T]) (*
 	}
 }
 
-// continueToken is the decoded continue parameter: the revision of the
-// first page and the key (after the prefix) the next page starts at.
+// continueToken is the continue parameter, as kube-apiserver's storage
+// encodes it (and kubestorage.DecodeContinue reads it): the revision of
+// the first page and the key (after the prefix) the next page starts at.
 type continueToken struct {
 	V     string `json:"v"`
 	RV    int64  `json:"rv"`
@@ -223,21 +234,6 @@ const continueVersion = "meta.k8s.io/v1"
 func encodeContinue(rev int64, lastKey, prefix string) string {
 	b, _ := json.Marshal(continueToken{V: continueVersion, RV: rev, Start: lastKey[len(prefix):] + "\x00"})
 	return base64.RawURLEncoding.EncodeToString(b)
-}
-
-func decodeContinue(s string) (continueToken, error) {
-	var tok continueToken
-	b, err := base64.RawURLEncoding.DecodeString(s)
-	if err != nil {
-		return tok, errBadRequest("invalid continue token: %v", err)
-	}
-	if err := json.Unmarshal(b, &tok); err != nil {
-		return tok, errBadRequest("invalid continue token: %v", err)
-	}
-	if tok.V != continueVersion || tok.RV <= 0 || tok.Start == "" {
-		return tok, errBadRequest("invalid continue token")
-	}
-	return tok, nil
 }
 
 // reach reports whether the cache can serve a read that must be at least at

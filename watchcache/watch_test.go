@@ -189,8 +189,14 @@ func TestWatchErrors(t *testing.T) {
 	}
 	_, err = c.Watch(ctx, WatchOptions{ResourceVersion: fmt.Sprint(last + 100)})
 	assertTooLarge(t, err)
+	// kube-apiserver answers a watch from a resourceVersion that does not
+	// parse with a 500 that quotes its storage's error.
+	_, err = c.Watch(ctx, WatchOptions{ResourceVersion: "x"})
+	if st, ok := err.(apierrors.APIStatus); !ok || st.Status().Code != 500 || st.Status().Reason != "" ||
+		st.Status().Message != `resourceVersion: Invalid value: "x": strconv.ParseUint: parsing "x": invalid syntax` {
+		t.Errorf("watch from x: %v, want kube's 500", err)
+	}
 	for _, o := range []WatchOptions{
-		{ResourceVersion: "x"},
 		{SendInitialEvents: &yes, AllowBookmarks: true},
 		{SendInitialEvents: &yes, ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan},
 		{ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan},

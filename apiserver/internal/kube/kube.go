@@ -382,3 +382,11 @@ func (k *Rules) BeforeDeleteTyped(ctx context.Context, req Request, u *unstructu
 	}
 	return graceful, pending, out, nil
 }
+
+// FieldLabelError is kube-apiserver's refusal of a field selector on
+// label=value for the resource: its scheme's field label conversion's
+// error, nil when the scheme takes the label.
+func (k *Rules) FieldLabelError(label, value string) error {
+	_, _, err := scheme.ConvertFieldLabel(k.gvk, label, value)
+	return err
+}

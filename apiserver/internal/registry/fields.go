@@ -65,3 +65,16 @@ func NestedString(obj map[string]any, path ...string) string {
 		return fmt.Sprint(v)
 	}
 }
+
+// FieldLabelError is kube-apiserver's refusal of a field selector on
+// label=value, a label r does not select on (FieldPath is nil): for a
+// built-in resource its scheme's words, for a custom resource
+// apiextensions-apiserver's.
+func FieldLabelError(r *Resource, label, value string) error {
+	if r.Kube != nil {
+		if err := r.Kube.FieldLabelError(label, value); err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("field label not supported: %s", label)
+}

@@ -141,6 +141,14 @@ func NewStatus(code int32, reason metav1.StatusReason, msg string) error {
 	}}
 }
 
+// Unreasoned is kube-apiserver's answer to an error that is no Status: a
+// 500 with the error's text, no reason and no details.
+func Unreasoned(err error) error {
+	return &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status: metav1.StatusFailure, Code: http.StatusInternalServerError, Message: err.Error(),
+	}}
+}
+
 // NotFound is kube-apiserver's 404 Status for a path it routes but that
 // names nothing it serves.
 func NotFound() error {

@@ -34,6 +34,9 @@ type Event = watchcache.Event[*unstructured.Unstructured]
 const (
 	// MemoJSON is the object as JSON, without a trailing newline.
 	MemoJSON = "json"
+	// MemoItemJSON is the object as an item of a list: JSON without
+	// apiVersion and kind (ItemJSON).
+	MemoItemJSON = "json-item"
 	// MemoProto is the typed object as a protobuf message, without the
 	// envelope: what a list's items and the envelope's raw field hold.
 	MemoProto = registry.MemoProto
@@ -64,11 +67,17 @@ func ObjectJSON(u *unstructured.Unstructured, m *watchcache.Encodings) ([]byte, 
 	})
 }
 
-// ConvertedItemJSON is an item of a list of a resource stored as another
-// version: kube-apiserver converts each such item to a new object of the
-// version asked for, which has no apiVersion and kind (an item of a
-// resource served at its storage version keeps the ones storage decoding
-// set).
+// ItemJSON returns u, a built-in object, as an item of a JSON list,
+// memoized in m: as kube-apiserver lists built-in objects, without
+// apiVersion and kind (its storage decodes them to its internal version,
+// which has none, and they are the list's). Custom resources' items keep
+// theirs (ObjectJSON).
+func ItemJSON(u *unstructured.Unstructured, m *watchcache.Encodings) ([]byte, error) {
+	return m.Get(MemoItemJSON, func() ([]byte, error) { return ConvertedItemJSON(u, nil) })
+}
+
+// ConvertedItemJSON is ItemJSON, not memoized, for an item of a resource
+// stored as another version: u is a conversion made for the one list.
 func ConvertedItemJSON(u *unstructured.Unstructured, _ *watchcache.Encodings) ([]byte, error) {
 	obj := maps.Clone(u.Object)
 	delete(obj, "apiVersion")
