@@ -102,7 +102,6 @@ func (e *InvalidResourceVersionError) Status() metav1.Status {
 	return metav1.Status{Status: metav1.StatusFailure, Code: http.StatusInternalServerError, Message: e.Error()}
 }
 
-
 // validateWatch applies kube-apiserver's rules for watch parameters.
 func validateWatch(o WatchOptions) error {
 	if o.SendInitialEvents != nil && o.ResourceVersionMatch != metav1.ResourceVersionMatchNotOlderThan {
