@@ -24,7 +24,7 @@ type self struct {
 // initSelf builds the loopback client and the informer factory; New
 // calls it once the routes exist.
 func (s *Server) initSelf() error {
-	l, err := admission.NewLoopback(s.ctx, s.handler, s.cfg.DisableAdmissionPlugins)
+	l, err := admission.NewLoopback(s.ctx, s.handler, s.cfg.DisableAdmissionPlugins, s.writes)
 	if err != nil {
 		return err
 	}

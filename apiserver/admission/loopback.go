@@ -47,7 +47,10 @@ func (l loopbackUser) AuthenticateToken(token string) (filters.User, bool) {
 // server's lifetime. disabled names the admission plugins turned off; an
 // unknown name is an error. The admission plugins are built by
 // InitAdmission, since some start goroutines as they are made.
-func NewLoopback(shutdown context.Context, handler http.Handler, disabled []string) (*Loopback, error) {
+//
+// writes, when not nil, is told when the webhook plugins have taken a
+// change of their configurations (handlers.go).
+func NewLoopback(shutdown context.Context, handler http.Handler, disabled []string, writes *Writes) (*Loopback, error) {
 	// Only the routes and the filters a request needs to reach them:
 	// its info, authentication, panic recovery, and the end of watches
 	// when the server closes. The loopback client is not counted against
@@ -77,7 +80,7 @@ func NewLoopback(shutdown context.Context, handler http.Handler, disabled []stri
 	}
 	return &Loopback{
 		transport: t, config: cfg, shutdown: shutdown, disabled: disabled,
-		Client: client, Informers: newInformers(shutdown, client),
+		Client: client, Informers: newInformers(shutdown, client, writes),
 	}, nil
 }
 
@@ -94,6 +97,7 @@ func (l *Loopback) InitAdmission(served func(schema.GroupVersionResource) bool, 
 		Disabled:  l.disabled,
 		Stop:      l.shutdown.Done(),
 		Fresh:     fresh,
+		Loopback:  l.Config(),
 	})
 	if err != nil {
 		return fmt.Errorf("apiserver: %w", err)
@@ -127,10 +131,12 @@ var _ informers.SharedInformerFactory = admissionInformers{}
 
 // newInformers is the informer factory the plugins are given: client-go's
 // over the loopback client, except that a pod lister is answered by the
-// API rather than by an informer (admissionInformers).
-func newInformers(ctx context.Context, client kubernetes.Interface) informers.SharedInformerFactory {
+// API rather than by an informer (admissionInformers), and that the
+// webhook configurations' handlers tell writes what they have taken.
+func newInformers(ctx context.Context, client kubernetes.Interface, writes *Writes) informers.SharedInformerFactory {
 	return admissionInformers{
 		SharedInformerFactory: informers.NewSharedInformerFactory(client, 0),
 		pods:                  podLister{ctx: ctx, client: client},
+		writes:                writes,
 	}
 }

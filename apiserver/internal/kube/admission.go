@@ -14,10 +14,14 @@ import (
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/admission/initializer"
 	"k8s.io/apiserver/pkg/admission/plugin/resourcequota"
+	webhookinit "k8s.io/apiserver/pkg/admission/plugin/webhook/initializer"
+	mutatingwebhook "k8s.io/apiserver/pkg/admission/plugin/webhook/mutating"
+	validatingwebhook "k8s.io/apiserver/pkg/admission/plugin/webhook/validating"
 	"k8s.io/apiserver/pkg/authentication/user"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/component-base/compatibility"
 	baseversion "k8s.io/component-base/version"
 
@@ -53,10 +57,16 @@ import (
 // strategy's BeforeCreate or BeforeUpdate, and the validating ones after
 // it, before the object is stored; Create and Update do the same.
 //
+// The admission webhooks (MutatingAdmissionWebhook,
+// ValidatingAdmissionWebhook) are kube's plugins with what kube-apiserver
+// gives them (webhooks.go): its service resolver through a Service's
+// EndpointSlices and its authentication info resolver, and the webhook
+// configurations from the same informers.
+//
 // Of the default set, these are not run: NamespaceLifecycle, whose rules
 // are the server's own; CertificateApproval, CertificateSigning and
-// ClusterTrustBundleAttest, which need an authorizer; and the webhooks and
-// admission policies, which call out.
+// ClusterTrustBundleAttest, which need an authorizer; and the admission
+// policies.
 
 // plugin is one admission plugin of kube-apiserver's default set.
 type plugin struct {
@@ -86,6 +96,8 @@ var admissionPlugins = []plugin{
 	{podtopologylabels.PluginName, podtopologylabels.Register, true},
 	{nodedeclaredfeatures.PluginName, nodedeclaredfeatures.Register, true},
 	{podresize.PluginName, podresize.Register, true},
+	{mutatingwebhook.PluginName, mutatingwebhook.Register, true},
+	{validatingwebhook.PluginName, validatingwebhook.Register, true},
 	{resourcequota.PluginName, resourcequota.Register, true},
 }
 
@@ -119,6 +131,10 @@ type AdmissionConfig struct {
 	// Fresh, when set, is called before the plugins run on a write: it
 	// returns once the informers hold what the plugins should see.
 	Fresh func(ctx context.Context)
+	// Loopback is the configuration of Client, which the webhooks use to
+	// call a webhook served by the server itself (the Service
+	// default/kubernetes), as kube-apiserver's do.
+	Loopback *rest.Config
 }
 
 // Admission is a chain of kube-apiserver's admission plugins; the zero
@@ -159,7 +175,13 @@ func NewAdmission(cfg AdmissionConfig) (*Admission, error) {
 		if err != nil {
 			return nil, fmt.Errorf("kube: quota configuration: %w", err)
 		}
-		inits = append(inits, controlplaneadmission.NewPluginInitializer(quota, exclusion.Excluded()))
+		resolver, err := newServiceResolver(cfg.Informers)
+		if err != nil {
+			return nil, err
+		}
+		inits = append(inits,
+			webhookinit.NewPluginInitializer(authInfoResolverWrapper(cfg.Loopback), resolver),
+			controlplaneadmission.NewPluginInitializer(quota, exclusion.Excluded()))
 	}
 	chain, err := plugins.NewFromPlugins(names, noPluginConfig{}, inits, nil)
 	if err != nil {

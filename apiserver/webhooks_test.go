@@ -1,0 +1,246 @@
+package apiserver
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/listwatch/listwatch/internal/webhookserver"
+	"github.com/listwatch/listwatch/storage/memory"
+)
+
+// warnings collects the Warning headers a client-go client receives.
+type warnings struct {
+	mu   sync.Mutex
+	list []string
+}
+
+func (w *warnings) HandleWarningHeaderWithContext(_ context.Context, _ int, _ string, text string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.list = append(w.list, text)
+}
+
+func (w *warnings) take() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := w.list
+	w.list = nil
+	return out
+}
+
+// webhookEnv is a server, a webhook server beside it and a client-go
+// client of the server that keeps the warnings it is sent.
+type webhookEnv struct {
+	srv    *Server
+	c      kubernetes.Interface
+	warned *warnings
+	hook   *webhookserver.Server
+}
+
+func startWebhookEnv(t *testing.T) *webhookEnv {
+	t.Helper()
+	srv, _ := startServer(t, memory.New(), Config{DisableAdmissionPlugins: []string{"ServiceAccount"}})
+	hook, err := webhookserver.Start(t.TempDir(), "webhook.hooks.svc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(hook.Close)
+	cfg := srv.LoopbackConfig()
+	w := &warnings{}
+	cfg.WarningHandlerWithContext = w
+	c, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &webhookEnv{srv: srv, c: c, warned: w, hook: hook}
+}
+
+// hookOptions shape a webhook of a test.
+type hookOptions struct {
+	path          string
+	url           string // instead of the server's path
+	failurePolicy admissionregistrationv1.FailurePolicyType
+	sideEffects   admissionregistrationv1.SideEffectClass
+	timeout       int32
+}
+
+// onlyNamespace selects the objects of namespace ns, so that a test's
+// webhooks see none of another's.
+func onlyNamespace(ns string) *metav1.LabelSelector {
+	return &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: ns}}
+}
+
+func (e *webhookEnv) clientConfig(o hookOptions) admissionregistrationv1.WebhookClientConfig {
+	u := o.url
+	if u == "" {
+		u = e.hook.URL + o.path
+	}
+	return admissionregistrationv1.WebhookClientConfig{URL: &u, CABundle: e.hook.CABundle}
+}
+
+var configMapRule = []admissionregistrationv1.RuleWithOperations{{
+	Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+	Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"configmaps"}},
+}}
+
+// validating installs a validating webhook on the configmaps of ns.
+func (e *webhookEnv) validating(t *testing.T, ns, name string, o hookOptions) {
+	t.Helper()
+	se := cmpOr(o.sideEffects, admissionregistrationv1.SideEffectClassNone)
+	fp := cmpOr(o.failurePolicy, admissionregistrationv1.Fail)
+	var timeout *int32
+	if o.timeout != 0 {
+		timeout = &o.timeout
+	}
+	cfg := &admissionregistrationv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + name},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
+			Name: name, ClientConfig: e.clientConfig(o), Rules: configMapRule,
+			SideEffects: &se, FailurePolicy: &fp, TimeoutSeconds: timeout,
+			AdmissionReviewVersions: []string{"v1"}, NamespaceSelector: onlyNamespace(ns),
+		}},
+	}
+	if _, err := e.c.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(t.Context(), cfg, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// mutating installs a mutating webhook on the configmaps of ns.
+func (e *webhookEnv) mutating(t *testing.T, ns, name string, o hookOptions) {
+	t.Helper()
+	se := cmpOr(o.sideEffects, admissionregistrationv1.SideEffectClassNone)
+	fp := cmpOr(o.failurePolicy, admissionregistrationv1.Fail)
+	cfg := &admissionregistrationv1.MutatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + name},
+		Webhooks: []admissionregistrationv1.MutatingWebhook{{
+			Name: name, ClientConfig: e.clientConfig(o), Rules: configMapRule,
+			SideEffects: &se, FailurePolicy: &fp,
+			AdmissionReviewVersions: []string{"v1"}, NamespaceSelector: onlyNamespace(ns),
+		}},
+	}
+	if _, err := e.c.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(t.Context(), cfg, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func cmpOr[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+func configMap(name string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string]string{"k": "v"}}
+}
+
+// TestWebhooks calls kube's webhook plugins through a real server against
+// a real webhook server, and checks kube's answers.
+func TestWebhooks(t *testing.T) {
+	e := startWebhookEnv(t)
+	unreachable, err := webhookserver.Unreachable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name     string
+		mutating bool
+		hook     hookOptions
+		dryRun   bool
+		// wantCode is the status of the create (0: created); wantMessage
+		// its message, or its start when it ends with "…".
+		wantCode     int32
+		wantMessage  string
+		wantWarnings []string
+		wantLabel    string
+	}{
+		{name: "allow", hook: hookOptions{path: "/allow"}},
+		{name: "deny", hook: hookOptions{path: "/deny"}, wantCode: 400,
+			wantMessage: `admission webhook "deny.test.example.com" denied the request: ` + webhookserver.DenyMessage},
+		{name: "deny-409", hook: hookOptions{path: "/deny-409"}, wantCode: 409,
+			wantMessage: `admission webhook "deny-409.test.example.com" denied the request: ` + webhookserver.DenyMessage},
+		{name: "warn", hook: hookOptions{path: "/warn"},
+			wantWarnings: []string{webhookserver.Warning1, webhookserver.Warning2}},
+		{name: "patch", mutating: true, hook: hookOptions{path: "/patch"}, wantLabel: webhookserver.PatchValue},
+		{name: "unreachable-ignore", hook: hookOptions{url: unreachable, failurePolicy: admissionregistrationv1.Ignore}},
+		{name: "unreachable-fail", hook: hookOptions{url: unreachable}, wantCode: 500,
+			wantMessage: `Internal error occurred: failed calling webhook "unreachable-fail.test.example.com": failed to call webhook: Post "` + unreachable + `?timeout=10s": dial tcp …`},
+		{name: "slow-fail", hook: hookOptions{path: "/slow", timeout: 1}, wantCode: 500,
+			wantMessage: `Internal error occurred: failed calling webhook "slow-fail.test.example.com": failed to call webhook: Post "` + e.hook.URL + `/slow?timeout=1s": context deadline exceeded`},
+		{name: "slow-ignore", hook: hookOptions{path: "/slow", timeout: 1, failurePolicy: admissionregistrationv1.Ignore}},
+		{name: "crash", hook: hookOptions{path: "/crash"}, wantCode: 500,
+			wantMessage: `Internal error occurred: failed calling webhook "crash.test.example.com": failed to call webhook: Post "` + e.hook.URL + `/crash?timeout=10s": …`},
+		{name: "garbage", hook: hookOptions{path: "/garbage"}, wantCode: 500,
+			wantMessage: `Internal error occurred: failed calling webhook "garbage.test.example.com": failed to call webhook: …`},
+		{name: "wrong-uid", hook: hookOptions{path: "/wrong-uid"}, wantCode: 500,
+			wantMessage: `Internal error occurred: failed calling webhook "wrong-uid.test.example.com": received invalid webhook response: expected response.uid=…`},
+		{name: "status-500", hook: hookOptions{path: "/status-500"}, wantCode: 500,
+			wantMessage: `Internal error occurred: failed calling webhook "status-500.test.example.com": failed to call webhook: an error on the server ("the test webhook failed") has prevented the request from succeeding`},
+		{name: "dry-run-side-effects", hook: hookOptions{path: "/allow", sideEffects: admissionregistrationv1.SideEffectClassNoneOnDryRun}, dryRun: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ns := "hooks-" + tt.name
+			if _, err := e.c.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			name := tt.name + ".test.example.com"
+			if tt.mutating {
+				e.mutating(t, ns, name, tt.hook)
+			} else {
+				e.validating(t, ns, name, tt.hook)
+			}
+			e.warned.take()
+			var opts metav1.CreateOptions
+			if tt.dryRun {
+				opts.DryRun = []string{metav1.DryRunAll}
+			}
+			// A webhook that never answers is given up at its timeout:
+			// the create is answered by the server long before the
+			// test's own deadline.
+			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+			defer cancel()
+			got, err := e.c.CoreV1().ConfigMaps(ns).Create(ctx, configMap("cm"), opts)
+			if tt.wantCode == 0 {
+				if err != nil {
+					t.Fatalf("create: %v", err)
+				}
+			} else {
+				status, ok := err.(apierrors.APIStatus)
+				if !ok {
+					t.Fatalf("create: %v, want a %d", err, tt.wantCode)
+				}
+				s := status.Status()
+				if s.Code != tt.wantCode || !messageMatches(s.Message, tt.wantMessage) {
+					t.Fatalf("create: %d %q, want %d %q", s.Code, s.Message, tt.wantCode, tt.wantMessage)
+				}
+			}
+			if w := e.warned.take(); fmt.Sprint(w) != fmt.Sprint(tt.wantWarnings) {
+				t.Errorf("warnings %q, want %q", w, tt.wantWarnings)
+			}
+			if tt.wantLabel != "" && got.Labels[webhookserver.PatchLabel] != tt.wantLabel {
+				t.Errorf("labels %v, want %s=%s", got.Labels, webhookserver.PatchLabel, tt.wantLabel)
+			}
+		})
+	}
+}
+
+// messageMatches reports whether got is want, or starts with want's text
+// before a final "…".
+func messageMatches(got, want string) bool {
+	if prefix, ok := strings.CutSuffix(want, "…"); ok {
+		return strings.HasPrefix(got, prefix)
+	}
+	return got == want
+}
