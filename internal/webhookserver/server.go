@@ -4,7 +4,9 @@
 // beside kube-apiserver, and the golden test and the server's tests beside
 // listwatch, so that both servers call the same webhook.
 //
-// Paths (Answers lists them): /allow, /deny (no code), /deny-409, /patch
+// The first segment of the path chooses the answer, so that webhooks
+// answering alike are still told apart by the rest (/allow/dry-run).
+// Answers (Answers lists them): /allow, /deny (no code), /deny-409, /patch
 // (a JSON patch adding the label webhook=patched), /warn (allowed, with two
 // warnings), /slow (answers once the caller gives up), /crash (closes the
 // connection unanswered), /garbage (a 200 that is not JSON), /wrong-uid
@@ -129,7 +131,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 
 	resp := &admissionv1.AdmissionResponse{UID: review.Request.UID, Allowed: true}
-	switch r.URL.Path {
+	switch answer, _, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/"); "/" + answer {
 	case "/allow":
 	case "/deny":
 		resp.Allowed = false

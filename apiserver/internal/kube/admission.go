@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -261,18 +262,22 @@ func (req Request) chain() (*Admission, error) {
 	return objectOnly()
 }
 
-// attributes describes a write of obj (internal; old is the stored object
-// of an update) to the plugins, as kube-apiserver's handlers do.
-func (k *Rules) attributes(req Request, obj, old runtime.Object) admission.Attributes {
-	return attributesOf(req, k.gvk, k.gvr, obj, old)
-}
-
-// attributesOf describes a write of obj, of kind gvk, to resource gvr.
+// attributesOf describes a write of obj, of kind gvk, to resource gvr
+// (old is the stored object of an update), as kube-apiserver's handlers
+// do: with the write's options (meta.k8s.io/v1 CreateOptions or
+// UpdateOptions, which webhooks receive) and its user.
 func attributesOf(req Request, gvk schema.GroupVersionKind, gvr schema.GroupVersionResource, obj, old runtime.Object) admission.Attributes {
-	op, opts := admission.Create, runtime.Object(&metav1.CreateOptions{})
-	if old != nil {
-		op, opts = admission.Update, &metav1.UpdateOptions{}
+	var dryRun []string
+	if req.DryRun {
+		dryRun = []string{metav1.DryRunAll}
 	}
+	optionsKind := metav1.SchemeGroupVersion.WithKind("CreateOptions")
+	op, opts := admission.Create, runtime.Object(&metav1.CreateOptions{DryRun: dryRun})
+	if old != nil {
+		optionsKind = metav1.SchemeGroupVersion.WithKind("UpdateOptions")
+		op, opts = admission.Update, &metav1.UpdateOptions{DryRun: dryRun}
+	}
+	opts.GetObjectKind().SetGroupVersionKind(optionsKind)
 	// A request nobody authenticated (a server run without
 	// authentication) is anonymous, as kube-apiserver has it.
 	u := &user.DefaultInfo{Name: user.Anonymous, Groups: []string{user.AllUnauthenticated}}
@@ -282,8 +287,13 @@ func attributesOf(req Request, gvk schema.GroupVersionKind, gvr schema.GroupVers
 	return admission.NewAttributesRecord(obj, old, gvk, req.Namespace, req.Name, gvr, req.Subresource, op, opts, req.DryRun, u)
 }
 
-// admit runs the mutating plugins on obj, in place.
-func (k *Rules) admit(ctx context.Context, req Request, obj, old runtime.Object) error {
+// admitObject runs the mutating plugins on obj, in place: a write of req
+// to resource gvr of kind gvk, whose objects o converts.
+//
+// kube-apiserver's handler runs them before its storage fills in a new
+// object's uid and creationTimestamp: the plugins see a new object without
+// them, and what they set there is replaced.
+func (req Request) admitObject(ctx context.Context, gvk schema.GroupVersionKind, gvr schema.GroupVersionResource, o admission.ObjectInterfaces, obj, old runtime.Object) error {
 	chain, err := req.chain()
 	if err != nil {
 		return err
@@ -291,22 +301,62 @@ func (k *Rules) admit(ctx context.Context, req Request, obj, old runtime.Object)
 	if chain.fresh != nil {
 		chain.fresh(ctx)
 	}
-	a := k.attributes(req, obj, old)
+	a := attributesOf(req, gvk, gvr, obj, old)
 	if chain.mutating == nil || !chain.mutating.Handles(a.GetOperation()) {
 		return nil
 	}
-	return chain.mutating.Admit(ctx, a, admissionObjects)
+	if old == nil {
+		if m, err := meta.Accessor(obj); err == nil {
+			uid, created := m.GetUID(), m.GetCreationTimestamp()
+			m.SetUID("")
+			m.SetCreationTimestamp(metav1.Time{})
+			defer func() {
+				m.SetUID(uid)
+				m.SetCreationTimestamp(created)
+			}()
+		}
+	}
+	return chain.mutating.Admit(ctx, a, o)
 }
 
-// validate runs the validating plugins on obj.
-func (k *Rules) validate(ctx context.Context, req Request, obj, old runtime.Object) error {
+// validateObject runs the validating plugins on obj.
+func (req Request) validateObject(ctx context.Context, gvk schema.GroupVersionKind, gvr schema.GroupVersionResource, o admission.ObjectInterfaces, obj, old runtime.Object) error {
 	chain, err := req.chain()
 	if err != nil {
 		return err
 	}
-	a := k.attributes(req, obj, old)
+	a := attributesOf(req, gvk, gvr, obj, old)
 	if chain.validating == nil || !chain.validating.Handles(a.GetOperation()) {
 		return nil
 	}
-	return chain.validating.Validate(ctx, a, admissionObjects)
+	return chain.validating.Validate(ctx, a, o)
+}
+
+// admit runs the mutating plugins on obj, in place.
+func (k *Rules) admit(ctx context.Context, req Request, obj, old runtime.Object) error {
+	return req.admitObject(ctx, k.gvk, k.gvr, admissionObjects, obj, old)
+}
+
+// validate runs the validating plugins on obj.
+func (k *Rules) validate(ctx context.Context, req Request, obj, old runtime.Object) error {
+	return req.validateObject(ctx, k.gvk, k.gvr, admissionObjects, obj, old)
+}
+
+// AdmissionStage runs one stage of admission on a write's object (old is
+// the stored object of an update, nil on create).
+type AdmissionStage func(ctx context.Context, obj, old runtime.Object) error
+
+// CustomAdmission returns the two stages of admission of req's write to
+// gvr, a custom resource of kind gvk whose objects (unstructured) o
+// converts, creates and defaults: the mutating plugins, run before the
+// strategy, and the validating ones, run after it, as kube-apiserver's
+// handlers and storage run them for custom resources.
+func (req Request) CustomAdmission(gvk schema.GroupVersionKind, gvr schema.GroupVersionResource, o admission.ObjectInterfaces) (admit, validate AdmissionStage) {
+	admit = func(ctx context.Context, obj, old runtime.Object) error {
+		return req.admitObject(ctx, gvk, gvr, o, obj, old)
+	}
+	validate = func(ctx context.Context, obj, old runtime.Object) error {
+		return req.validateObject(ctx, gvk, gvr, o, obj, old)
+	}
+	return admit, validate
 }

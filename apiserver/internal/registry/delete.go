@@ -53,7 +53,7 @@ func (b BuiltinRules) BeforeDelete(ctx context.Context, w Write, cur *unstructur
 // cur: the options and their preconditions checked; custom resources are
 // never deleted gracefully.
 func (c CustomRules) BeforeDelete(ctx context.Context, w Write, cur *unstructured.Unstructured, opts *metav1.DeleteOptions) (Deletion, error) {
-	return Deletion{}, c.CR.BeforeDelete(ctx, w.crd(), cur, opts)
+	return Deletion{}, c.CR.BeforeDelete(ctx, w.crd(c.CR), cur, opts)
 }
 
 func (n noRules) BeforeDelete(context.Context, Write, *unstructured.Unstructured, *metav1.DeleteOptions) (Deletion, error) {
