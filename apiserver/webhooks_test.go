@@ -10,8 +10,10 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/listwatch/listwatch/internal/webhookserver"
@@ -45,6 +47,9 @@ type webhookEnv struct {
 	c      kubernetes.Interface
 	warned *warnings
 	hook   *webhookserver.Server
+	// hostHook is the same webhook on an address of the host, reached
+	// through the Service hooks/webhook; nil when the host has none.
+	hostHook *webhookserver.Server
 }
 
 func startWebhookEnv(t *testing.T) *webhookEnv {
@@ -62,13 +67,51 @@ func startWebhookEnv(t *testing.T) *webhookEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &webhookEnv{srv: srv, c: c, warned: w, hook: hook}
+	e := &webhookEnv{srv: srv, c: c, warned: w, hook: hook}
+	if ip, ok := webhookserver.HostAddress(); ok {
+		if e.hostHook, err = webhookserver.StartAt(ip+":0", t.TempDir(), "webhook.hooks.svc"); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(e.hostHook.Close)
+		e.serviceToHook(t, ip)
+	}
+	return e
+}
+
+// serviceToHook makes the Service hooks/webhook, with a manually managed
+// EndpointSlice to the webhook server at ip, an address of the host: how a
+// webhook running on the host is reached through a Service reference
+// (kube refuses an endpoint on 127.0.0.1).
+func (e *webhookEnv) serviceToHook(t *testing.T, ip string) {
+	t.Helper()
+	ctx := t.Context()
+	if _, err := e.c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "hooks"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "webhook"},
+		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "https", Port: 443, TargetPort: intstr.FromInt32(int32(e.hostHook.Port()))}}},
+	}
+	if _, err := e.c.CoreV1().Services("hooks").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	name, port, ready := "https", int32(e.hostHook.Port()), true
+	slice := &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: "webhook-host", Labels: map[string]string{discoveryv1.LabelServiceName: "webhook"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{ip}, Conditions: discoveryv1.EndpointConditions{Ready: &ready}}},
+		Ports:       []discoveryv1.EndpointPort{{Name: &name, Port: &port}},
+	}
+	if _, err := e.c.DiscoveryV1().EndpointSlices("hooks").Create(ctx, slice, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // hookOptions shape a webhook of a test.
 type hookOptions struct {
 	path          string
 	url           string // instead of the server's path
+	service       bool   // through the Service hooks/webhook, not a URL
 	failurePolicy admissionregistrationv1.FailurePolicyType
 	sideEffects   admissionregistrationv1.SideEffectClass
 	timeout       int32
@@ -81,6 +124,13 @@ func onlyNamespace(ns string) *metav1.LabelSelector {
 }
 
 func (e *webhookEnv) clientConfig(o hookOptions) admissionregistrationv1.WebhookClientConfig {
+	if o.service {
+		port := int32(443)
+		return admissionregistrationv1.WebhookClientConfig{
+			Service:  &admissionregistrationv1.ServiceReference{Namespace: "hooks", Name: "webhook", Path: &o.path, Port: &port},
+			CABundle: e.hostHook.CABundle,
+		}
+	}
 	u := o.url
 	if u == "" {
 		u = e.hook.URL + o.path
@@ -166,6 +216,10 @@ func TestWebhooks(t *testing.T) {
 		wantLabel    string
 	}{
 		{name: "allow", hook: hookOptions{path: "/allow"}},
+		{name: "service-allow", hook: hookOptions{path: "/allow", service: true}},
+		{name: "service-deny", hook: hookOptions{path: "/deny", service: true}, wantCode: 400,
+			wantMessage: `admission webhook "service-deny.test.example.com" denied the request: ` + webhookserver.DenyMessage},
+		{name: "service-patch", mutating: true, hook: hookOptions{path: "/patch", service: true}, wantLabel: webhookserver.PatchValue},
 		{name: "deny", hook: hookOptions{path: "/deny"}, wantCode: 400,
 			wantMessage: `admission webhook "deny.test.example.com" denied the request: ` + webhookserver.DenyMessage},
 		{name: "deny-409", hook: hookOptions{path: "/deny-409"}, wantCode: 409,
@@ -191,6 +245,9 @@ func TestWebhooks(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			if tt.hook.service && e.hostHook == nil {
+				t.Skip("the host has no address but loopback, which an EndpointSlice may not name")
+			}
 			ns := "hooks-" + tt.name
 			if _, err := e.c.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)

@@ -62,12 +62,24 @@ type Server struct {
 // certificate for 127.0.0.1 and hosts (the names a Service reference is
 // verified against, e.g. "webhook.ns.svc"), made in dir. Close stops it.
 func Start(dir string, hosts ...string) (*Server, error) {
+	return StartAt("127.0.0.1:0", dir, hosts...)
+}
+
+// StartAt is Start listening on addr, e.g. an address of the host that
+// an EndpointSlice may name (kube refuses loopback endpoints).
+func StartAt(addr, dir string, hosts ...string) (*Server, error) {
 	serving, err := pki.EnsureServing(dir, hosts...)
+	if err != nil {
+		return nil, fmt.Errorf("webhookserver: %w", err)
+	}
+	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("webhookserver: %w", err)
 	}
 	s := &Server{CABundle: serving.CAPEM, stop: make(chan struct{}), requests: map[string][]json.RawMessage{}}
 	s.hs = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
+	s.hs.Listener.Close()
+	s.hs.Listener = l
 	s.hs.TLS = serving.TLSConfig()
 	s.hs.StartTLS()
 	s.URL = s.hs.URL
@@ -92,6 +104,21 @@ func (s *Server) Requests(path string) []json.RawMessage {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]json.RawMessage(nil), s.requests[path]...)
+}
+
+// HostAddress is an IPv4 address of this machine other than loopback,
+// which an EndpointSlice may name; false when it has none.
+func HostAddress() (string, bool) {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return "", false
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() && !n.IP.IsLinkLocalUnicast() {
+			return n.IP.String(), true
+		}
+	}
+	return "", false
 }
 
 // Unreachable is a URL on 127.0.0.1 at which nothing listens: a port the
