@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/admission"
@@ -20,6 +21,7 @@ import (
 	validatingwebhook "k8s.io/apiserver/pkg/admission/plugin/webhook/validating"
 	"k8s.io/apiserver/pkg/authentication/user"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/apiserver/pkg/warning"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -359,4 +361,85 @@ func (req Request) CustomAdmission(gvk schema.GroupVersionKind, gvr schema.Group
 		return req.validateObject(ctx, gvk, gvr, o, obj, old)
 	}
 	return admit, validate
+}
+
+// DeleteAdmission is the admission of one delete, as kube-apiserver runs
+// it: the mutating plugins once, with no object, before the object is
+// read (its delete handler), and the validating ones on the stored object
+// each time the delete is about to remove it or mark it as deleting (its
+// storage). The zero value admits everything.
+type DeleteAdmission struct {
+	req  Request
+	gvk  schema.GroupVersionKind
+	gvr  schema.GroupVersionResource
+	o    admission.ObjectInterfaces
+	opts *metav1.DeleteOptions
+	// object is the stored object as the plugins see it.
+	object func(*unstructured.Unstructured) (runtime.Object, error)
+}
+
+// DeleteAdmission is the admission of req's delete with opts of an object
+// of the resource, which the plugins see as its internal type.
+func (k *Rules) DeleteAdmission(req Request, opts *metav1.DeleteOptions) DeleteAdmission {
+	return DeleteAdmission{req: req, gvk: k.gvk, gvr: k.gvr, o: admissionObjects, opts: opts, object: k.internal}
+}
+
+// CustomDeleteAdmission is the admission of req's delete with opts of a
+// custom resource of gvr, kind gvk, whose objects o converts: the plugins
+// see the object as it is stored.
+func (req Request) CustomDeleteAdmission(gvk schema.GroupVersionKind, gvr schema.GroupVersionResource, o admission.ObjectInterfaces, opts *metav1.DeleteOptions) DeleteAdmission {
+	return DeleteAdmission{req: req, gvk: gvk, gvr: gvr, o: o, opts: opts,
+		object: func(u *unstructured.Unstructured) (runtime.Object, error) { return u, nil }}
+}
+
+// attributes describes the delete of old (nil for the handler's
+// admission, which has none).
+func (d DeleteAdmission) attributes(old runtime.Object) admission.Attributes {
+	opts := d.opts.DeepCopy()
+	if opts == nil {
+		opts = &metav1.DeleteOptions{}
+	}
+	opts.GetObjectKind().SetGroupVersionKind(metav1.SchemeGroupVersion.WithKind("DeleteOptions"))
+	a := attributesOf(d.req, d.gvk, d.gvr, nil, old)
+	return admission.NewAttributesRecord(nil, old, d.gvk, d.req.Namespace, d.req.Name, d.gvr, d.req.Subresource,
+		admission.Delete, opts, d.req.DryRun, a.GetUserInfo())
+}
+
+// context carries the warning recorder of d's request.
+func (d DeleteAdmission) context(ctx context.Context) context.Context {
+	if d.req.Warn != nil {
+		ctx = warning.WithWarningRecorder(ctx, warnFunc(d.req.Warn))
+	}
+	return ctx
+}
+
+// Admit runs the mutating plugins on the delete, with no object.
+func (d DeleteAdmission) Admit(ctx context.Context) error {
+	if d.object == nil {
+		return nil
+	}
+	chain, err := d.req.chain()
+	if err != nil || chain.mutating == nil || !chain.mutating.Handles(admission.Delete) {
+		return err
+	}
+	if chain.fresh != nil {
+		chain.fresh(ctx)
+	}
+	return chain.mutating.Admit(d.context(ctx), d.attributes(nil), d.o)
+}
+
+// Validate runs the validating plugins on the delete of cur, as stored.
+func (d DeleteAdmission) Validate(ctx context.Context, cur *unstructured.Unstructured) error {
+	if d.object == nil {
+		return nil
+	}
+	chain, err := d.req.chain()
+	if err != nil || chain.validating == nil || !chain.validating.Handles(admission.Delete) {
+		return err
+	}
+	old, err := d.object(cur)
+	if err != nil {
+		return err
+	}
+	return chain.validating.Validate(d.context(ctx), d.attributes(old), d.o)
 }

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/listwatch/listwatch/apiserver/internal/crd"
+	"github.com/listwatch/listwatch/apiserver/internal/kube"
 )
 
 // Deletion is how an object goes, as its resource's rules decide
@@ -32,6 +33,19 @@ type Deletion struct {
 	// Deleting (its deletionTimestamp and grace period set).
 	Graceful bool
 	Deleting Object
+}
+
+// DeleteAdmission is the admission of w's delete with opts of one of r's
+// objects: kube's admission plugins, which see a built-in object as its
+// internal type and a custom resource as it is stored.
+func (r *Resource) DeleteAdmission(w Write, opts *metav1.DeleteOptions) kube.DeleteAdmission {
+	switch {
+	case r.Kube != nil:
+		return r.Kube.DeleteAdmission(w.KubeRequest(), opts)
+	case r.CR != nil:
+		return w.KubeRequest().CustomDeleteAdmission(r.CR.GVK(), r.CR.GVR(), r.CR.ObjectInterfaces(), opts)
+	}
+	return kube.DeleteAdmission{}
 }
 
 // Now is the server's clock at the second precision of metav1.Time.
