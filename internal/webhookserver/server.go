@@ -7,7 +7,8 @@
 // The first segment of the path chooses the answer, so that webhooks
 // answering alike are still told apart by the rest (/allow/dry-run).
 // Answers (Answers lists them): /allow, /deny (no code), /deny-409, /patch
-// (a JSON patch adding the label webhook=patched), /warn (allowed, with two
+// (a JSON patch adding the label webhook=patched), /annotate (one adding
+// the annotation webhook=annotated), /warn (allowed, with two
 // warnings), /slow (answers once the caller gives up), /crash (closes the
 // connection unanswered), /garbage (a 200 that is not JSON), /wrong-uid
 // (an answer for another request), /status-500, and /unreachable is never
@@ -38,10 +39,12 @@ const (
 	Warning2    = "the test webhook warns twice"
 	PatchLabel  = "webhook"
 	PatchValue  = "patched"
+	// AnnotateValue is what /annotate sets the annotation PatchLabel to.
+	AnnotateValue = "annotated"
 )
 
 // Answers are the paths the server answers on.
-var Answers = []string{"/allow", "/deny", "/deny-409", "/patch", "/warn", "/slow", "/crash", "/garbage", "/wrong-uid", "/status-500"}
+var Answers = []string{"/allow", "/deny", "/deny-409", "/patch", "/annotate", "/warn", "/slow", "/crash", "/garbage", "/wrong-uid", "/status-500"}
 
 // Server is a running webhook server.
 type Server struct {
@@ -166,8 +169,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	case "/deny-409":
 		resp.Allowed = false
 		resp.Result = &metav1.Status{Code: http.StatusConflict, Reason: metav1.StatusReasonConflict, Message: DenyMessage}
-	case "/patch":
-		patch, err := labelPatch(review.Request.Object.Raw)
+	case "/patch", "/annotate":
+		patch, err := addPatch(review.Request.Object.Raw, answer == "annotate")
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
@@ -209,18 +212,24 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(out)
 }
 
-// labelPatch is a JSON patch that sets the label PatchLabel on obj.
-func labelPatch(obj []byte) ([]byte, error) {
+// addPatch is a JSON patch that sets the label PatchLabel on obj, or
+// with annotate the annotation PatchLabel to AnnotateValue.
+func addPatch(obj []byte, annotate bool) ([]byte, error) {
 	var o struct {
 		Metadata struct {
-			Labels map[string]string `json:"labels"`
+			Labels      map[string]string `json:"labels"`
+			Annotations map[string]string `json:"annotations"`
 		} `json:"metadata"`
 	}
 	if err := json.Unmarshal(obj, &o); err != nil {
 		return nil, fmt.Errorf("object: %w", err)
 	}
-	if o.Metadata.Labels == nil {
-		return fmt.Appendf(nil, `[{"op":"add","path":"/metadata/labels","value":{%q:%q}}]`, PatchLabel, PatchValue), nil
+	field, have, value := "labels", o.Metadata.Labels != nil, PatchValue
+	if annotate {
+		field, have, value = "annotations", o.Metadata.Annotations != nil, AnnotateValue
 	}
-	return fmt.Appendf(nil, `[{"op":"add","path":"/metadata/labels/%s","value":%q}]`, strings.ReplaceAll(PatchLabel, "/", "~1"), PatchValue), nil
+	if !have {
+		return fmt.Appendf(nil, `[{"op":"add","path":"/metadata/%s","value":{%q:%q}}]`, field, PatchLabel, value), nil
+	}
+	return fmt.Appendf(nil, `[{"op":"add","path":"/metadata/%s/%s","value":%q}]`, field, strings.ReplaceAll(PatchLabel, "/", "~1"), value), nil
 }
