@@ -301,3 +301,46 @@ func messageMatches(got, want string) bool {
 	}
 	return got == want
 }
+
+// TestWebhookConfigurationChanges changes a webhook configuration back and
+// forth between a denying and an allowing webhook, and deletes it: each
+// write after a change is admitted by the configuration as changed, never
+// by the one before (the webhook plugins have taken the change before
+// the write's admission runs).
+func TestWebhookConfigurationChanges(t *testing.T) {
+	e := startWebhookEnv(t)
+	ctx := t.Context()
+	const ns = "changes"
+	if _, err := e.c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.validating(t, ns, "change.test.example.com", hookOptions{path: "/allow"})
+	configs := e.c.AdmissionregistrationV1().ValidatingWebhookConfigurations()
+	name := ns + "-change.test.example.com"
+	for i := range 21 {
+		deny := i%2 == 0
+		cfg, err := configs.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := e.hook.URL + "/allow"
+		if deny {
+			u = e.hook.URL + "/deny"
+		}
+		cfg.Webhooks[0].ClientConfig.URL = &u
+		if _, err := configs.Update(ctx, cfg, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		_, err = e.c.CoreV1().ConfigMaps(ns).Create(ctx, configMap(fmt.Sprintf("cm-%d", i)), metav1.CreateOptions{})
+		if denied := apierrors.IsBadRequest(err); denied != deny || (err != nil && !denied) {
+			t.Fatalf("write %d after the webhook became %s: %v", i, u, err)
+		}
+	}
+	if err := configs.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The last change made the webhook deny; once deleted, nothing does.
+	if _, err := e.c.CoreV1().ConfigMaps(ns).Create(ctx, configMap("after-delete"), metav1.CreateOptions{}); err != nil {
+		t.Fatalf("write after the configuration was deleted: %v", err)
+	}
+}
