@@ -38,7 +38,7 @@ func (s *Server) initSelf() error {
 func (s *Server) initAdmission() error {
 	return s.self.InitAdmission(func(gvr schema.GroupVersionResource) bool {
 		return s.reg.Lookup(gvr.GroupVersion(), gvr.Resource) != nil
-	}, s.fresh)
+	}, s.fresh, s.Authorizer())
 }
 
 // closeSelf stops the informers and ends the loopback client's requests;

@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -87,17 +88,19 @@ func NewLoopback(shutdown context.Context, handler http.Handler, disabled []stri
 // InitAdmission builds the admission plugins, which register the
 // informers they read; served reports whether the server serves a
 // resource, and fresh waits until the informers hold the writes stored so
-// far (Writes.Fresh). Call it before the informers start and before any
-// request is served.
-func (l *Loopback) InitAdmission(served func(schema.GroupVersionResource) bool, fresh func(context.Context)) error {
+// far (Writes.Fresh); authz is the server's authorizer (nil for none),
+// which webhooks' matchConditions may ask. Call it before the informers
+// start and before any request is served.
+func (l *Loopback) InitAdmission(served func(schema.GroupVersionResource) bool, fresh func(context.Context), authz authorizer.Authorizer) error {
 	adm, err := kube.NewAdmission(kube.AdmissionConfig{
-		Client:    l.Client,
-		Informers: l.Informers,
-		Served:    served,
-		Disabled:  l.disabled,
-		Stop:      l.shutdown.Done(),
-		Fresh:     fresh,
-		Loopback:  l.Config(),
+		Client:     l.Client,
+		Informers:  l.Informers,
+		Served:     served,
+		Disabled:   l.disabled,
+		Stop:       l.shutdown.Done(),
+		Fresh:      fresh,
+		Loopback:   l.Config(),
+		Authorizer: authz,
 	})
 	if err != nil {
 		return fmt.Errorf("apiserver: %w", err)

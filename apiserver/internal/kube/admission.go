@@ -20,6 +20,7 @@ import (
 	mutatingwebhook "k8s.io/apiserver/pkg/admission/plugin/webhook/mutating"
 	validatingwebhook "k8s.io/apiserver/pkg/admission/plugin/webhook/validating"
 	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/apiserver/pkg/warning"
 	"k8s.io/client-go/informers"
@@ -134,6 +135,9 @@ type AdmissionConfig struct {
 	// Fresh, when set, is called before the plugins run on a write: it
 	// returns once the informers hold what the plugins should see.
 	Fresh func(ctx context.Context)
+	// Authorizer is the server's, which the webhooks' matchConditions
+	// reach as their authorizer variable; nil for none.
+	Authorizer authorizer.Authorizer
 	// Loopback is the configuration of Client, which the webhooks use to
 	// call a webhook served by the server itself (the Service
 	// default/kubernetes), as kube-apiserver's do.
@@ -171,7 +175,7 @@ func NewAdmission(cfg AdmissionConfig) (*Admission, error) {
 		stop = make(chan struct{})
 	}
 	inits := admission.PluginInitializers{
-		initializer.New(cfg.Client, nil, cfg.Informers, nil, utilfeature.DefaultFeatureGate, effectiveVersion, stop, nil),
+		initializer.New(cfg.Client, nil, cfg.Informers, cfg.Authorizer, utilfeature.DefaultFeatureGate, effectiveVersion, stop, nil),
 	}
 	if reads {
 		quota, err := quotainstall.NewQuotaConfigurationForAdmission(cfg.Informers, servedResources(cfg.Served))
