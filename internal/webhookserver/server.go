@@ -8,7 +8,8 @@
 // answering alike are still told apart by the rest (/allow/dry-run).
 // Answers (Answers lists them): /allow, /deny (no code), /deny-409, /patch
 // (a JSON patch adding the label webhook=patched), /annotate (one adding
-// the annotation webhook=annotated), /warn (allowed, with two
+// the annotation webhook=annotated), /oversize (one setting a 3 MiB
+// annotation), /warn (allowed, with two
 // warnings), /slow (answers once the caller gives up), /crash (closes the
 // connection unanswered), /garbage (a 200 that is not JSON), /wrong-uid
 // (an answer for another request), /status-500, and /unreachable is never
@@ -41,10 +42,13 @@ const (
 	PatchValue  = "patched"
 	// AnnotateValue is what /annotate sets the annotation PatchLabel to.
 	AnnotateValue = "annotated"
+	// OversizeBytes is the size of the annotation /oversize sets: more
+	// than an object may hold (etcd's limit of a request is 1.5 MiB).
+	OversizeBytes = 3 << 20
 )
 
 // Answers are the paths the server answers on.
-var Answers = []string{"/allow", "/deny", "/deny-409", "/patch", "/annotate", "/warn", "/slow", "/crash", "/garbage", "/wrong-uid", "/status-500"}
+var Answers = []string{"/allow", "/deny", "/deny-409", "/patch", "/annotate", "/oversize", "/warn", "/slow", "/crash", "/garbage", "/wrong-uid", "/status-500"}
 
 // Server is a running webhook server.
 type Server struct {
@@ -177,6 +181,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		pt := admissionv1.PatchTypeJSONPatch
 		resp.Patch, resp.PatchType = patch, &pt
+	case "/oversize":
+		pt := admissionv1.PatchTypeJSONPatch
+		resp.Patch = fmt.Appendf(nil, `[{"op":"add","path":"/metadata/annotations","value":{%q:%q}}]`, PatchLabel, strings.Repeat("x", OversizeBytes))
+		resp.PatchType = &pt
 	case "/warn":
 		resp.Warnings = []string{Warning1, Warning2}
 	case "/slow":
