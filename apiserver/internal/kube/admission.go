@@ -278,10 +278,11 @@ func attributesOf(req Request, gvk schema.GroupVersionKind, gvr schema.GroupVers
 		dryRun = []string{metav1.DryRunAll}
 	}
 	optionsKind := metav1.SchemeGroupVersion.WithKind("CreateOptions")
-	op, opts := admission.Create, runtime.Object(&metav1.CreateOptions{DryRun: dryRun})
+	o := req.Options
+	op, opts := admission.Create, runtime.Object(&metav1.CreateOptions{DryRun: dryRun, FieldManager: o.FieldManager, FieldValidation: o.FieldValidation})
 	if old != nil {
 		optionsKind = metav1.SchemeGroupVersion.WithKind("UpdateOptions")
-		op, opts = admission.Update, &metav1.UpdateOptions{DryRun: dryRun}
+		op, opts = admission.Update, &metav1.UpdateOptions{DryRun: dryRun, FieldManager: o.FieldManager, FieldValidation: o.FieldValidation}
 	}
 	opts.GetObjectKind().SetGroupVersionKind(optionsKind)
 	// A request nobody authenticated (a server run without

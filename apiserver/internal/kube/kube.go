@@ -87,12 +87,22 @@ type Request struct {
 	// object); DryRun says the write will not be stored (admission.go).
 	Admission *Admission
 	DryRun    bool
+	// Options are the write's options as the client gave them, which
+	// admission webhooks receive.
+	Options WriteOptions
 	// Check, when set, is a check of the write that kube-apiserver makes in
 	// the resource's storage, after mutating admission and before the
 	// strategy (the escalation checks of RBAC roles and bindings): it gets
 	// the internal object and, on update, the internal stored one (nil on
 	// create).
 	Check func(ctx context.Context, obj, old runtime.Object) error
+}
+
+// WriteOptions are the options of a create, update or patch that
+// admission webhooks receive besides dryRun: the fieldManager and
+// fieldValidation query parameters, as given.
+type WriteOptions struct {
+	FieldManager, FieldValidation string
 }
 
 // User is an authenticated identity.

@@ -58,6 +58,8 @@ type Write struct {
 	Warn func(text string)
 	// DryRun says the write will not be stored.
 	DryRun bool
+	// Options are the write's options as the client gave them.
+	Options kube.WriteOptions
 	// Admission runs kube's admission plugins on built-in resources (nil:
 	// only those reading the object alone).
 	Admission *kube.Admission
@@ -69,7 +71,7 @@ type Write struct {
 // KubeRequest is w as kube.Rules take it.
 func (w Write) KubeRequest() kube.Request {
 	return kube.Request{Verb: w.Verb, Namespace: w.Namespace, Name: w.Name, Subresource: w.Subresource,
-		User: w.User, Warn: w.Warn, Admission: w.Admission, DryRun: w.DryRun, Check: w.Check}
+		User: w.User, Warn: w.Warn, Admission: w.Admission, DryRun: w.DryRun, Options: w.Options, Check: w.Check}
 }
 
 // crd is w as the rules r of a custom resource take it, with kube's
