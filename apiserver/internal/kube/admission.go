@@ -254,6 +254,35 @@ var objectOnly = sync.OnceValues(func() (*Admission, error) {
 
 var admissionObjects = admission.NewObjectInterfacesFromScheme(scheme)
 
+// equivalentObjects are kube's scheme's ObjectInterfaces with the
+// server's equivalent resources (SetEquivalents).
+type equivalentObjects struct {
+	admission.ObjectInterfaces
+	equivalents runtime.EquivalentResourceMapper
+}
+
+func (o equivalentObjects) GetEquivalentResourceMapper() runtime.EquivalentResourceMapper {
+	return o.equivalents
+}
+
+// SetEquivalents tells the rules which resources the server serves are
+// the same objects as theirs at other versions (autoscaling/v1 and v2
+// horizontal pod autoscalers), as kube-apiserver's registry of equivalent
+// resources does: a webhook with matchPolicy Equivalent registered for
+// one is called for writes of the others, with the object converted. Call
+// it before the rules are used.
+func (k *Rules) SetEquivalents(m runtime.EquivalentResourceMapper) {
+	k.objects = equivalentObjects{ObjectInterfaces: admissionObjects, equivalents: m}
+}
+
+// admissionObjects are what admission converts the rules' objects with.
+func (k *Rules) admissionObjects() admission.ObjectInterfaces {
+	if k.objects == nil {
+		return admissionObjects
+	}
+	return k.objects
+}
+
 func init() {
 	// kube-apiserver --allow-privileged, as a kubeadm cluster runs it (the
 	// goldens' cluster): privileged containers pass pod validation.
@@ -341,12 +370,12 @@ func (req Request) validateObject(ctx context.Context, gvk schema.GroupVersionKi
 
 // admit runs the mutating plugins on obj, in place.
 func (k *Rules) admit(ctx context.Context, req Request, obj, old runtime.Object) error {
-	return req.admitObject(ctx, k.gvk, k.gvr, admissionObjects, obj, old)
+	return req.admitObject(ctx, k.gvk, k.gvr, k.admissionObjects(), obj, old)
 }
 
 // validate runs the validating plugins on obj.
 func (k *Rules) validate(ctx context.Context, req Request, obj, old runtime.Object) error {
-	return req.validateObject(ctx, k.gvk, k.gvr, admissionObjects, obj, old)
+	return req.validateObject(ctx, k.gvk, k.gvr, k.admissionObjects(), obj, old)
 }
 
 // AdmissionStage runs one stage of admission on a write's object (old is
@@ -386,7 +415,7 @@ type DeleteAdmission struct {
 // DeleteAdmission is the admission of req's delete with opts of an object
 // of the resource, which the plugins see as its internal type.
 func (k *Rules) DeleteAdmission(req Request, opts *metav1.DeleteOptions) DeleteAdmission {
-	return DeleteAdmission{req: req, gvk: k.gvk, gvr: k.gvr, o: admissionObjects, opts: opts, object: k.internal}
+	return DeleteAdmission{req: req, gvk: k.gvk, gvr: k.gvr, o: k.admissionObjects(), opts: opts, object: k.internal}
 }
 
 // CustomDeleteAdmission is the admission of req's delete with opts of a

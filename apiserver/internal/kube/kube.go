@@ -27,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/authentication/user"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/rest"
@@ -58,6 +59,9 @@ type Rules struct {
 	gvr   schema.GroupVersionResource
 	gvk   schema.GroupVersionKind
 	entry entry
+	// objects are what admission converts objects with; nil for kube's
+	// scheme alone (SetEquivalents).
+	objects admission.ObjectInterfaces
 }
 
 // For returns the rules of the built-in resource gvr served with objects
