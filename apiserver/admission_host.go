@@ -24,7 +24,7 @@ type self struct {
 // initSelf builds the loopback client and the informer factory; New
 // calls it once the routes exist.
 func (s *Server) initSelf() error {
-	l, err := admission.NewLoopback(s.ctx, s.handler, s.cfg.DisableAdmissionPlugins)
+	l, err := admission.NewLoopback(s.ctx, s.handler, s.cfg.DisableAdmissionPlugins, s.writes)
 	if err != nil {
 		return err
 	}
@@ -38,7 +38,7 @@ func (s *Server) initSelf() error {
 func (s *Server) initAdmission() error {
 	return s.self.InitAdmission(func(gvr schema.GroupVersionResource) bool {
 		return s.reg.Lookup(gvr.GroupVersion(), gvr.Resource) != nil
-	}, s.fresh)
+	}, s.fresh, s.Authorizer())
 }
 
 // closeSelf stops the informers and ends the loopback client's requests;

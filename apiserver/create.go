@@ -144,6 +144,9 @@ func (s *Server) create(ctx context.Context, req request, obj object) (object, [
 func (s *Server) write(ctx context.Context, req request, verb, name string) registry.Write {
 	w := registry.Write{Verb: verb, Namespace: req.namespace, Name: name, Subresource: req.sub, Warn: req.warn, Admission: s.admissionChain(), DryRun: req.dryRun}
 	w.Check = s.escalationCheck(req.res.GR())
+	if req.manage != nil {
+		w.Options = req.manage.asked
+	}
 	if u, ok := filters.UserFrom(ctx); ok {
 		w.User = kube.User{Name: u.Name, UID: u.UID, Groups: u.Groups}
 	}

@@ -122,6 +122,13 @@ func (s *Server) delete(ctx context.Context, req request, opts metav1.DeleteOpti
 	rules := res.WriteRules()
 	key := registry.KeyFor(res, req.namespace, req.name)
 	w := s.write(ctx, req, "delete", req.name)
+	// kube's admission: the mutating plugins before the object is read,
+	// the validating ones on the object each time it is about to be
+	// removed or marked as deleting.
+	adm := res.DeleteAdmission(w, &opts)
+	if err := adm.Admit(ctx); err != nil {
+		return nil, false, err
+	}
 	for {
 		kv, cur, err := s.current(ctx, req, key)
 		if err != nil {
@@ -129,6 +136,9 @@ func (s *Server) delete(ctx context.Context, req request, opts metav1.DeleteOpti
 		}
 		o := *opts.DeepCopy()
 		d, err := rules.BeforeDelete(ctx, w, cur, &o)
+		if err == nil && !d.Pending {
+			err = adm.Validate(ctx, cur)
+		}
 		switch {
 		case err != nil:
 			return nil, false, err

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
+	"github.com/listwatch/listwatch/apiserver/internal/kube"
 	"github.com/listwatch/listwatch/apiserver/internal/registry"
 )
 
@@ -42,6 +43,9 @@ type fieldManagement struct {
 	// applied is set on a server-side apply, whose merge already recorded
 	// the write: the write records no Update entry.
 	applied bool
+	// asked are the fieldManager and fieldValidation query parameters as
+	// given, which admission webhooks receive in the write's options.
+	asked kube.WriteOptions
 }
 
 // managerOf is the field manager of r: the fieldManager query parameter,
@@ -67,9 +71,8 @@ func managerOf(r *http.Request, fieldManager string) string {
 
 // writeOptions reads the query parameters of a write that
 // managedFields depend on (fieldManager; force for a patch), and
-// fieldValidation, as
-// kube-apiserver's parameter codec does, and validates them as its
-// handlers do: a 400 for a value that does not parse, a 422 naming the
+// fieldValidation, as kube-apiserver's parameter codec does, and
+// validates them as its handlers do: a 400 for a value that does not parse, a 422 naming the
 // options kind for an invalid one. verb is "create", "update" or "patch";
 // pt is the patch type of a patch.
 func writeOptions(r *http.Request, verb string, pt types.PatchType) (*fieldManagement, bool, error) {
@@ -77,6 +80,7 @@ func writeOptions(r *http.Request, verb string, pt types.PatchType) (*fieldManag
 	if err := metainternalversionscheme.ParameterCodec.DecodeParameters(r.URL.Query(), metav1.SchemeGroupVersion, &opts); err != nil {
 		return nil, false, apierrors.NewBadRequest(err.Error())
 	}
+	asked := kube.WriteOptions{FieldManager: opts.FieldManager, FieldValidation: opts.FieldValidation}
 	// dryRun is checked on its own (decode.DryRun).
 	opts.DryRun = nil
 	var errs field.ErrorList
@@ -94,7 +98,7 @@ func writeOptions(r *http.Request, verb string, pt types.PatchType) (*fieldManag
 	if len(errs) > 0 {
 		return nil, false, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: kind}, "", errs)
 	}
-	return &fieldManagement{manager: managerOf(r, opts.FieldManager)}, opts.Force != nil && *opts.Force, nil
+	return &fieldManagement{manager: managerOf(r, opts.FieldManager), asked: asked}, opts.Force != nil && *opts.Force, nil
 }
 
 // manageUpdate records the update of cur to written (a private copy,

@@ -92,6 +92,10 @@ type Options struct {
 	// WrapControllersTransport, when set, wraps the controllers' HTTP
 	// transport: a test counts or delays their requests with it.
 	WrapControllersTransport func(http.RoundTripper) http.RoundTripper
+	// Webhooks installs admission webhook configurations served by a
+	// webhook server the test runs, and makes that server's certificate
+	// (Environment.Webhook); none when empty.
+	Webhooks WebhookOptions
 	// Logger receives the server's and the controllers' logs; nil
 	// discards them.
 	Logger *slog.Logger
@@ -111,6 +115,10 @@ type Environment struct {
 	Server *apiserver.Server
 	// URL is the server's base URL, https://127.0.0.1:port.
 	URL string
+	// Webhook is where the test's webhook server listens and the
+	// certificate it serves with, when Options.Webhooks installs
+	// webhooks; nil otherwise.
+	Webhook *WebhookServing
 
 	stop func() // New's
 }
@@ -188,6 +196,14 @@ func start(dir string, opts Options) (_ *Environment, stop func(), _ error) {
 	if err != nil {
 		return nil, stop, err
 	}
+	var webhook *WebhookServing
+	if opts.Webhooks.enabled() {
+		var hooks []*unstructured.Unstructured
+		if webhook, hooks, err = opts.Webhooks.prepare(filepath.Join(dir, "webhook")); err != nil {
+			return nil, stop, err
+		}
+		manifests = append(manifests, hooks...)
+	}
 	st, closeStore, err := openStore(startCtx, opts.Etcd, dir)
 	if err != nil {
 		return nil, stop, err
@@ -228,6 +244,7 @@ func start(dir string, opts Options) (_ *Environment, stop func(), _ error) {
 	env := &Environment{
 		Server:     srv.API,
 		URL:        srv.URL,
+		Webhook:    webhook,
 		Config:     srv.RESTConfig(),
 		Kubeconfig: filepath.Join(dir, "kubeconfig"),
 	}

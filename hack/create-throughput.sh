@@ -12,7 +12,8 @@
 #   hack/create-throughput.sh HEAD:memory           # listwatch on its memory backend
 #   hack/create-throughput.sh .                     # the working tree, uncommitted changes included
 #
-# Environment: CONCURRENCY (8), DURATION (10s), WARMUP (3s), ROUNDS (1:
+# Environment: WEBHOOK=1 (one validating webhook allowing every pod, served
+# by createload itself), CONCURRENCY (8), DURATION (10s), WARMUP (3s), ROUNDS (1:
 # targets are run in turn, ROUNDS times, so that load on the machine falls
 # on all of them alike), and hack/lib/kube.sh's. Not run by CI.
 set -euo pipefail
@@ -66,7 +67,7 @@ listwatch_binary() {
 # $2 (comma-separated) and labels the result $3.
 measure() {
 	"$WORK/createload" -server "https://127.0.0.1:$1" -ca "$WORK/pki/ca.crt" -token "$TOKEN" \
-		-concurrency "$CONCURRENCY" -duration "$DURATION" -warmup "$WARMUP" -pids "$2" -label "$3"
+		-concurrency "$CONCURRENCY" -duration "$DURATION" -warmup "$WARMUP" -pids "$2" -label "$3${WEBHOOK:+ webhook}" ${WEBHOOK:+-webhook}
 }
 
 mkdir -p "$WORK/pki"

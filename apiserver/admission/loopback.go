@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -47,7 +48,10 @@ func (l loopbackUser) AuthenticateToken(token string) (filters.User, bool) {
 // server's lifetime. disabled names the admission plugins turned off; an
 // unknown name is an error. The admission plugins are built by
 // InitAdmission, since some start goroutines as they are made.
-func NewLoopback(shutdown context.Context, handler http.Handler, disabled []string) (*Loopback, error) {
+//
+// writes, when not nil, is told when the webhook plugins have taken a
+// change of their configurations (handlers.go).
+func NewLoopback(shutdown context.Context, handler http.Handler, disabled []string, writes *Writes) (*Loopback, error) {
 	// Only the routes and the filters a request needs to reach them:
 	// its info, authentication, panic recovery, and the end of watches
 	// when the server closes. The loopback client is not counted against
@@ -77,23 +81,26 @@ func NewLoopback(shutdown context.Context, handler http.Handler, disabled []stri
 	}
 	return &Loopback{
 		transport: t, config: cfg, shutdown: shutdown, disabled: disabled,
-		Client: client, Informers: newInformers(shutdown, client),
+		Client: client, Informers: newInformers(shutdown, client, writes),
 	}, nil
 }
 
 // InitAdmission builds the admission plugins, which register the
 // informers they read; served reports whether the server serves a
 // resource, and fresh waits until the informers hold the writes stored so
-// far (Writes.Fresh). Call it before the informers start and before any
-// request is served.
-func (l *Loopback) InitAdmission(served func(schema.GroupVersionResource) bool, fresh func(context.Context)) error {
+// far (Writes.Fresh); authz is the server's authorizer (nil for none),
+// which webhooks' matchConditions may ask. Call it before the informers
+// start and before any request is served.
+func (l *Loopback) InitAdmission(served func(schema.GroupVersionResource) bool, fresh func(context.Context), authz authorizer.Authorizer) error {
 	adm, err := kube.NewAdmission(kube.AdmissionConfig{
-		Client:    l.Client,
-		Informers: l.Informers,
-		Served:    served,
-		Disabled:  l.disabled,
-		Stop:      l.shutdown.Done(),
-		Fresh:     fresh,
+		Client:     l.Client,
+		Informers:  l.Informers,
+		Served:     served,
+		Disabled:   l.disabled,
+		Stop:       l.shutdown.Done(),
+		Fresh:      fresh,
+		Loopback:   l.Config(),
+		Authorizer: authz,
 	})
 	if err != nil {
 		return fmt.Errorf("apiserver: %w", err)
@@ -127,10 +134,12 @@ var _ informers.SharedInformerFactory = admissionInformers{}
 
 // newInformers is the informer factory the plugins are given: client-go's
 // over the loopback client, except that a pod lister is answered by the
-// API rather than by an informer (admissionInformers).
-func newInformers(ctx context.Context, client kubernetes.Interface) informers.SharedInformerFactory {
+// API rather than by an informer (admissionInformers), and that the
+// webhook configurations' handlers tell writes what they have taken.
+func newInformers(ctx context.Context, client kubernetes.Interface, writes *Writes) informers.SharedInformerFactory {
 	return admissionInformers{
 		SharedInformerFactory: informers.NewSharedInformerFactory(client, 0),
 		pods:                  podLister{ctx: ctx, client: client},
+		writes:                writes,
 	}
 }

@@ -22,7 +22,8 @@ import (
 // and decode every pod write once more, for that.
 type admissionInformers struct {
 	informers.SharedInformerFactory
-	pods podLister
+	pods   podLister
+	writes *Writes
 }
 
 func (f admissionInformers) Core() informerscore.Interface {

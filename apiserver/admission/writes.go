@@ -47,12 +47,38 @@ type Writes struct {
 	tracked atomic.Pointer[trackedSet]
 	// namespaces is the revision of the server's last namespace write.
 	namespaces atomic.Int64
+	// byPlugin are the types of the informers whose plugins' own handlers
+	// say what is handed out (handlers.go), set before Sync.
+	byPluginMu sync.Mutex
+	byPlugin   map[reflect.Type]bool
 }
 
-// trackedSet is the resources counted: by storage prefix, and all.
+// trackedSet is the resources counted: by storage prefix, by type, and
+// all.
 type trackedSet struct {
 	byPrefix map[string]*tracked
+	byType   map[reflect.Type]*tracked
 	all      []*tracked
+}
+
+// handledByPlugin records that a plugin's handler on the informer of
+// objects of type typ says what it hands out.
+func (w *Writes) handledByPlugin(typ reflect.Type) {
+	w.byPluginMu.Lock()
+	defer w.byPluginMu.Unlock()
+	if w.byPlugin == nil {
+		w.byPlugin = map[reflect.Type]bool{}
+	}
+	w.byPlugin[typ] = true
+}
+
+// handed records that a plugin's handler has taken obj, of type typ.
+func (w *Writes) handed(typ reflect.Type, obj any) {
+	if set := w.tracked.Load(); set != nil {
+		if t := set.byType[typ]; t != nil {
+			t.handed(obj)
+		}
+	}
 }
 
 // tracked is one resource's counts.
@@ -148,7 +174,10 @@ func (w *Writes) Sync(ctx context.Context, f informers.SharedInformerFactory, pr
 		}
 		types = append(types, typ)
 	}
-	set := &trackedSet{byPrefix: map[string]*tracked{}}
+	w.byPluginMu.Lock()
+	byPlugin := w.byPlugin
+	w.byPluginMu.Unlock()
+	set := &trackedSet{byPrefix: map[string]*tracked{}, byType: map[reflect.Type]*tracked{}}
 	for _, typ := range types {
 		obj, ok := reflect.New(typ.Elem()).Interface().(runtime.Object)
 		if !ok {
@@ -167,6 +196,12 @@ func (w *Writes) Sync(ctx context.Context, f informers.SharedInformerFactory, pr
 		// Writes stored before now are not counted: the informer has
 		// listed, and holds them or will hand them out.
 		t := &tracked{synced: inf.HasSynced, lastSync: inf.LastSyncResourceVersion, changed: make(chan struct{})}
+		set.byPrefix[prefix] = t
+		set.byType[typ] = t
+		set.all = append(set.all, t)
+		if byPlugin[typ] {
+			continue
+		}
 		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 			AddFunc:    t.handed,
 			UpdateFunc: func(_, obj any) { t.handed(obj) },
@@ -174,8 +209,6 @@ func (w *Writes) Sync(ctx context.Context, f informers.SharedInformerFactory, pr
 		}); err != nil {
 			return err
 		}
-		set.byPrefix[prefix] = t
-		set.all = append(set.all, t)
 	}
 	w.tracked.Store(set)
 	return nil

@@ -40,6 +40,7 @@ type options struct {
 	duration    time.Duration
 	pids        string
 	label       string
+	webhook     bool
 }
 
 // result is one run's figures, printed as a JSON line.
@@ -66,6 +67,7 @@ func main() {
 	flag.DurationVar(&o.duration, "duration", 10*time.Second, "measured time")
 	flag.StringVar(&o.pids, "pids", "", "comma-separated process IDs whose CPU time is the server's")
 	flag.StringVar(&o.label, "label", "", "name of the run in the output")
+	flag.BoolVar(&o.webhook, "webhook", false, "install one validating webhook allowing every pod, served by this process")
 	flag.Parse()
 	res, err := run(context.Background(), o)
 	if err != nil {
@@ -86,6 +88,13 @@ func run(ctx context.Context, o options) (result, error) {
 	}
 	if err := c.prepare(ctx); err != nil {
 		return result{}, err
+	}
+	if o.webhook {
+		stop, err := c.allowWebhook(ctx)
+		if err != nil {
+			return result{}, err
+		}
+		defer stop()
 	}
 	pids, err := parsePIDs(o.pids)
 	if err != nil {
@@ -226,7 +235,13 @@ func (c *client) load(ctx context.Context, n int, seq *atomic.Int64) ([]time.Dur
 }
 
 func (c *client) post(ctx context.Context, path, body string) (int, string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(c.o.server, "/")+path, bytes.NewReader([]byte(body)))
+	return c.do(ctx, http.MethodPost, path, body)
+}
+
+// do sends one request with a JSON body ("" for none) and returns the
+// code and the answer (its start, for a failure).
+func (c *client) do(ctx context.Context, method, path, body string) (int, string, error) {
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimSuffix(c.o.server, "/")+path, strings.NewReader(body))
 	if err != nil {
 		return 0, "", err
 	}

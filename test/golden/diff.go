@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -43,6 +44,15 @@ func Diff(want, got Response) []string {
 		lines = append(lines[:maxDiffLines], fmt.Sprintf("… and %d more", n))
 	}
 	return lines
+}
+
+// DiffWarnings compares the Warning headers of a golden answer (want)
+// and a replayed one (got), for the steps that ask for it.
+func DiffWarnings(want, got []string) []string {
+	if slices.Equal(want, got) {
+		return nil
+	}
+	return []string{fmt.Sprintf("warnings: want %q, got %q", want, got)}
 }
 
 // kindOf returns the kind of a JSON object, "" for anything else.

@@ -30,6 +30,8 @@ import (
 	"time"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/listwatch/listwatch/internal/webhookserver"
 )
 
 // ContentTypes are the short names a step may give as its contentType;
@@ -56,7 +58,13 @@ type Case struct {
 	Name string `json:"-"`
 	// Description says what the file covers.
 	Description string `json:"description,omitempty"`
-	Steps       []Step `json:"steps"`
+	// Webhook runs an admission webhook server (internal/webhookserver)
+	// in the runner's process for the case's steps: {{webhook}} is its
+	// base URL, {{cabundle}} the base64 PEM of its CA (a caBundle),
+	// {{unreachable}} a URL nothing listens on; steps with Review read
+	// what it was sent.
+	Webhook bool   `json:"webhook,omitempty"`
+	Steps   []Step `json:"steps"`
 }
 
 // Step is one request of a case.
@@ -95,6 +103,13 @@ type Step struct {
 	// Impersonate-Group per group), which the recording user, in
 	// system:masters, may send. Placeholders are substituted in it.
 	As *As `json:"as,omitempty"`
+	// Review, in a case with a Webhook, makes the step send nothing: its
+	// answer is the last AdmissionReview request the webhook server
+	// received at this path (e.g. /allow), as JSON, with code 200 (404
+	// when none came). Method and Path are then empty.
+	Review string `json:"review,omitempty"`
+	// Warnings has the answer's Warning headers compared too.
+	Warnings bool `json:"warnings,omitempty"`
 }
 
 // As is a user a step impersonates.
@@ -119,6 +134,8 @@ type Request struct {
 	View        string            `json:"view,omitempty"`
 	Until       int               `json:"until,omitempty"`
 	As          *As               `json:"as,omitempty"`
+	Review      string            `json:"review,omitempty"`
+	Warnings    bool              `json:"warnings,omitempty"`
 }
 
 // Response is a server's masked answer to one step.
@@ -227,6 +244,12 @@ func (s *Step) check(earlier map[string]bool) error {
 	if earlier[s.Name] {
 		return errors.New("duplicate step name")
 	}
+	if s.Review != "" {
+		if s.Method != "" || s.Path != "" || s.Body != nil || s.RawBody != nil {
+			return errors.New("a review step sends nothing: no method, path or body")
+		}
+		return nil
+	}
 	switch s.Method {
 	case http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
 	default:
@@ -250,7 +273,7 @@ func (s *Step) check(earlier map[string]bool) error {
 	checkString := func(str string) {
 		for _, m := range placeholder.FindAllStringSubmatch(str, -1) {
 			switch {
-			case m[1] == "ns" && m[2] == "" && !strings.Contains(m[0], ":"):
+			case (m[1] == "ns" || m[1] == "webhook" || m[1] == "cabundle" || m[1] == "unreachable") && m[2] == "" && !strings.Contains(m[0], ":"):
 			case m[1] == "name" || m[1] == "uid" || m[1] == "rv":
 				if !earlier[m[2]] {
 					bad = errors.Join(bad, fmt.Errorf("placeholder %s names no earlier step", m[0]))
@@ -274,7 +297,7 @@ func (s *Step) check(earlier map[string]bool) error {
 
 // request is the step as the golden keeps it.
 func (s *Step) request() Request {
-	return Request{Method: s.Method, Path: s.Path, Query: s.Query, ContentType: s.ContentType, Body: s.Body, RawBody: s.RawBody, View: s.View, Until: s.Until, As: s.As}
+	return Request{Method: s.Method, Path: s.Path, Query: s.Query, ContentType: s.ContentType, Body: s.Body, RawBody: s.RawBody, View: s.View, Until: s.Until, As: s.As, Review: s.Review, Warnings: s.Warnings}
 }
 
 // SameRequest reports whether a golden's recorded request is the case
@@ -331,6 +354,10 @@ type run struct {
 	ns   string
 	mask *Masker
 	refs map[string]objectRef
+	// hook is the case's webhook server, and unreachable a URL where
+	// none listens (Case.Webhook).
+	hook        *webhookserver.Server
+	unreachable string
 }
 
 // NamespacePrefix starts the name of every namespace a run creates.
@@ -350,6 +377,13 @@ func Run(ctx context.Context, t Target, c *Case) (*Record, error) {
 	ns := NamespacePrefix + randomSuffix(8)
 	r := &run{t: t, ns: ns, mask: NewMasker(ns), refs: map[string]objectRef{}}
 	var setupErr error
+	if c.Webhook {
+		stop, err := r.startWebhook()
+		if err != nil {
+			return &Record{Case: c.Name}, fmt.Errorf("golden: %s: %w", c.Name, err)
+		}
+		defer stop()
+	}
 	if code, body, err := r.raw(ctx, http.MethodPost, "/api/v1/namespaces", "", map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": ns}}); err != nil || code != http.StatusCreated {
 		setupErr = errors.Join(setupErr, setupError("create namespace", code, body, err))
 	}
@@ -459,6 +493,8 @@ func (r *run) substitute(s string) string {
 		switch sub[1] {
 		case "ns":
 			return r.ns
+		case "webhook", "cabundle", "unreachable":
+			return r.webhookPlaceholder(sub[1])
 		case "name":
 			if ok && ref.name != "" {
 				return ref.name
@@ -498,6 +534,9 @@ func (r *run) step(ctx context.Context, s *Step) Response {
 
 // once sends a step's request once.
 func (r *run) once(ctx context.Context, s *Step) Response {
+	if s.Review != "" {
+		return r.review(s.Review)
+	}
 	var body io.Reader
 	contentType := ContentTypes[s.ContentType]
 	if contentType == "" {

@@ -235,6 +235,9 @@ func TestGolden(t *testing.T) {
 					steps++
 					want := remask(g.Steps[i].Response)
 					diff := Diff(want, s.Response)
+					if s.Request.Warnings {
+						diff = append(diff, DiffWarnings(want.Warnings, s.Response.Warnings)...)
+					}
 					if len(diff) == 0 {
 						match++
 						if known[id] {

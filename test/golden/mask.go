@@ -65,6 +65,10 @@ type Masker struct {
 	// literals are exact strings learnt from earlier answers (generated
 	// names, allocated IPs and ports) and what replaces them.
 	literals map[string]string
+	// exact are strings replaced wherever they occur, even inside a
+	// longer word (the webhook server's host:port, which dial errors
+	// follow with a colon).
+	exact map[string]string
 }
 
 // NewMasker returns a masker for a run in namespace ns ("" for none: then
@@ -171,6 +175,9 @@ func (m *Masker) String(s string) string {
 		for _, k := range keys {
 			s = replaceWhole(s, k, m.literals[k])
 		}
+	}
+	for k, v := range m.exact {
+		s = strings.ReplaceAll(s, k, v)
 	}
 	if m.ns != "" {
 		s = strings.ReplaceAll(s, m.ns, MaskNamespace)

@@ -35,6 +35,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/authentication/user"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/rest"
@@ -74,6 +75,9 @@ type Request struct {
 	Groups []string
 	// Warn receives the strategies' warnings; nil drops them.
 	Warn func(text string)
+	// Admit runs the mutating admission plugins on the object before the
+	// strategy, and Validate the validating ones after it; nil runs none.
+	Admit, Validate func(ctx context.Context, obj, old runtime.Object) error
 }
 
 // Rules are kube-apiserver's rules for one served version of a custom
@@ -95,6 +99,9 @@ type Rules struct {
 	storage string
 	// selectable are the selectable fields' paths without the leading dot.
 	selectable []string
+	// objects are what admission converts, creates and defaults objects
+	// with (admission.go).
+	objects admission.ObjectInterfaces
 
 	once  sync.Once
 	built *built
@@ -176,6 +183,9 @@ func New(crd *apiextensionsv1.CustomResourceDefinition, version string, structur
 	}
 	for _, f := range v.SelectableFields {
 		r.selectable = append(r.selectable, strings.TrimPrefix(f.JSONPath, "."))
+	}
+	if r.objects, err = newAdmissionObjects(crd, structural); err != nil {
+		return nil, err
 	}
 	return r, nil
 }
@@ -373,7 +383,19 @@ func (r *Rules) Create(ctx context.Context, req Request, u *unstructured.Unstruc
 	if err != nil {
 		return apierrors.NewInternalError(err)
 	}
-	return rest.BeforeCreate(b.main, r.context(ctx, req), u)
+	ctx = r.context(ctx, req)
+	if req.Admit != nil {
+		if err := req.Admit(ctx, u, nil); err != nil {
+			return err
+		}
+	}
+	if err := rest.BeforeCreate(b.main, ctx, u); err != nil {
+		return err
+	}
+	if req.Validate != nil {
+		return req.Validate(ctx, u, nil)
+	}
+	return nil
 }
 
 // Update applies the update strategy of req.Subresource ("" or "scale" for
@@ -391,7 +413,19 @@ func (r *Rules) Update(ctx context.Context, req Request, u, old *unstructured.Un
 		}
 		s = b.status
 	}
-	return rest.BeforeUpdate(s, r.context(ctx, req), u, old)
+	ctx = r.context(ctx, req)
+	if req.Admit != nil {
+		if err := req.Admit(ctx, u, old); err != nil {
+			return err
+		}
+	}
+	if err := rest.BeforeUpdate(s, ctx, u, old); err != nil {
+		return err
+	}
+	if req.Validate != nil {
+		return req.Validate(ctx, u, old)
+	}
+	return nil
 }
 
 // BeforeDelete runs kube-apiserver's BeforeDelete of the custom resource

@@ -8,16 +8,24 @@ import (
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/admission/initializer"
 	"k8s.io/apiserver/pkg/admission/plugin/resourcequota"
+	webhookinit "k8s.io/apiserver/pkg/admission/plugin/webhook/initializer"
+	mutatingwebhook "k8s.io/apiserver/pkg/admission/plugin/webhook/mutating"
+	validatingwebhook "k8s.io/apiserver/pkg/admission/plugin/webhook/validating"
 	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/apiserver/pkg/warning"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/component-base/compatibility"
 	baseversion "k8s.io/component-base/version"
 
@@ -53,10 +61,16 @@ import (
 // strategy's BeforeCreate or BeforeUpdate, and the validating ones after
 // it, before the object is stored; Create and Update do the same.
 //
+// The admission webhooks (MutatingAdmissionWebhook,
+// ValidatingAdmissionWebhook) are kube's plugins with what kube-apiserver
+// gives them (webhooks.go): its service resolver through a Service's
+// EndpointSlices and its authentication info resolver, and the webhook
+// configurations from the same informers.
+//
 // Of the default set, these are not run: NamespaceLifecycle, whose rules
 // are the server's own; CertificateApproval, CertificateSigning and
-// ClusterTrustBundleAttest, which need an authorizer; and the webhooks and
-// admission policies, which call out.
+// ClusterTrustBundleAttest, which need an authorizer; and the admission
+// policies.
 
 // plugin is one admission plugin of kube-apiserver's default set.
 type plugin struct {
@@ -86,6 +100,8 @@ var admissionPlugins = []plugin{
 	{podtopologylabels.PluginName, podtopologylabels.Register, true},
 	{nodedeclaredfeatures.PluginName, nodedeclaredfeatures.Register, true},
 	{podresize.PluginName, podresize.Register, true},
+	{mutatingwebhook.PluginName, mutatingwebhook.Register, true},
+	{validatingwebhook.PluginName, validatingwebhook.Register, true},
 	{resourcequota.PluginName, resourcequota.Register, true},
 }
 
@@ -119,6 +135,13 @@ type AdmissionConfig struct {
 	// Fresh, when set, is called before the plugins run on a write: it
 	// returns once the informers hold what the plugins should see.
 	Fresh func(ctx context.Context)
+	// Authorizer is the server's, which the webhooks' matchConditions
+	// reach as their authorizer variable; nil for none.
+	Authorizer authorizer.Authorizer
+	// Loopback is the configuration of Client, which the webhooks use to
+	// call a webhook served by the server itself (the Service
+	// default/kubernetes), as kube-apiserver's do.
+	Loopback *rest.Config
 }
 
 // Admission is a chain of kube-apiserver's admission plugins; the zero
@@ -152,14 +175,20 @@ func NewAdmission(cfg AdmissionConfig) (*Admission, error) {
 		stop = make(chan struct{})
 	}
 	inits := admission.PluginInitializers{
-		initializer.New(cfg.Client, nil, cfg.Informers, nil, utilfeature.DefaultFeatureGate, effectiveVersion, stop, nil),
+		initializer.New(cfg.Client, nil, cfg.Informers, cfg.Authorizer, utilfeature.DefaultFeatureGate, effectiveVersion, stop, nil),
 	}
 	if reads {
 		quota, err := quotainstall.NewQuotaConfigurationForAdmission(cfg.Informers, servedResources(cfg.Served))
 		if err != nil {
 			return nil, fmt.Errorf("kube: quota configuration: %w", err)
 		}
-		inits = append(inits, controlplaneadmission.NewPluginInitializer(quota, exclusion.Excluded()))
+		resolver, err := newServiceResolver(cfg.Informers)
+		if err != nil {
+			return nil, err
+		}
+		inits = append(inits,
+			webhookinit.NewPluginInitializer(authInfoResolverWrapper(cfg.Loopback), resolver),
+			controlplaneadmission.NewPluginInitializer(quota, exclusion.Excluded()))
 	}
 	chain, err := plugins.NewFromPlugins(names, noPluginConfig{}, inits, nil)
 	if err != nil {
@@ -225,6 +254,35 @@ var objectOnly = sync.OnceValues(func() (*Admission, error) {
 
 var admissionObjects = admission.NewObjectInterfacesFromScheme(scheme)
 
+// equivalentObjects are kube's scheme's ObjectInterfaces with the
+// server's equivalent resources (SetEquivalents).
+type equivalentObjects struct {
+	admission.ObjectInterfaces
+	equivalents runtime.EquivalentResourceMapper
+}
+
+func (o equivalentObjects) GetEquivalentResourceMapper() runtime.EquivalentResourceMapper {
+	return o.equivalents
+}
+
+// SetEquivalents tells the rules which resources the server serves are
+// the same objects as theirs at other versions (autoscaling/v1 and v2
+// horizontal pod autoscalers), as kube-apiserver's registry of equivalent
+// resources does: a webhook with matchPolicy Equivalent registered for
+// one is called for writes of the others, with the object converted. Call
+// it before the rules are used.
+func (k *Rules) SetEquivalents(m runtime.EquivalentResourceMapper) {
+	k.objects = equivalentObjects{ObjectInterfaces: admissionObjects, equivalents: m}
+}
+
+// admissionObjects are what admission converts the rules' objects with.
+func (k *Rules) admissionObjects() admission.ObjectInterfaces {
+	if k.objects == nil {
+		return admissionObjects
+	}
+	return k.objects
+}
+
 func init() {
 	// kube-apiserver --allow-privileged, as a kubeadm cluster runs it (the
 	// goldens' cluster): privileged containers pass pod validation.
@@ -239,18 +297,23 @@ func (req Request) chain() (*Admission, error) {
 	return objectOnly()
 }
 
-// attributes describes a write of obj (internal; old is the stored object
-// of an update) to the plugins, as kube-apiserver's handlers do.
-func (k *Rules) attributes(req Request, obj, old runtime.Object) admission.Attributes {
-	return attributesOf(req, k.gvk, k.gvr, obj, old)
-}
-
-// attributesOf describes a write of obj, of kind gvk, to resource gvr.
+// attributesOf describes a write of obj, of kind gvk, to resource gvr
+// (old is the stored object of an update), as kube-apiserver's handlers
+// do: with the write's options (meta.k8s.io/v1 CreateOptions or
+// UpdateOptions, which webhooks receive) and its user.
 func attributesOf(req Request, gvk schema.GroupVersionKind, gvr schema.GroupVersionResource, obj, old runtime.Object) admission.Attributes {
-	op, opts := admission.Create, runtime.Object(&metav1.CreateOptions{})
-	if old != nil {
-		op, opts = admission.Update, &metav1.UpdateOptions{}
+	var dryRun []string
+	if req.DryRun {
+		dryRun = []string{metav1.DryRunAll}
 	}
+	optionsKind := metav1.SchemeGroupVersion.WithKind("CreateOptions")
+	o := req.Options
+	op, opts := admission.Create, runtime.Object(&metav1.CreateOptions{DryRun: dryRun, FieldManager: o.FieldManager, FieldValidation: o.FieldValidation})
+	if old != nil {
+		optionsKind = metav1.SchemeGroupVersion.WithKind("UpdateOptions")
+		op, opts = admission.Update, &metav1.UpdateOptions{DryRun: dryRun, FieldManager: o.FieldManager, FieldValidation: o.FieldValidation}
+	}
+	opts.GetObjectKind().SetGroupVersionKind(optionsKind)
 	// A request nobody authenticated (a server run without
 	// authentication) is anonymous, as kube-apiserver has it.
 	u := &user.DefaultInfo{Name: user.Anonymous, Groups: []string{user.AllUnauthenticated}}
@@ -260,8 +323,13 @@ func attributesOf(req Request, gvk schema.GroupVersionKind, gvr schema.GroupVers
 	return admission.NewAttributesRecord(obj, old, gvk, req.Namespace, req.Name, gvr, req.Subresource, op, opts, req.DryRun, u)
 }
 
-// admit runs the mutating plugins on obj, in place.
-func (k *Rules) admit(ctx context.Context, req Request, obj, old runtime.Object) error {
+// admitObject runs the mutating plugins on obj, in place: a write of req
+// to resource gvr of kind gvk, whose objects o converts.
+//
+// kube-apiserver's handler runs them before its storage fills in a new
+// object's uid and creationTimestamp: the plugins see a new object without
+// them, and what they set there is replaced.
+func (req Request) admitObject(ctx context.Context, gvk schema.GroupVersionKind, gvr schema.GroupVersionResource, o admission.ObjectInterfaces, obj, old runtime.Object) error {
 	chain, err := req.chain()
 	if err != nil {
 		return err
@@ -269,22 +337,143 @@ func (k *Rules) admit(ctx context.Context, req Request, obj, old runtime.Object)
 	if chain.fresh != nil {
 		chain.fresh(ctx)
 	}
-	a := k.attributes(req, obj, old)
+	a := attributesOf(req, gvk, gvr, obj, old)
 	if chain.mutating == nil || !chain.mutating.Handles(a.GetOperation()) {
 		return nil
 	}
-	return chain.mutating.Admit(ctx, a, admissionObjects)
+	if old == nil {
+		if m, err := meta.Accessor(obj); err == nil {
+			uid, created := m.GetUID(), m.GetCreationTimestamp()
+			m.SetUID("")
+			m.SetCreationTimestamp(metav1.Time{})
+			defer func() {
+				m.SetUID(uid)
+				m.SetCreationTimestamp(created)
+			}()
+		}
+	}
+	return chain.mutating.Admit(ctx, a, o)
 }
 
-// validate runs the validating plugins on obj.
-func (k *Rules) validate(ctx context.Context, req Request, obj, old runtime.Object) error {
+// validateObject runs the validating plugins on obj.
+func (req Request) validateObject(ctx context.Context, gvk schema.GroupVersionKind, gvr schema.GroupVersionResource, o admission.ObjectInterfaces, obj, old runtime.Object) error {
 	chain, err := req.chain()
 	if err != nil {
 		return err
 	}
-	a := k.attributes(req, obj, old)
+	a := attributesOf(req, gvk, gvr, obj, old)
 	if chain.validating == nil || !chain.validating.Handles(a.GetOperation()) {
 		return nil
 	}
-	return chain.validating.Validate(ctx, a, admissionObjects)
+	return chain.validating.Validate(ctx, a, o)
+}
+
+// admit runs the mutating plugins on obj, in place.
+func (k *Rules) admit(ctx context.Context, req Request, obj, old runtime.Object) error {
+	return req.admitObject(ctx, k.gvk, k.gvr, k.admissionObjects(), obj, old)
+}
+
+// validate runs the validating plugins on obj.
+func (k *Rules) validate(ctx context.Context, req Request, obj, old runtime.Object) error {
+	return req.validateObject(ctx, k.gvk, k.gvr, k.admissionObjects(), obj, old)
+}
+
+// AdmissionStage runs one stage of admission on a write's object (old is
+// the stored object of an update, nil on create).
+type AdmissionStage func(ctx context.Context, obj, old runtime.Object) error
+
+// CustomAdmission returns the two stages of admission of req's write to
+// gvr, a custom resource of kind gvk whose objects (unstructured) o
+// converts, creates and defaults: the mutating plugins, run before the
+// strategy, and the validating ones, run after it, as kube-apiserver's
+// handlers and storage run them for custom resources.
+func (req Request) CustomAdmission(gvk schema.GroupVersionKind, gvr schema.GroupVersionResource, o admission.ObjectInterfaces) (admit, validate AdmissionStage) {
+	admit = func(ctx context.Context, obj, old runtime.Object) error {
+		return req.admitObject(ctx, gvk, gvr, o, obj, old)
+	}
+	validate = func(ctx context.Context, obj, old runtime.Object) error {
+		return req.validateObject(ctx, gvk, gvr, o, obj, old)
+	}
+	return admit, validate
+}
+
+// DeleteAdmission is the admission of one delete, as kube-apiserver runs
+// it: the mutating plugins once, with no object, before the object is
+// read (its delete handler), and the validating ones on the stored object
+// each time the delete is about to remove it or mark it as deleting (its
+// storage). The zero value admits everything.
+type DeleteAdmission struct {
+	req  Request
+	gvk  schema.GroupVersionKind
+	gvr  schema.GroupVersionResource
+	o    admission.ObjectInterfaces
+	opts *metav1.DeleteOptions
+	// object is the stored object as the plugins see it.
+	object func(*unstructured.Unstructured) (runtime.Object, error)
+}
+
+// DeleteAdmission is the admission of req's delete with opts of an object
+// of the resource, which the plugins see as its internal type.
+func (k *Rules) DeleteAdmission(req Request, opts *metav1.DeleteOptions) DeleteAdmission {
+	return DeleteAdmission{req: req, gvk: k.gvk, gvr: k.gvr, o: k.admissionObjects(), opts: opts, object: k.internal}
+}
+
+// CustomDeleteAdmission is the admission of req's delete with opts of a
+// custom resource of gvr, kind gvk, whose objects o converts: the plugins
+// see the object as it is stored.
+func (req Request) CustomDeleteAdmission(gvk schema.GroupVersionKind, gvr schema.GroupVersionResource, o admission.ObjectInterfaces, opts *metav1.DeleteOptions) DeleteAdmission {
+	return DeleteAdmission{req: req, gvk: gvk, gvr: gvr, o: o, opts: opts,
+		object: func(u *unstructured.Unstructured) (runtime.Object, error) { return u, nil }}
+}
+
+// attributes describes the delete of old (nil for the handler's
+// admission, which has none).
+func (d DeleteAdmission) attributes(old runtime.Object) admission.Attributes {
+	opts := d.opts.DeepCopy()
+	if opts == nil {
+		opts = &metav1.DeleteOptions{}
+	}
+	opts.GetObjectKind().SetGroupVersionKind(metav1.SchemeGroupVersion.WithKind("DeleteOptions"))
+	a := attributesOf(d.req, d.gvk, d.gvr, nil, old)
+	return admission.NewAttributesRecord(nil, old, d.gvk, d.req.Namespace, d.req.Name, d.gvr, d.req.Subresource,
+		admission.Delete, opts, d.req.DryRun, a.GetUserInfo())
+}
+
+// context carries the warning recorder of d's request.
+func (d DeleteAdmission) context(ctx context.Context) context.Context {
+	if d.req.Warn != nil {
+		ctx = warning.WithWarningRecorder(ctx, warnFunc(d.req.Warn))
+	}
+	return ctx
+}
+
+// Admit runs the mutating plugins on the delete, with no object.
+func (d DeleteAdmission) Admit(ctx context.Context) error {
+	if d.object == nil {
+		return nil
+	}
+	chain, err := d.req.chain()
+	if err != nil || chain.mutating == nil || !chain.mutating.Handles(admission.Delete) {
+		return err
+	}
+	if chain.fresh != nil {
+		chain.fresh(ctx)
+	}
+	return chain.mutating.Admit(d.context(ctx), d.attributes(nil), d.o)
+}
+
+// Validate runs the validating plugins on the delete of cur, as stored.
+func (d DeleteAdmission) Validate(ctx context.Context, cur *unstructured.Unstructured) error {
+	if d.object == nil {
+		return nil
+	}
+	chain, err := d.req.chain()
+	if err != nil || chain.validating == nil || !chain.validating.Handles(admission.Delete) {
+		return err
+	}
+	old, err := d.object(cur)
+	if err != nil {
+		return err
+	}
+	return chain.validating.Validate(d.context(ctx), d.attributes(old), d.o)
 }

@@ -27,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/authentication/user"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/rest"
@@ -58,6 +59,9 @@ type Rules struct {
 	gvr   schema.GroupVersionResource
 	gvk   schema.GroupVersionKind
 	entry entry
+	// objects are what admission converts objects with; nil for kube's
+	// scheme alone (SetEquivalents).
+	objects admission.ObjectInterfaces
 }
 
 // For returns the rules of the built-in resource gvr served with objects
@@ -87,12 +91,22 @@ type Request struct {
 	// object); DryRun says the write will not be stored (admission.go).
 	Admission *Admission
 	DryRun    bool
+	// Options are the write's options as the client gave them, which
+	// admission webhooks receive.
+	Options WriteOptions
 	// Check, when set, is a check of the write that kube-apiserver makes in
 	// the resource's storage, after mutating admission and before the
 	// strategy (the escalation checks of RBAC roles and bindings): it gets
 	// the internal object and, on update, the internal stored one (nil on
 	// create).
 	Check func(ctx context.Context, obj, old runtime.Object) error
+}
+
+// WriteOptions are the options of a create, update or patch that
+// admission webhooks receive besides dryRun: the fieldManager and
+// fieldValidation query parameters, as given.
+type WriteOptions struct {
+	FieldManager, FieldValidation string
 }
 
 // User is an authenticated identity.

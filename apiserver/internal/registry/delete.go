@@ -17,6 +17,7 @@ import (
 	kubestorage "k8s.io/apiserver/pkg/storage"
 
 	"github.com/listwatch/listwatch/apiserver/internal/crd"
+	"github.com/listwatch/listwatch/apiserver/internal/kube"
 )
 
 // Deletion is how an object goes, as its resource's rules decide
@@ -34,6 +35,19 @@ type Deletion struct {
 	// Deleting (its deletionTimestamp and grace period set).
 	Graceful bool
 	Deleting Object
+}
+
+// DeleteAdmission is the admission of w's delete with opts of one of r's
+// objects: kube's admission plugins, which see a built-in object as its
+// internal type and a custom resource as it is stored.
+func (r *Resource) DeleteAdmission(w Write, opts *metav1.DeleteOptions) kube.DeleteAdmission {
+	switch {
+	case r.Kube != nil:
+		return r.Kube.DeleteAdmission(w.KubeRequest(), opts)
+	case r.CR != nil:
+		return w.KubeRequest().CustomDeleteAdmission(r.CR.GVK(), r.CR.GVR(), r.CR.ObjectInterfaces(), opts)
+	}
+	return kube.DeleteAdmission{}
 }
 
 // Now is the server's clock at the second precision of metav1.Time.
@@ -55,7 +69,7 @@ func (b BuiltinRules) BeforeDelete(ctx context.Context, w Write, cur *unstructur
 // cur: the options and their preconditions checked; custom resources are
 // never deleted gracefully.
 func (c CustomRules) BeforeDelete(ctx context.Context, w Write, cur *unstructured.Unstructured, opts *metav1.DeleteOptions) (Deletion, error) {
-	return Deletion{}, c.CR.BeforeDelete(ctx, w.crd(), cur, opts)
+	return Deletion{}, c.CR.BeforeDelete(ctx, w.crd(c.CR), cur, opts)
 }
 
 func (n noRules) BeforeDelete(context.Context, Write, *unstructured.Unstructured, *metav1.DeleteOptions) (Deletion, error) {

@@ -16,6 +16,7 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/version"
 
@@ -173,7 +174,42 @@ func Builtins() []*Resource {
 			panic(fmt.Sprintf("apiserver: %v is stored as %v, which is not served", r.GVK, r.Def.StoredAs))
 		}
 	}
+	equivalents := equivalentResources(out)
+	for _, r := range out {
+		r.Kube.SetEquivalents(equivalents)
+	}
 	return out
+}
+
+// equivalentResources are the resources of out that are one storage's
+// objects at different versions, with the kind of each resource and
+// subresource: kube-apiserver's registry of equivalent resources, which
+// buckets its resources by storage too.
+func equivalentResources(out []*Resource) runtime.EquivalentResourceMapper {
+	storageOf := map[schema.GroupResource]string{}
+	for _, r := range out {
+		storageOf[r.GR()] = r.Storage().GR().String()
+	}
+	m := runtime.NewEquivalentResourceRegistryWithIdentity(func(gr schema.GroupResource) string {
+		if s, ok := storageOf[gr]; ok {
+			return s
+		}
+		return gr.String()
+	})
+	for _, r := range out {
+		m.RegisterKindFor(r.GVR(), "", r.GVK)
+		for _, sub := range r.Def.Subresources {
+			kind := r.GVK
+			switch sub {
+			case resources.Scale:
+				kind = schema.GroupVersionKind{Group: "autoscaling", Version: "v1", Kind: "Scale"}
+			case resources.Binding:
+				kind = schema.GroupVersionKind{Version: "v1", Kind: "Binding"}
+			}
+			m.RegisterKindFor(r.GVR(), sub, kind)
+		}
+	}
+	return m
 }
 
 // specialRules are the built-in resources whose rules do more than their

@@ -58,6 +58,8 @@ type Write struct {
 	Warn func(text string)
 	// DryRun says the write will not be stored.
 	DryRun bool
+	// Options are the write's options as the client gave them.
+	Options kube.WriteOptions
 	// Admission runs kube's admission plugins on built-in resources (nil:
 	// only those reading the object alone).
 	Admission *kube.Admission
@@ -69,12 +71,15 @@ type Write struct {
 // KubeRequest is w as kube.Rules take it.
 func (w Write) KubeRequest() kube.Request {
 	return kube.Request{Verb: w.Verb, Namespace: w.Namespace, Name: w.Name, Subresource: w.Subresource,
-		User: w.User, Warn: w.Warn, Admission: w.Admission, DryRun: w.DryRun, Check: w.Check}
+		User: w.User, Warn: w.Warn, Admission: w.Admission, DryRun: w.DryRun, Options: w.Options, Check: w.Check}
 }
 
-func (w Write) crd() crd.Request {
+// crd is w as the rules r of a custom resource take it, with kube's
+// admission of the write.
+func (w Write) crd(r *crd.Rules) crd.Request {
+	admit, validate := w.KubeRequest().CustomAdmission(r.GVK(), r.GVR(), r.ObjectInterfaces())
 	return crd.Request{Verb: w.Verb, Namespace: w.Namespace, Name: w.Name, Subresource: w.Subresource,
-		User: w.User.Name, UID: w.User.UID, Groups: w.User.Groups, Warn: w.Warn}
+		User: w.User.Name, UID: w.User.UID, Groups: w.User.Groups, Warn: w.Warn, Admit: admit, Validate: validate}
 }
 
 // BuiltinRules are a built-in resource's rules: Kubernetes' defaulting,
@@ -126,7 +131,7 @@ func (c CustomRules) Create(ctx context.Context, w Write, obj Object) (Object, F
 	if !ok {
 		return nil, nil, errNotMap(obj)
 	}
-	return u, nil, c.CR.Create(ctx, w.crd(), u)
+	return u, nil, c.CR.Create(ctx, w.crd(c.CR), u)
 }
 
 // Update runs the custom resource strategy (its status strategy for
@@ -138,7 +143,7 @@ func (c CustomRules) Update(ctx context.Context, w Write, obj Object, cur *unstr
 	}
 	u.SetNamespace(cur.GetNamespace())
 	u.SetSelfLink("")
-	return u, nil, c.CR.Update(ctx, w.crd(), u, cur)
+	return u, nil, c.CR.Update(ctx, w.crd(c.CR), u, cur)
 }
 
 // Deleted does nothing.
