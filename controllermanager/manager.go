@@ -610,7 +610,15 @@ var controllers = []controllerDef{
 	{PodLifecycle, func(_ context.Context, d deps) (runner, error) {
 		opts := d.m.cfg.PodLifecycle
 		opts.Controller = d.options("pod-lifecycle-controller", opts.Controller)
-		return podlifecycle.New(informers.For[*corev1.Pod](d.factory), podlifecycle.NewClient(d.m.client), opts)
+		if opts.Events == nil {
+			opts.Events = func(component, host string) controller.EventRecorder {
+				if host == "" {
+					return d.events.NewRecorder(component)
+				}
+				return d.events.NewHostRecorder(component, host)
+			}
+		}
+		return podlifecycle.New(informers.For[*corev1.Pod](d.factory), informers.For[*corev1.Node](d.factory), podlifecycle.NewClient(d.m.client), opts)
 	}},
 	{Endpoints, func(_ context.Context, d deps) (runner, error) {
 		return endpoints.New(informers.For[*corev1.Service](d.factory), informers.For[*corev1.Pod](d.factory),
