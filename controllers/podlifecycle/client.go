@@ -95,6 +95,10 @@ func (p *restClient) CreateNode(ctx context.Context, node *corev1.Node) (*corev1
 	return p.nodes.Create(ctx, node, metav1.CreateOptions{})
 }
 
+func (p *restClient) UpdateNode(ctx context.Context, node *corev1.Node) (*corev1.Node, error) {
+	return p.nodes.Update(ctx, node, metav1.UpdateOptions{})
+}
+
 func (p *restClient) UpdateNodeStatus(ctx context.Context, node *corev1.Node) (*corev1.Node, error) {
 	return p.nodes.UpdateStatus(ctx, node, metav1.UpdateOptions{})
 }

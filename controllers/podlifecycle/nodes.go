@@ -18,6 +18,8 @@ import (
 type NodeClient interface {
 	GetNode(ctx context.Context, name string) (*corev1.Node, error)
 	CreateNode(ctx context.Context, node *corev1.Node) (*corev1.Node, error)
+	// UpdateNode writes the node (its spec: taints).
+	UpdateNode(ctx context.Context, node *corev1.Node) (*corev1.Node, error)
 	// UpdateNodeStatus writes the node's status subresource.
 	UpdateNodeStatus(ctx context.Context, node *corev1.Node) (*corev1.Node, error)
 	// GetLease, CreateLease and UpdateLease read and write the node's
@@ -178,10 +180,35 @@ func (c *Controller) postNodeStatus(ctx context.Context, name string, now time.T
 	}
 	node = node.DeepCopy()
 	node.Status = c.nodeStatus(node, now)
-	if _, err := c.client.UpdateNodeStatus(ctx, node); err != nil {
+	node, err = c.client.UpdateNodeStatus(ctx, node)
+	if err != nil {
 		return fmt.Errorf("posting the status of node %s: %w", name, err)
 	}
+	if taints := readyTaints(node.Spec.Taints); len(taints) != len(node.Spec.Taints) {
+		node = node.DeepCopy()
+		node.Spec.Taints = taints
+		if _, err := c.client.UpdateNode(ctx, node); err != nil {
+			return fmt.Errorf("untainting ready node %s: %w", name, err)
+		}
+	}
 	return nil
+}
+
+// readyTaints are taints without the NoSchedule taints of a node not
+// ready or unreachable: the API server's TaintNodesByCondition admission
+// puts node.kubernetes.io/not-ready on every node registered, and kube's
+// node lifecycle controller takes it off once the node reports Ready.
+// listwatch runs no node lifecycle controller, so the simulated nodes,
+// always Ready, take it off themselves.
+func readyTaints(taints []corev1.Taint) []corev1.Taint {
+	out := taints[:0:0]
+	for _, t := range taints {
+		if t.Effect == corev1.TaintEffectNoSchedule && (t.Key == corev1.TaintNodeNotReady || t.Key == corev1.TaintNodeUnreachable) {
+			continue
+		}
+		out = append(out, t)
+	}
+	return out
 }
 
 // renewLease renews node name's Lease in kube-node-lease, owned by the

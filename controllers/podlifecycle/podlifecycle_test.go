@@ -124,7 +124,19 @@ func (a *podAPI) GetNode(_ context.Context, name string) (*corev1.Node, error) {
 func (a *podAPI) CreateNode(_ context.Context, node *corev1.Node) (*corev1.Node, error) {
 	node = node.DeepCopy()
 	node.UID = types.UID("uid-" + node.Name)
+	// The API server's TaintNodesByCondition admission.
+	node.Spec.Taints = append(node.Spec.Taints, corev1.Taint{Key: corev1.TaintNodeNotReady, Effect: corev1.TaintEffectNoSchedule})
 	return a.nodes.Create(node)
+}
+
+func (a *podAPI) UpdateNode(_ context.Context, node *corev1.Node) (*corev1.Node, error) {
+	cur, ok := a.nodes.Get("", node.Name)
+	if !ok {
+		return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "nodes"}, node.Name)
+	}
+	cur = cur.DeepCopy()
+	cur.Spec = node.Spec
+	return a.nodes.Update(cur)
 }
 
 func (a *podAPI) UpdateNodeStatus(_ context.Context, node *corev1.Node) (*corev1.Node, error) {
@@ -189,13 +201,26 @@ type harness struct {
 
 func start(t *testing.T, opts Options, pods ...*corev1.Pod) *harness {
 	t.Helper()
+	return startWithNodes(t, opts, nil, pods...)
+}
+
+// startWithNodes is start with Node objects registered before the
+// simulation starts (as a cluster's own, with their taints and labels).
+func startWithNodes(t *testing.T, opts Options, nodes []*corev1.Node, pods ...*corev1.Pod) *harness {
+	t.Helper()
+	nodeSrc := cachetest.New[*corev1.Node]()
+	for _, n := range nodes {
+		if _, err := nodeSrc.Create(n); err != nil {
+			t.Fatal(err)
+		}
+	}
 	src := cachetest.New[*corev1.Pod]()
 	for _, p := range pods {
 		if _, err := src.Create(p); err != nil {
 			t.Fatal(err)
 		}
 	}
-	api := &podAPI{src: src, nodes: cachetest.New[*corev1.Node](), leases: cachetest.New[*coordinationv1.Lease]()}
+	api := &podAPI{src: src, nodes: nodeSrc, leases: cachetest.New[*coordinationv1.Lease]()}
 	inf := cache.NewSharedIndexInformer[*corev1.Pod](src, cache.SharedInformerOptions{
 		Reflector: cache.ReflectorOptions{Logger: quiet},
 	})

@@ -47,21 +47,22 @@ const (
 )
 
 // fit reports why node cannot take pod, whose placement would add want
-// to what the node's pods already use; "" when it can. The checks are
-// kube-scheduler's filters: NodeUnschedulable, NodeAffinity (nodeSelector
-// and required affinity), TaintToleration (NoSchedule and NoExecute) and
-// NodeResourcesFit, each through kube's helpers.
+// to what the node's pods already use; none when it can. The checks are
+// kube-scheduler's filters, in its order, the first that fails saying
+// why: NodeUnschedulable, TaintToleration (NoSchedule and NoExecute),
+// NodeAffinity (nodeSelector and required affinity) and NodeResourcesFit,
+// each through kube's helpers.
 func fit(pod *corev1.Pod, node *corev1.Node, used, want usage) []string {
 	if node.Spec.Unschedulable && !toleratesUnschedulable(pod) {
 		return []string{reasonUnschedulable}
-	}
-	if ok, _ := nodeaffinity.GetRequiredNodeAffinity(pod).Match(node); !ok {
-		return []string{reasonAffinity}
 	}
 	if taint, untolerated := corev1helpers.FindMatchingUntoleratedTaint(klog.Background(), node.Spec.Taints, pod.Spec.Tolerations, func(t *corev1.Taint) bool {
 		return t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute
 	}, true); untolerated {
 		return []string{fmt.Sprintf("node(s) had untolerated taint {%s: %s}", taint.Key, taint.Value)}
+	}
+	if ok, _ := nodeaffinity.GetRequiredNodeAffinity(pod).Match(node); !ok {
+		return []string{reasonAffinity}
 	}
 	var why []string
 	alloc := node.Status.Allocatable
@@ -89,18 +90,14 @@ func toleratesUnschedulable(pod *corev1.Pod) bool {
 }
 
 // unschedulableMessage is kube-scheduler's message for a pod no node
-// fits: how many nodes failed for each reason, reasons in alphabetical
-// order, then what preemption found.
+// fits: how many nodes failed for each reason ("2 Insufficient cpu"),
+// sorted as strings, then what preemption found.
 func unschedulableMessage(nodes int, reasons map[string]int) string {
-	keys := make([]string, 0, len(reasons))
-	for r := range reasons {
-		keys = append(keys, r)
+	parts := make([]string, 0, len(reasons))
+	for r, n := range reasons {
+		parts = append(parts, fmt.Sprintf("%d %s", n, r))
 	}
-	slices.Sort(keys)
-	parts := make([]string, len(keys))
-	for i, r := range keys {
-		parts[i] = fmt.Sprintf("%d %s", reasons[r], r)
-	}
+	slices.Sort(parts)
 	msg := fmt.Sprintf("0/%d nodes are available", nodes)
 	if len(parts) > 0 {
 		msg += ": " + strings.Join(parts, ", ")
