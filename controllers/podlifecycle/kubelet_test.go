@@ -302,4 +302,3 @@ func TestKubeletEvents(t *testing.T) {
 		}
 	})
 }
-
