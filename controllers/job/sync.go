@@ -187,6 +187,11 @@ func (jc *Controller) sync(ctx context.Context, key string) (controller.Result, 
 	// Expectations are read before the pods, so that a pod created in
 	// between is seen by the next sync rather than missed by this one.
 	satisfied := jc.expectations.SatisfiedExpectations(key)
+	// So are the finalizer removals not yet seen: one seen between the
+	// two reads is then in the pods read, while the other order could
+	// take a pod the cache still shows with its finalizer for one not
+	// counted yet, and count it twice.
+	finalizerGone := jc.finalizers.pending(key)
 	pods, err := jc.podsOf(job)
 	if err != nil {
 		return controller.Result{}, err
@@ -198,7 +203,7 @@ func (jc *Controller) sync(ctx context.Context, key string) (controller.Result, 
 		active:             controller.FilterActivePods(pods),
 		uncountedSucceeded: newUIDSet(job.Status.UncountedTerminatedPods.Succeeded...),
 		uncountedFailed:    newUIDSet(job.Status.UncountedTerminatedPods.Failed...),
-		finalizerGone:      jc.finalizers.pending(key),
+		finalizerGone:      finalizerGone,
 	}
 	for _, p := range s.active {
 		if controller.IsPodReady(p) {
