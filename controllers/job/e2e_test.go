@@ -28,7 +28,7 @@ const ns = "e2e"
 // startCluster runs the Job and pod lifecycle controllers against a
 // server, pods running for runFor, failed pods replaced after a
 // millisecond's backoff.
-func startCluster(t *testing.T, runFor time.Duration) *client.Client {
+func startCluster(t testing.TB, runFor time.Duration) *client.Client {
 	t.Helper()
 	env := envtest.Start(t, envtest.Options{
 		Controllers:  []string{controllermanager.Job, controllermanager.PodLifecycle},
@@ -57,10 +57,10 @@ func newJob(name string, completions, parallelism int32) *batchv1.Job {
 
 // waitFinished waits for the Job to have its Complete or Failed
 // condition and returns it.
-func waitFinished(t *testing.T, c *client.Client, name string) *batchv1.Job {
+func waitFinished(t testing.TB, c *client.Client, name string) *batchv1.Job {
 	t.Helper()
 	jobs := client.For[*batchv1.Job](c, ns)
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		j, err := jobs.Get(t.Context(), name, metav1.GetOptions{})
 		if err != nil {
@@ -72,7 +72,7 @@ func waitFinished(t *testing.T, c *client.Client, name string) *batchv1.Job {
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("Job %s not finished after 30s: status %+v", name, j.Status)
+			t.Fatalf("Job %s not finished after 2 minutes: status %+v", name, j.Status)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
