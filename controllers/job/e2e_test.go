@@ -260,6 +260,51 @@ func TestE2E(t *testing.T) {
 		}
 	})
 
+	t.Run("the pods of a deleted Job lose the tracking finalizer", func(t *testing.T) {
+		j := newJob("deleted", 2, 2)
+		j.Spec.Template.Annotations = map[string]string{podlifecycle.RunDurationAnnotation: "1h"}
+		created, err := jobs.Create(t.Context(), j, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			got, err := jobs.Get(t.Context(), "deleted", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Status.Active == 2 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("status %+v", got.Status)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		// No garbage collector runs here: the pods stay, and only the
+		// Job controller can let them go.
+		orphan := metav1.DeletePropagationOrphan
+		if err := jobs.Delete(t.Context(), "deleted", metav1.DeleteOptions{PropagationPolicy: &orphan}); err != nil {
+			t.Fatal(err)
+		}
+		for {
+			held := 0
+			ps := jobPods(t, c, created)
+			for _, p := range ps {
+				if slices.Contains(p.Finalizers, batchv1.JobTrackingFinalizer) {
+					held++
+				}
+			}
+			if held == 0 && len(ps) == 2 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d of %d pods keep the tracking finalizer", held, len(ps))
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	})
+
 	t.Run("a podFailurePolicy FailJob rule fails an Indexed Job at once", func(t *testing.T) {
 		j := newJob("policy", 3, 3)
 		j.Spec.CompletionMode = new(batchv1.IndexedCompletion)
