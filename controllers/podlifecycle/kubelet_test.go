@@ -76,6 +76,9 @@ func TestNodes(t *testing.T) {
 			if n.Status.Allocatable.Cpu().Value() != 32 || n.Status.Allocatable.Pods().Value() != 110 || n.Status.NodeInfo.KubeletVersion != KubeletVersion {
 				t.Errorf("node %s status %+v", name, n.Status)
 			}
+			if len(n.Spec.Taints) != 0 {
+				t.Errorf("node %s keeps taints %v; the not-ready taint of its registration goes once it is Ready", name, n.Spec.Taints)
+			}
 			if n.Labels[corev1.LabelHostname] != name || len(n.Status.Addresses) != 2 {
 				t.Errorf("node %s labels %v addresses %v", name, n.Labels, n.Status.Addresses)
 			}
