@@ -46,6 +46,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -71,7 +72,7 @@ const implFloor = "floor"
 func init() {
 	for _, n := range []int{1_000, 10_000} {
 		k := strconv.Itoa(n/1000) + "k"
-		for _, w := range []cpWorkload{rcWorkload, deploymentWorkload, rolloutWorkload} {
+		for _, w := range []cpWorkload{rcWorkload, deploymentWorkload, rolloutWorkload, jobWorkload} {
 			name := "controlplane-" + w.name + "-" + k
 			register(name, func(cfg config) ([]Row, error) {
 				return benchControlPlane(name, w, cfg.size(n))
@@ -90,11 +91,14 @@ func init() {
 // when the work is done.
 type cpWorkload struct {
 	name, metric string
-	prepare      func(ctx context.Context, c *client.Client, n int32) error
-	start        func(ctx context.Context, c *client.Client, n int32) error
-	await        func(ctx context.Context, c *client.Client, n int32) error
-	creates      func(n int) int
-	deletes      func(n int) int
+	// noFloor is set for a workload the floor's bare loop (pods created,
+	// bound and started) does not stand for: it has no floor rows.
+	noFloor bool
+	prepare func(ctx context.Context, c *client.Client, n int32) error
+	start   func(ctx context.Context, c *client.Client, n int32) error
+	await   func(ctx context.Context, c *client.Client, n int32) error
+	creates func(n int) int
+	deletes func(n int) int
 }
 
 func times(k int) func(int) int { return func(n int) int { return k * n } }
@@ -165,6 +169,38 @@ var rolloutWorkload = cpWorkload{
 	creates: times(1), deletes: times(1),
 }
 
+// jobWorkload: a Job of n completions, n/10 at a time, to its Complete
+// condition, its pods running for no time (cpPodLifecycle).
+var jobWorkload = cpWorkload{
+	name: "job", metric: "time to Complete", noFloor: true,
+	start: func(ctx context.Context, c *client.Client, n int32) error {
+		completions, parallelism := n, max(n/10, 1)
+		j := &batchv1.Job{
+			ObjectMeta: metav1.ObjectMeta{Name: cpRCName, Namespace: cpNamespace},
+			Spec: batchv1.JobSpec{
+				Completions: &completions, Parallelism: &parallelism,
+				Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+					RestartPolicy: corev1.RestartPolicyNever,
+					Containers:    []corev1.Container{{Name: "main", Image: "busybox:1.37"}},
+				}},
+			},
+		}
+		_, err := client.For[*batchv1.Job](c, cpNamespace).Create(ctx, j, metav1.CreateOptions{})
+		return err
+	},
+	await: func(ctx context.Context, c *client.Client, n int32) error {
+		return awaitObject(ctx, client.For[*batchv1.Job](c, cpNamespace), cpRCName, func(j *batchv1.Job) (bool, string) {
+			for _, cond := range j.Status.Conditions {
+				if cond.Type == batchv1.JobComplete && cond.Status == corev1.ConditionTrue {
+					return true, ""
+				}
+			}
+			return false, fmt.Sprintf("Job at %d of %d succeeded, %d active", j.Status.Succeeded, n, j.Status.Active)
+		})
+	},
+	creates: times(1), deletes: times(0),
+}
+
 // createDeployment creates the bench's Deployment of n replicas, with
 // kube's default strategy when strategy is the zero value.
 func createDeployment(ctx context.Context, c *client.Client, n int32, strategy appsv1.DeploymentStrategy) error {
@@ -194,7 +230,7 @@ func awaitDeployment(ctx context.Context, c *client.Client, n int32) error {
 
 // cpPodLifecycle is the stand-in kubelet of every row: the zero value
 // means podlifecycle's one-second delays; a nanosecond is "at once".
-var cpPodLifecycle = podlifecycle.Options{StartDelay: time.Nanosecond, TerminationDelay: time.Nanosecond}
+var cpPodLifecycle = podlifecycle.Options{StartDelay: time.Nanosecond, RunDuration: time.Nanosecond, TerminationDelay: time.Nanosecond}
 
 const (
 	cpNamespace = "bench"
@@ -233,7 +269,7 @@ func benchControlPlane(name string, w cpWorkload, n int) ([]Row, error) {
 						got, deleted, n, w.creates(n), w.deletes(n), 2*w.deletes(n), run.wall.Seconds())
 				}
 				lws, lwReqs = append(lws, run), append(lwReqs, reqs)
-			} else {
+			} else if !w.noFloor {
 				run, reqs, err := runFloorSide(w, n)
 				if err != nil {
 					return nil, fmt.Errorf("floor: %w", err)
@@ -241,13 +277,27 @@ func benchControlPlane(name string, w cpWorkload, n int) ([]Row, error) {
 				floors, floorReqs = append(floors, run), append(floorReqs, reqs)
 			}
 		}
-		if *cpRounds > 1 {
+		if *cpRounds > 1 && !w.noFloor {
 			l, f := lws[len(lws)-1], floors[len(floors)-1]
 			fmt.Fprintf(os.Stderr, "%s round %d: %.3fs / %.3fs = %.2fx, cpu %.2fs / %.2fs\n", name, round+1,
 				l.wall.Seconds(), f.wall.Seconds(), l.wall.Seconds()/f.wall.Seconds(), l.cpu.Seconds(), f.cpu.Seconds())
 		}
 	}
-	lw, floor := medianRun(lws), medianRun(floors)
+	lw := medianRun(lws)
+	if w.noFloor {
+		rows := []Row{
+			{Workload: name, Impl: implListwatch, Metric: w.metric + "=" + strconv.Itoa(n), Value: lw.wall.Seconds(), Unit: "s"},
+			{Workload: name, Impl: implListwatch, Metric: "cpu time", Value: lw.cpu.Seconds(), Unit: "s"},
+		}
+		var total float64
+		counts := medianCounts(lwReqs)
+		for _, k := range unionKeys(counts) {
+			rows = append(rows, Row{Workload: name, Impl: implListwatch, Metric: "requests " + k, Value: float64(counts[k]), Unit: "count"})
+			total += float64(counts[k])
+		}
+		return append(rows, Row{Workload: name, Impl: implListwatch, Metric: "requests total", Value: total, Unit: "count"}), nil
+	}
+	floor := medianRun(floors)
 	rows := []Row{
 		{Workload: name, Impl: implListwatch, Metric: w.metric + "=" + strconv.Itoa(n), Value: lw.wall.Seconds(), Unit: "s"},
 		{Workload: name, Impl: implFloor, Metric: w.metric + "=" + strconv.Itoa(n), Value: floor.wall.Seconds(), Unit: "s"},

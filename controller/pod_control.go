@@ -126,12 +126,22 @@ func podNamePrefix(owner string) string {
 
 // CreatePods creates one pod from template owned by controllerObject.
 func (r *RealPodControl) CreatePods(ctx context.Context, namespace string, template *corev1.PodTemplateSpec, controllerObject runtime.Object, controllerRef *metav1.OwnerReference) error {
+	return r.CreatePodsWithGenerateName(ctx, namespace, template, controllerObject, controllerRef, "")
+}
+
+// CreatePodsWithGenerateName is CreatePods with the pod's generateName
+// given (an Indexed Job's "<job>-<index>-"); "" is CreatePods' own, the
+// owner's name and a dash.
+func (r *RealPodControl) CreatePodsWithGenerateName(ctx context.Context, namespace string, template *corev1.PodTemplateSpec, controllerObject runtime.Object, controllerRef *metav1.OwnerReference, generateName string) error {
 	if err := ValidateControllerRef(controllerRef); err != nil {
 		return err
 	}
 	pod, err := PodFromTemplate(template, controllerRef.Name, controllerRef)
 	if err != nil {
 		return fmt.Errorf("creating pod for %s %s/%s: %w", controllerRef.Kind, namespace, controllerRef.Name, err)
+	}
+	if generateName != "" {
+		pod.GenerateName = generateName
 	}
 	created, err := r.Client.CreatePod(ctx, namespace, pod, metav1.CreateOptions{})
 	if err != nil {

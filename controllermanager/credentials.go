@@ -35,6 +35,7 @@ var controllerAccounts = map[string]string{
 	RootCACert:             "root-ca-cert-publisher",
 	Deployment:             "deployment-controller",
 	ClusterRoleAggregation: "clusterrole-aggregation-controller",
+	Job:                    "job-controller",
 }
 
 // ControllerUser returns the user controller name acts as with

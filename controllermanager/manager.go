@@ -31,6 +31,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/client-go/rest"
@@ -42,6 +43,7 @@ import (
 	"github.com/listwatch/listwatch/controllers/deployment"
 	"github.com/listwatch/listwatch/controllers/endpoints"
 	"github.com/listwatch/listwatch/controllers/garbagecollector"
+	"github.com/listwatch/listwatch/controllers/job"
 	"github.com/listwatch/listwatch/controllers/namespace"
 	"github.com/listwatch/listwatch/controllers/podlifecycle"
 	"github.com/listwatch/listwatch/controllers/replicaset"
@@ -66,6 +68,8 @@ const (
 	Deployment       = "deployment"
 	// ClusterRoleAggregation is kube's clusterrole-aggregation controller.
 	ClusterRoleAggregation = "clusterroleaggregation"
+	// Job is kube's job controller.
+	Job = "job"
 )
 
 // AllControllers lists every controller, in the order they start.
@@ -118,6 +122,8 @@ type Config struct {
 	ReplicaSet replicaset.Options
 	// Deployment tunes the Deployment controller (workers).
 	Deployment deployment.Options
+	// Job tunes the Job controller (workers, the backoff of failed pods).
+	Job job.Options
 	// PodLifecycle tunes the simulated nodes.
 	PodLifecycle podlifecycle.Options
 	// Namespace tunes the namespace controller.
@@ -610,7 +616,15 @@ var controllers = []controllerDef{
 	{PodLifecycle, func(_ context.Context, d deps) (runner, error) {
 		opts := d.m.cfg.PodLifecycle
 		opts.Controller = d.options("pod-lifecycle-controller", opts.Controller)
-		return podlifecycle.New(informers.For[*corev1.Pod](d.factory), podlifecycle.NewClient(d.m.client), opts)
+		if opts.Events == nil {
+			opts.Events = func(component, host string) controller.EventRecorder {
+				if host == "" {
+					return d.events.NewRecorder(component)
+				}
+				return d.events.NewHostRecorder(component, host)
+			}
+		}
+		return podlifecycle.New(informers.For[*corev1.Pod](d.factory), informers.For[*corev1.Node](d.factory), podlifecycle.NewClient(d.m.client), opts)
 	}},
 	{Endpoints, func(_ context.Context, d deps) (runner, error) {
 		return endpoints.New(informers.For[*corev1.Service](d.factory), informers.For[*corev1.Pod](d.factory),
@@ -632,6 +646,14 @@ var controllers = []controllerDef{
 		return deployment.New(informers.For[*appsv1.Deployment](d.factory), informers.For[*appsv1.ReplicaSet](d.factory),
 			informers.For[*corev1.Pod](d.factory), deployment.NewClient(d.clientOf(Deployment)),
 			deployment.Options{Recorder: d.events.NewRecorder("deployment-controller"), Controller: d.options("deployment-controller", d.m.cfg.Deployment.Controller)})
+	}},
+	{Job, func(_ context.Context, d deps) (runner, error) {
+		opts := d.m.cfg.Job
+		if opts.Recorder == nil {
+			opts.Recorder = d.events.NewRecorder("job-controller")
+		}
+		opts.Controller = d.options("job-controller", opts.Controller)
+		return job.New(informers.For[*batchv1.Job](d.factory), informers.For[*corev1.Pod](d.factory), job.NewClient(d.clientOf(Job)), opts)
 	}},
 	{ClusterRoleAggregation, func(_ context.Context, d deps) (runner, error) {
 		return clusterroleaggregation.New(informers.For[*rbacv1.ClusterRole](d.factory), clusterroleaggregation.NewClient(d.clientOf(ClusterRoleAggregation)),

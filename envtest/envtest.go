@@ -52,6 +52,7 @@ import (
 	"github.com/listwatch/listwatch/apiserver/serve"
 	"github.com/listwatch/listwatch/client"
 	"github.com/listwatch/listwatch/controllermanager"
+	"github.com/listwatch/listwatch/controllers/job"
 	"github.com/listwatch/listwatch/controllers/namespace"
 	"github.com/listwatch/listwatch/controllers/podlifecycle"
 	"github.com/listwatch/listwatch/internal/kubeconfig"
@@ -85,6 +86,10 @@ type Options struct {
 	// see pods Pending or Terminating for a while, or failing. Its zero
 	// delays are "at once" here, not the controller's one-second default.
 	PodLifecycle podlifecycle.Options
+	// Job tunes the Job controller (controllermanager.Job): a test of
+	// failing Jobs shortens PodFailureBackoff, kube's 10 s before a
+	// failed pod is replaced.
+	Job job.Options
 	// Namespace tunes the namespace controller: a test that deletes
 	// namespaces shortens DeletionGracePeriod, the wait before a deleted
 	// namespace's content is removed (zero: kube's 5 s).
@@ -353,6 +358,9 @@ func runControllers(ctx context.Context, cfg *rest.Config, opts Options, log *sl
 	if lifecycle.TerminationDelay <= 0 {
 		lifecycle.TerminationDelay = time.Nanosecond
 	}
+	if lifecycle.RunDuration <= 0 {
+		lifecycle.RunDuration = time.Nanosecond
+	}
 	if opts.WrapControllersTransport != nil {
 		cfg = rest.CopyConfig(cfg)
 		cfg.WrapTransport = opts.WrapControllersTransport
@@ -362,6 +370,7 @@ func runControllers(ctx context.Context, cfg *rest.Config, opts Options, log *sl
 		Controllers:    opts.Controllers,
 		LeaderElection: controllermanager.LeaderElection{Disabled: true},
 		PodLifecycle:   lifecycle,
+		Job:            opts.Job,
 		Namespace:      opts.Namespace,
 		Logger:         log,
 	})

@@ -2,7 +2,8 @@
 # controlplane-kube.sh measures kube-controller-manager on the bench's
 # control-plane workloads (bench/controlplane.go: an RC of 1,000 to
 # readyReplicas, a Deployment of 1,000 to availableReplicas, a rollout of
-# a Deployment of 1,000 to completion), on this machine, with the bench's
+# a Deployment of 1,000 to completion, a Job of 1,000 completions at
+# parallelism 100 to Complete), on this machine, with the bench's
 # driver and its stand-in kubelet (podlifecycle), and listwatch's own rows
 # in between, so that the ratio listwatch/kube-controller-manager is taken
 # on the same minutes.
@@ -19,7 +20,7 @@
 # API server. Then it runs the bench's own row of that workload (listwatch
 # on its own API server, and the floor, in process).
 #
-#   hack/controlplane-kube.sh                      # rc, deployment, rollout; 2 rounds
+#   hack/controlplane-kube.sh                      # rc, deployment, rollout, job; 2 rounds
 #   ROUNDS=3 hack/controlplane-kube.sh rc          # only the RC, 3 rounds
 #   KCM_QPS="default 1000" hack/controlplane-kube.sh
 #
@@ -47,7 +48,7 @@ ON_KUBE=${ON_KUBE:-1}
 read -r -a QPS_SETTINGS <<<"${KCM_QPS:-default 1000}"
 WORKLOADS=("$@")
 if [[ ${#WORKLOADS[@]} == 0 ]]; then
-	WORKLOADS=(rc deployment rollout)
+	WORKLOADS=(rc deployment rollout job)
 fi
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/controlplane-kube.XXXXXX")

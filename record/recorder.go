@@ -19,6 +19,7 @@ import (
 
 	"golang.org/x/time/rate"
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -257,6 +258,13 @@ func (b *Broadcaster) NewRecorder(component string) *Recorder {
 	return &Recorder{b: b, source: corev1.EventSource{Component: component, Host: host}, instance: component + "-" + host}
 }
 
+// NewHostRecorder returns a Recorder of component on host whose events
+// name host as their source's host and reporting instance, as a kubelet's
+// name its node.
+func (b *Broadcaster) NewHostRecorder(component, host string) *Recorder {
+	return &Recorder{b: b, source: corev1.EventSource{Component: component, Host: host}, instance: host}
+}
+
 // Event records an event about object with a fixed message.
 func (r *Recorder) Event(object runtime.Object, eventType, reason, message string) {
 	r.record(object, eventType, reason, message)
@@ -307,7 +315,7 @@ func (r *Recorder) record(object runtime.Object, eventType, reason, message stri
 // decoded objects in an informer's cache are).
 var scheme = func() *runtime.Scheme {
 	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, appsv1.AddToScheme, coordinationv1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, appsv1.AddToScheme, batchv1.AddToScheme, coordinationv1.AddToScheme} {
 		if err := add(s); err != nil {
 			panic(fmt.Sprintf("record: building the scheme: %v", err)) // static input: cannot fail
 		}
@@ -315,10 +323,18 @@ var scheme = func() *runtime.Scheme {
 	return s
 }()
 
-// Reference returns the ObjectReference an event about object carries.
+// Reference returns the ObjectReference an event about object carries:
+// a copy of object when it is an ObjectReference already (one naming a
+// part of an object by its fieldPath, as a pod's container).
 func Reference(object runtime.Object) (*corev1.ObjectReference, error) {
 	if object == nil {
 		return nil, fmt.Errorf("record: nil object")
+	}
+	if ref, ok := object.(*corev1.ObjectReference); ok {
+		if ref == nil {
+			return nil, fmt.Errorf("record: nil object")
+		}
+		return ref.DeepCopy(), nil
 	}
 	m, err := meta.Accessor(object)
 	if err != nil {

@@ -40,6 +40,7 @@ type cmOptions struct {
 	burstReplicas  int
 	nodes          string
 	podStartDelay  time.Duration
+	podRunDuration time.Duration
 	podFail        float64
 	podFailImages  string
 	qps            float64
@@ -66,6 +67,7 @@ func defaultCMOptions() cmOptions {
 		burstReplicas:  replication.DefaultBurstReplicas,
 		nodes:          "node-1,node-2,node-3",
 		podStartDelay:  time.Second,
+		podRunDuration: time.Second,
 		qps:            client.DefaultQPS,
 		burst:          client.DefaultBurst,
 
@@ -91,6 +93,7 @@ func (o *cmOptions) addFlags(fs *flag.FlagSet, bindFlag string) {
 	fs.IntVar(&o.burstReplicas, "burst-replicas", o.burstReplicas, "pods one sync of one RC or ReplicaSet creates or deletes at most")
 	fs.StringVar(&o.nodes, "nodes", o.nodes, "comma-separated names of the simulated nodes the podlifecycle controller runs pods on")
 	fs.DurationVar(&o.podStartDelay, "pod-start-delay", o.podStartDelay, "how long a bound pod stays Pending before it runs (podlifecycle)")
+	fs.DurationVar(&o.podRunDuration, "pod-run-duration", o.podRunDuration, "how long the containers of a pod whose restartPolicy is not Always run before they exit, so that Jobs complete (podlifecycle; a pod's "+podlifecycle.RunDurationAnnotation+" annotation overrides it)")
 	fs.Float64Var(&o.podFail, "pod-fail-fraction", o.podFail, "fraction of pods, 0 to 1, the simulated nodes fail instead of running (podlifecycle)")
 	fs.StringVar(&o.podFailImages, "pod-fail-images", o.podFailImages, `comma-separated image patterns (path.Match, e.g. "registry.example/broken:*") whose pods the simulated nodes fail (podlifecycle)`)
 	fs.Float64Var(&o.qps, "kube-api-qps", o.qps, "requests per second to the API server (negative: no limit)")
@@ -127,6 +130,7 @@ func (o *cmOptions) config(cc *client.Config, log *slog.Logger) controllermanage
 			// podlifecycle reads 0 as "the default"; a nanosecond is
 			// what "no delay" means to a user.
 			StartDelay:   max(o.podStartDelay, time.Nanosecond),
+			RunDuration:  max(o.podRunDuration, time.Nanosecond),
 			FailFraction: o.podFail,
 			FailImages:   splitList(o.podFailImages),
 		},

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -16,9 +17,9 @@ import (
 
 // sharedTyped are the Go types whose typed informers the other controllers
 // of this module hold (the ReplicationManager, the ReplicaSet and
-// Deployment controllers, the endpoints controller, the pod lifecycle
-// controller, the service account, root CA and cluster role aggregation
-// controllers): the collector shares those rather than keeping a metadata
+// Deployment controllers, the Job controller, the endpoints controller,
+// the pod lifecycle controller and its nodes, the service account, root
+// CA and cluster role aggregation controllers): the collector shares those rather than keeping a metadata
 // informer of its own beside them, which would be a second watch of the
 // same objects and a second decode of each of their events.
 var sharedTyped = map[reflect.Type]Subscriber{
@@ -32,6 +33,8 @@ var sharedTyped = map[reflect.Type]Subscriber{
 	reflect.TypeFor[*appsv1.Deployment]():     InformerOf[*appsv1.Deployment](),
 	reflect.TypeFor[*appsv1.ReplicaSet]():     InformerOf[*appsv1.ReplicaSet](),
 	reflect.TypeFor[*rbacv1.ClusterRole]():    InformerOf[*rbacv1.ClusterRole](),
+	reflect.TypeFor[*batchv1.Job]():           InformerOf[*batchv1.Job](),
+	reflect.TypeFor[*corev1.Node]():           InformerOf[*corev1.Node](),
 }
 
 // BuiltinResources returns every built-in resource of the resource
@@ -39,7 +42,7 @@ var sharedTyped = map[reflect.Type]Subscriber{
 // all of them, namespaced and cluster-scoped. Those whose typed informers
 // other controllers hold (sharedTyped: pods, replication controllers,
 // services, endpoints, service accounts, config maps, deployments, replica
-// sets, cluster roles) subscribe through the informer of their Go type,
+// sets, jobs, nodes, cluster roles) subscribe through the informer of their Go type,
 // so that the collector shares it; every other one through a metadata-only
 // informer (Metadata), as Kubernetes' collector does, which caches no
 // object's spec or data. Add custom resources with a nil Subscribe.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -43,6 +44,8 @@ func TestBuiltinResources(t *testing.T) {
 		corev1.SchemeGroupVersion.WithResource("serviceaccounts"): synced[*corev1.ServiceAccount],
 		corev1.SchemeGroupVersion.WithResource("configmaps"):      synced[*corev1.ConfigMap],
 		rbacv1.SchemeGroupVersion.WithResource("clusterroles"):    synced[*rbacv1.ClusterRole],
+		batchv1.SchemeGroupVersion.WithResource("jobs"):           synced[*batchv1.Job],
+		corev1.SchemeGroupVersion.WithResource("nodes"):           synced[*corev1.Node],
 	}
 	synctest.Test(t, func(t *testing.T) {
 		sources := map[schema.GroupVersionResource]cache.ListerWatcher[cache.Object]{}
@@ -167,9 +170,9 @@ func TestGarbageCollectorOnBuiltinResources(t *testing.T) {
 	secrets, configmaps, jobs := byResource["secrets"], byResource["configmaps"], byResource["jobs"]
 	clusterroles, rolebindings := byResource["clusterroles"], byResource["rolebindings"]
 	// The fake API serves maps, which only metadata informers read: config
-	// maps and cluster roles share typed informers in BuiltinResources
-	// (TestBuiltinResources checks each subscription).
-	configmaps.Subscribe, clusterroles.Subscribe = Metadata(), Metadata()
+	// maps, jobs and cluster roles share typed informers in
+	// BuiltinResources (TestBuiltinResources checks each subscription).
+	configmaps.Subscribe, jobs.Subscribe, clusterroles.Subscribe = Metadata(), Metadata(), Metadata()
 	all := []Resource{secrets, configmaps, jobs, clusterroles, rolebindings}
 	// mk creates r/name with owners, in the namespace of the tests unless r
 	// is cluster-scoped.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync/atomic"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -14,18 +15,24 @@ import (
 	"github.com/listwatch/listwatch/client"
 )
 
-// restClient is the PodClient over the REST client.
+// restClient is the Client over the REST client.
 type restClient struct {
-	pods *client.Resource[*corev1.Pod]
+	pods   *client.Resource[*corev1.Pod]
+	nodes  *client.Resource[*corev1.Node]
+	leases *client.Resource[*coordinationv1.Lease]
 	// noBinding is set once the server answered pods/binding with a 404
 	// that names no pod: it lacks the subresource, and binds go through
 	// an update of spec.nodeName instead.
 	noBinding atomic.Bool
 }
 
-// NewClient returns the PodClient that talks to an API server through c.
-func NewClient(c *client.Client) PodClient {
-	return &restClient{pods: client.For[*corev1.Pod](c, "")}
+// NewClient returns the Client that talks to an API server through c.
+func NewClient(c *client.Client) Client {
+	return &restClient{
+		pods:   client.For[*corev1.Pod](c, ""),
+		nodes:  client.For[*corev1.Node](c, ""),
+		leases: client.For[*coordinationv1.Lease](c, corev1.NamespaceNodeLease),
+	}
 }
 
 // Bind posts a Binding to pods/{name}/binding, as a scheduler does. A
@@ -78,4 +85,32 @@ func (p *restClient) UpdateStatus(ctx context.Context, pod *corev1.Pod) (*corev1
 
 func (p *restClient) Delete(ctx context.Context, namespace, name string, opts metav1.DeleteOptions) error {
 	return p.pods.Namespace(namespace).Delete(ctx, name, opts)
+}
+
+func (p *restClient) GetNode(ctx context.Context, name string) (*corev1.Node, error) {
+	return p.nodes.Get(ctx, name, metav1.GetOptions{})
+}
+
+func (p *restClient) CreateNode(ctx context.Context, node *corev1.Node) (*corev1.Node, error) {
+	return p.nodes.Create(ctx, node, metav1.CreateOptions{})
+}
+
+func (p *restClient) UpdateNode(ctx context.Context, node *corev1.Node) (*corev1.Node, error) {
+	return p.nodes.Update(ctx, node, metav1.UpdateOptions{})
+}
+
+func (p *restClient) UpdateNodeStatus(ctx context.Context, node *corev1.Node) (*corev1.Node, error) {
+	return p.nodes.UpdateStatus(ctx, node, metav1.UpdateOptions{})
+}
+
+func (p *restClient) GetLease(ctx context.Context, name string) (*coordinationv1.Lease, error) {
+	return p.leases.Get(ctx, name, metav1.GetOptions{})
+}
+
+func (p *restClient) CreateLease(ctx context.Context, lease *coordinationv1.Lease) (*coordinationv1.Lease, error) {
+	return p.leases.Create(ctx, lease, metav1.CreateOptions{})
+}
+
+func (p *restClient) UpdateLease(ctx context.Context, lease *coordinationv1.Lease) (*coordinationv1.Lease, error) {
+	return p.leases.Update(ctx, lease, metav1.UpdateOptions{})
 }

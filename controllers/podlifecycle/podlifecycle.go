@@ -1,9 +1,27 @@
 // Package podlifecycle stands in for the scheduler and the kubelets of a
 // simulated set of nodes, so that pods created by controllers move through
-// their lifecycle without a real cluster: pending pods are bound to a node,
-// become Running and Ready after a delay (or Failed, for a chosen fraction),
-// and graceful deletions of pods on these nodes are confirmed as a kubelet
-// confirms them, by deleting with a zero grace period.
+// their lifecycle without a real cluster, as on kwok's nodes:
+//
+//   - the nodes register as Node objects (capacity, allocatable, a Ready
+//     condition, addresses, nodeInfo) and keep a kubelet's heartbeats: a
+//     Lease in kube-node-lease renewed every 10 s, and the Ready
+//     condition's lastHeartbeatTime;
+//   - pending pods are bound to a node that fits them, as kube-scheduler's
+//     filters decide (nodeSelector and required node affinity, taints and
+//     tolerations, cordoned nodes, resource requests against allocatable),
+//     the least loaded first; a pod no node fits gets the PodScheduled
+//     condition False, reason Unschedulable, and a FailedScheduling event;
+//   - bound pods start after StartDelay (Running and Ready, with a
+//     kubelet's container statuses and Pulled, Created and Started events);
+//     a pod whose restartPolicy is not Always ends RunDuration later,
+//     Succeeded (containers terminated, exit code 0, reason Completed) or,
+//     for a failing pod, Failed with the exit code;
+//   - graceful deletions of pods on these nodes are confirmed as a kubelet
+//     confirms them (a Killing event, then a delete with a zero grace
+//     period).
+//
+// A pod fails when it runs an image of FailImages, when it is one of the
+// FailFraction, or when its ExitCodeAnnotation names a non-zero code.
 //
 // Like the real scheduler it binds only pods whose spec.schedulerName is
 // empty or "default-scheduler", so pods meant for another scheduler stay
@@ -18,6 +36,7 @@ import (
 	"path"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -32,7 +51,21 @@ import (
 // DefaultSchedulerName is the scheduler whose pods this controller binds.
 const DefaultSchedulerName = corev1.DefaultSchedulerName
 
-// PodClient is what the simulated scheduler and kubelets write through.
+// Annotations a pod carries to choose how its containers end on the
+// simulated nodes.
+const (
+	// ExitCodeAnnotation is the exit code of the pod's containers
+	// ("0" to succeed): a non-zero code fails the pod as FailImages do,
+	// with that code.
+	ExitCodeAnnotation = "podlifecycle.listwatch.io/exit-code"
+	// RunDurationAnnotation is how long the pod's containers run before
+	// they exit (a time.ParseDuration string), in place of
+	// Options.RunDuration.
+	RunDurationAnnotation = "podlifecycle.listwatch.io/run-duration"
+)
+
+// PodClient is what the simulated scheduler and kubelets write pods
+// through.
 type PodClient interface {
 	// Bind assigns the pod namespace/name, which must have the given UID, to
 	// node, as a scheduler does through the pods/binding subresource.
@@ -43,17 +76,32 @@ type PodClient interface {
 	Delete(ctx context.Context, namespace, name string, opts metav1.DeleteOptions) error
 }
 
+// Client is all the simulation writes through: NewClient's over a REST
+// client.
+type Client interface {
+	PodClient
+	NodeClient
+}
+
 // Options configure the simulation; the zero value simulates three nodes
-// that start pods after one second and never fail them.
+// that start pods after one second, end those not restarted always a
+// second later, and never fail them.
 type Options struct {
 	// Nodes names the simulated nodes (default node-1, node-2, node-3).
 	Nodes []string
+	// NodeCapacity is each node's capacity and allocatable;
+	// DefaultNodeCapacity() when nil.
+	NodeCapacity corev1.ResourceList
 	// StartDelay is how long a bound pod stays Pending before it runs.
 	StartDelay time.Duration
+	// RunDuration is how long the containers of a pod whose
+	// restartPolicy is not Always run before they exit (1 s when not
+	// positive); a pod's RunDurationAnnotation overrides it.
+	RunDuration time.Duration
 	// FailFraction of pods (0 to 1, chosen by a hash of their UID, so the
-	// choice is stable) fail instead of running: those with restartPolicy
-	// Never end Failed, the others crash-loop (Running, never Ready), as a
-	// kubelet restarts their containers.
+	// choice is stable) fail: those with restartPolicy Never end Failed,
+	// exit code 1, after RunDuration; the others crash-loop (Running,
+	// never Ready), as a kubelet restarts their containers.
 	FailFraction float64
 	// FailImages are patterns (path.Match syntax, such as
 	// "registry.example/broken:*") of images the nodes cannot run: a pod
@@ -65,6 +113,14 @@ type Options struct {
 	// down after a graceful deletion; the pod's own grace period applies
 	// when shorter. Default 1 s.
 	TerminationDelay time.Duration
+	// LeaseRenewInterval, LeaseDuration and NodeStatusInterval time the
+	// nodes' heartbeats; DefaultLeaseRenewInterval, DefaultLeaseDuration
+	// and DefaultNodeStatusInterval when not positive.
+	LeaseRenewInterval, LeaseDuration, NodeStatusInterval time.Duration
+	// Events, when set, returns the recorder of the events of component
+	// (default-scheduler, kubelet) on host ("" for the scheduler, the
+	// node's name for its kubelet).
+	Events func(component, host string) controller.EventRecorder
 	// Controller tunes the workers (DefaultWorkers when not positive),
 	// logs and metrics.
 	Controller controller.Options
@@ -79,64 +135,104 @@ func (o *Options) defaults() {
 	if len(o.Nodes) == 0 {
 		o.Nodes = []string{"node-1", "node-2", "node-3"}
 	}
+	if o.NodeCapacity == nil {
+		o.NodeCapacity = DefaultNodeCapacity()
+	}
 	if o.StartDelay <= 0 {
 		o.StartDelay = time.Second
 	}
+	if o.RunDuration <= 0 {
+		o.RunDuration = time.Second
+	}
 	if o.TerminationDelay <= 0 {
 		o.TerminationDelay = time.Second
+	}
+	if o.LeaseRenewInterval <= 0 {
+		o.LeaseRenewInterval = DefaultLeaseRenewInterval
+	}
+	if o.LeaseDuration <= 0 {
+		o.LeaseDuration = DefaultLeaseDuration
+	}
+	if o.NodeStatusInterval <= 0 {
+		o.NodeStatusInterval = DefaultNodeStatusInterval
 	}
 	if o.Controller.Workers <= 0 {
 		o.Controller.Workers = DefaultWorkers
 	}
 }
 
+// placement is where a pod was put and what it asks of the node.
+type placement struct {
+	node string
+	use  usage
+}
+
 // Controller simulates the scheduler and kubelets. The embedded
 // controller is the scheduler: it binds pending pods. Bound pods go to a
 // queue and workers of their own (as many), the kubelets', which start
-// them, and pods being deleted to a third, whose workers confirm their
-// deletions: as in a cluster, kubelets start the pods already bound and
-// shut down those deleted while the scheduler goes on binding new ones,
-// so a pod does not wait for every pod created before it to be bound
-// before it starts, and a rollout's graceful deletions do not hold up
-// the new pods it waits for.
+// and end them, and pods being deleted to a third, whose workers confirm
+// their deletions: as in a cluster, kubelets start the pods already bound
+// and shut down those deleted while the scheduler goes on binding new
+// ones, so a pod does not wait for every pod created before it to be
+// bound before it starts, and a rollout's graceful deletions do not hold
+// up the new pods it waits for.
 type Controller struct {
 	*controller.Controller[string]
 	starts       *controller.Controller[string]
 	terminations *controller.Controller[string]
 	informer     cache.Informer[*corev1.Pod]
-	client       PodClient
+	nodeInformer cache.Informer[*corev1.Node]
+	client       Client
 	opts         Options
 	nodes        map[string]bool
 
+	// registered is set once the nodes' first registration was tried;
+	// the scheduler starts when the node informer shows every node
+	// registered then.
+	registered   atomic.Bool
+	registeredMu sync.Mutex
+	registeredOK []string
+
 	mu sync.Mutex
 	// boundAt records when each pod was first seen bound to one of the
-	// nodes, which starts its StartDelay.
-	boundAt map[types.UID]time.Time
-	// assumed holds the node each pod was bound to until the informer shows
-	// the binding, as the real scheduler's assume cache does: without it,
+	// nodes, which starts its StartDelay; startedAt when it started,
+	// which starts its RunDuration (the API's times have whole seconds).
+	boundAt, startedAt map[types.UID]time.Time
+	// assumed holds where each pod was bound until the informer shows the
+	// binding, as the real scheduler's assume cache does: without it,
 	// pods bound in quick succession would all see the same least-loaded
 	// node.
-	assumed map[types.UID]string
-	// bound and load are the nodes of the pods seen bound and how many
-	// each has, kept by the same handler that drops assumptions, so that
-	// assume counts each pod exactly once: the informer's node index is
-	// updated before the handlers hear of a binding, and counting it
-	// with the assumptions would count a binding twice meanwhile.
-	bound map[types.UID]string
-	load  map[string]int
+	assumed map[types.UID]placement
+	// placed and used are the pods seen bound and not finished and what
+	// they use of each node, kept by the same handler that drops
+	// assumptions, so that a pod is counted exactly once: the informer's
+	// node index is updated before the handlers hear of a binding, and
+	// counting it with the assumptions would count a binding twice
+	// meanwhile.
+	placed map[types.UID]placement
+	used   map[string]usage
+	// unschedulable holds the keys of pods no node fitted: they are tried
+	// again when a node changes or a pod leaves one.
+	unschedulable map[string]bool
 	// confirmed holds the pods whose deletion was confirmed until the
 	// informer shows them gone: a termination sync queued meanwhile (by
 	// another update of the pod) would otherwise delete them again, and
 	// get a 404 (about one pod in twenty in a rollout of 1,000).
 	confirmed map[types.UID]bool
+	// killed holds the pods whose containers' Killing events were
+	// recorded.
+	killed map[types.UID]bool
+
+	recMu     sync.Mutex
+	recorders map[string]controller.EventRecorder
 }
 
-// New returns a Controller over the shared pod informer, which may be
-// running already: its handler is replayed what is cached, bindings
-// included.
-func New(pods cache.Informer[*corev1.Pod], client PodClient, opts Options) (*Controller, error) {
-	if pods == nil || client == nil {
-		return nil, errors.New("podlifecycle: New needs an informer and a client")
+// New returns a Controller over the shared pod and node informers, which
+// may be running already: its handlers are replayed what is cached,
+// bindings included.
+func New(pods cache.Informer[*corev1.Pod], nodes cache.Informer[*corev1.Node], client Client, opts Options) (*Controller, error) {
+	if pods == nil || nodes == nil || client == nil {
+		return nil, errors.New("podlifecycle: New needs the pod and node informers and a client")
 	}
 	opts.defaults()
 	if opts.FailFraction < 0 || opts.FailFraction > 1 {
@@ -148,35 +244,36 @@ func New(pods cache.Informer[*corev1.Pod], client PodClient, opts Options) (*Con
 		}
 	}
 	c := &Controller{
-		informer:  pods,
-		client:    client,
-		opts:      opts,
-		nodes:     map[string]bool{},
-		boundAt:   map[types.UID]time.Time{},
-		assumed:   map[types.UID]string{},
-		bound:     map[types.UID]string{},
-		load:      map[string]int{},
-		confirmed: map[types.UID]bool{},
+		informer:      pods,
+		nodeInformer:  nodes,
+		client:        client,
+		opts:          opts,
+		nodes:         map[string]bool{},
+		boundAt:       map[types.UID]time.Time{},
+		startedAt:     map[types.UID]time.Time{},
+		assumed:       map[types.UID]placement{},
+		placed:        map[types.UID]placement{},
+		used:          map[string]usage{},
+		unschedulable: map[string]bool{},
+		confirmed:     map[types.UID]bool{},
+		killed:        map[types.UID]bool{},
+		recorders:     map[string]controller.EventRecorder{},
 	}
 	for _, n := range opts.Nodes {
 		c.nodes[n] = true
 	}
 	var err error
-	c.Controller, err = controller.New("podlifecycle", c.sync, opts.Controller, controller.Handle[string](pods, cache.ResourceEventHandlerFuncs[*corev1.Pod]{
-		AddFunc:    func(p *corev1.Pod, _ bool) { c.observe(p) },
-		UpdateFunc: func(_, p *corev1.Pod) { c.observe(p) },
-		DeleteFunc: func(p *corev1.Pod, _ bool) {
-			c.mu.Lock()
-			delete(c.boundAt, p.UID)
-			delete(c.assumed, p.UID)
-			delete(c.confirmed, p.UID)
-			if n, ok := c.bound[p.UID]; ok {
-				c.load[n]--
-				delete(c.bound, p.UID)
-			}
-			c.mu.Unlock()
-		},
-	}))
+	c.Controller, err = controller.New("podlifecycle", c.sync, opts.Controller,
+		controller.Handle[string](pods, cache.ResourceEventHandlerFuncs[*corev1.Pod]{
+			AddFunc:    func(p *corev1.Pod, _ bool) { c.observe(p) },
+			UpdateFunc: func(_, p *corev1.Pod) { c.observe(p) },
+			DeleteFunc: func(p *corev1.Pod, _ bool) { c.forget(p) },
+		}),
+		controller.Handle[string](nodes, cache.ResourceEventHandlerFuncs[*corev1.Node]{
+			AddFunc:    func(*corev1.Node, bool) { c.retryUnschedulable() },
+			UpdateFunc: func(*corev1.Node, *corev1.Node) { c.retryUnschedulable() },
+		}),
+		controller.WaitFor[string](c.nodesRegistered))
 	if err != nil {
 		return nil, fmt.Errorf("podlifecycle: %w", err)
 	}
@@ -193,30 +290,103 @@ func New(pods cache.Informer[*corev1.Pod], client PodClient, opts Options) (*Con
 	return c, nil
 }
 
-// Run runs the workers that bind pods, those that start them and those
-// that confirm their deletions until ctx ends, and returns once all have
+// Run registers the nodes and keeps their heartbeats, and runs the
+// workers that bind pods, those that start and end them and those that
+// confirm their deletions until ctx ends, and returns once all have
 // stopped.
 func (c *Controller) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	wg.Go(func() { c.runNodes(ctx) })
 	errs := make(chan error, 2)
 	go func() { errs <- c.starts.Run(ctx) }()
 	go func() { errs <- c.terminations.Run(ctx) }()
 	err := c.Controller.Run(ctx)
-	return errors.Join(err, <-errs, <-errs)
+	err = errors.Join(err, <-errs, <-errs)
+	wg.Wait()
+	return err
+}
+
+// nodesRegistered reports whether the nodes' first registration was
+// tried and the node informer shows each node it registered: the
+// scheduler waits for it, so that the first pods spread over every node.
+func (c *Controller) nodesRegistered() bool {
+	if !c.registered.Load() || !c.nodeInformer.HasSynced() {
+		return false
+	}
+	c.registeredMu.Lock()
+	defer c.registeredMu.Unlock()
+	for _, n := range c.registeredOK {
+		if _, ok, _ := c.nodeInformer.GetIndexer().GetByKey(n); !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // observe counts a pod the informer shows bound on its node in place of
-// its assumption, and queues the pod.
+// its assumption, uncounts one that finished, and queues the pod.
 func (c *Controller) observe(p *corev1.Pod) {
-	if n := p.Spec.NodeName; n != "" {
-		c.mu.Lock()
+	freed := false
+	c.mu.Lock()
+	active := p.Spec.NodeName != "" && !isTerminal(p)
+	if p.Spec.NodeName != "" {
 		delete(c.assumed, p.UID)
-		if _, ok := c.bound[p.UID]; !ok {
-			c.bound[p.UID] = n
-			c.load[n]++
-		}
-		c.mu.Unlock()
+	}
+	if pl, ok := c.placed[p.UID]; ok && !active {
+		c.used[pl.node] = c.used[pl.node].minus(pl.use)
+		delete(c.placed, p.UID)
+		freed = true
+	} else if !ok && active {
+		pl := placement{node: p.Spec.NodeName, use: podUsage(p)}
+		c.placed[p.UID] = pl
+		c.used[pl.node] = c.used[pl.node].plus(pl.use)
+	}
+	c.mu.Unlock()
+	if freed {
+		c.retryUnschedulable()
 	}
 	c.enqueue(p)
+}
+
+// forget drops what is known of a deleted pod.
+func (c *Controller) forget(p *corev1.Pod) {
+	c.mu.Lock()
+	delete(c.boundAt, p.UID)
+	delete(c.startedAt, p.UID)
+	delete(c.assumed, p.UID)
+	delete(c.confirmed, p.UID)
+	delete(c.killed, p.UID)
+	pl, freed := c.placed[p.UID]
+	if freed {
+		c.used[pl.node] = c.used[pl.node].minus(pl.use)
+		delete(c.placed, p.UID)
+	}
+	if key, err := cache.MetaNamespaceKeyFunc(p); err == nil {
+		delete(c.unschedulable, key)
+	}
+	c.mu.Unlock()
+	if freed {
+		c.retryUnschedulable()
+	}
+}
+
+// retryUnschedulable queues the pods no node fitted, for a node or a
+// node's room has changed.
+func (c *Controller) retryUnschedulable() {
+	c.mu.Lock()
+	keys := make([]string, 0, len(c.unschedulable))
+	for k := range c.unschedulable {
+		keys = append(keys, k)
+	}
+	clear(c.unschedulable)
+	c.mu.Unlock()
+	for _, k := range keys {
+		c.Queue().Add(k)
+	}
+}
+
+func isTerminal(p *corev1.Pod) bool {
+	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
 }
 
 func (c *Controller) enqueue(p *corev1.Pod) {
@@ -235,6 +405,22 @@ func (c *Controller) enqueue(p *corev1.Pod) {
 	}
 }
 
+// recorder returns the event recorder of component on host, or nil.
+func (c *Controller) recorder(component, host string) controller.EventRecorder {
+	if c.opts.Events == nil {
+		return nil
+	}
+	c.recMu.Lock()
+	defer c.recMu.Unlock()
+	k := component + "/" + host
+	r, ok := c.recorders[k]
+	if !ok {
+		r = c.opts.Events(component, host)
+		c.recorders[k] = r
+	}
+	return r
+}
+
 // syncTermination confirms the graceful deletion of the pod at key.
 func (c *Controller) syncTermination(ctx context.Context, key string) (controller.Result, error) {
 	pod, ok, err := c.informer.GetIndexer().GetByKey(key)
@@ -250,7 +436,7 @@ func (c *Controller) sync(ctx context.Context, key string) (controller.Result, e
 		return controller.Result{}, controller.Terminal(err)
 	}
 	pod, ok, err := c.informer.GetIndexer().GetByKey(key)
-	if err != nil || !ok || pod.DeletionTimestamp != nil || pod.Spec.NodeName != "" {
+	if err != nil || !ok || pod.DeletionTimestamp != nil || pod.Spec.NodeName != "" || isTerminal(pod) {
 		// Gone, or the business of the kubelets' workers.
 		return controller.Result{}, err
 	}
@@ -258,24 +444,39 @@ func (c *Controller) sync(ctx context.Context, key string) (controller.Result, e
 }
 
 // syncStart starts the pod at key if it is bound to one of the nodes and
-// has not started.
+// has not started, and ends it when its containers exit.
 func (c *Controller) syncStart(ctx context.Context, key string) (controller.Result, error) {
 	pod, ok, err := c.informer.GetIndexer().GetByKey(key)
 	if err != nil || !ok || pod.DeletionTimestamp != nil || !c.nodes[pod.Spec.NodeName] {
 		return controller.Result{}, err
 	}
-	if pod.Status.Phase != corev1.PodPending && pod.Status.Phase != "" {
-		return controller.Result{}, nil
+	switch pod.Status.Phase {
+	case corev1.PodPending, "":
+		return c.start(ctx, key, pod)
+	case corev1.PodRunning:
+		return c.finish(ctx, key, pod)
 	}
-	return c.start(ctx, key, pod)
+	return controller.Result{}, nil
 }
 
-// schedule binds a pending pod to the node with the fewest pods.
+// schedule binds a pending pod to the least loaded node that fits it, or
+// records why none does.
 func (c *Controller) schedule(ctx context.Context, key string, pod *corev1.Pod) (controller.Result, error) {
 	if s := pod.Spec.SchedulerName; s != "" && s != DefaultSchedulerName {
 		return controller.Result{}, nil
 	}
-	node := c.assume(pod.UID)
+	node, reasons, candidates := c.assume(pod)
+	if node == "" {
+		if candidates == 0 {
+			// No node registered yet: their registration will queue
+			// the pod again.
+			c.mu.Lock()
+			c.unschedulable[key] = true
+			c.mu.Unlock()
+			return controller.Result{}, nil
+		}
+		return controller.Result{}, c.markUnschedulable(ctx, key, pod, unschedulableMessage(candidates, reasons))
+	}
 	err := c.client.Bind(ctx, pod.Namespace, pod.Name, pod.UID, node)
 	if err != nil {
 		c.mu.Lock()
@@ -290,36 +491,96 @@ func (c *Controller) schedule(ctx context.Context, key string, pod *corev1.Pod) 
 		return controller.Result{}, fmt.Errorf("binding pod %s to %s: %w", key, node, err)
 	}
 	c.Logger().Debug("bound pod", "pod", key, "node", node)
+	if r := c.recorder(DefaultSchedulerName, ""); r != nil {
+		r.Eventf(pod, corev1.EventTypeNormal, "Scheduled", "Successfully assigned %s/%s to %s", pod.Namespace, pod.Name, node)
+	}
 	return controller.Result{}, nil
 }
 
-// assume picks the node with the fewest pods, counting those bound but not
-// yet seen bound, and records the pod there.
-func (c *Controller) assume(uid types.UID) string {
+// assume picks the node with the fewest pods among those that fit pod,
+// counting the pods bound but not yet seen bound, and records the pod
+// there. With no node it returns why each registered node did not fit,
+// and how many were looked at.
+func (c *Controller) assume(pod *corev1.Pod) (string, map[string]int, int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if n, ok := c.assumed[uid]; ok {
-		return n
+	if pl, ok := c.assumed[pod.UID]; ok {
+		return pl.node, nil, 0
 	}
-	if n, ok := c.bound[uid]; ok {
-		return n
+	if pl, ok := c.placed[pod.UID]; ok {
+		return pl.node, nil, 0
 	}
-	inFlight := map[string]int{}
-	for _, n := range c.assumed {
-		inFlight[n]++
+	inFlight := map[string]usage{}
+	for _, pl := range c.assumed {
+		inFlight[pl.node] = inFlight[pl.node].plus(pl.use)
 	}
-	best, bestN := "", -1
+	want := podUsage(pod)
+	reasons := map[string]int{}
+	best, bestN, candidates := "", int64(-1), 0
 	for _, n := range c.opts.Nodes {
-		if load := c.load[n] + inFlight[n]; bestN < 0 || load < bestN {
-			best, bestN = n, load
+		node, ok, _ := c.nodeInformer.GetIndexer().GetByKey(n)
+		if !ok {
+			continue
+		}
+		candidates++
+		used := c.used[n].plus(inFlight[n])
+		if why := fit(pod, node, used, want); len(why) > 0 {
+			for _, r := range why {
+				reasons[r]++
+			}
+			continue
+		}
+		if bestN < 0 || used.pods < bestN {
+			best, bestN = n, used.pods
 		}
 	}
-	c.assumed[uid] = best
-	return best
+	if best != "" {
+		c.assumed[pod.UID] = placement{node: best, use: want}
+	}
+	return best, reasons, candidates
 }
 
-// start makes a bound pod Running and Ready, or Failed, once StartDelay has
-// passed since it was first seen bound.
+// markUnschedulable records on pod that no node fits it, as
+// kube-scheduler does: the PodScheduled condition False with reason
+// Unschedulable, and a FailedScheduling event, once per message.
+func (c *Controller) markUnschedulable(ctx context.Context, key string, pod *corev1.Pod, msg string) error {
+	c.mu.Lock()
+	c.unschedulable[key] = true
+	c.mu.Unlock()
+	for _, cond := range pod.Status.Conditions {
+		if cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionFalse && cond.Reason == corev1.PodReasonUnschedulable && cond.Message == msg {
+			return nil
+		}
+	}
+	next := pod.DeepCopy()
+	setCondition(next, corev1.PodCondition{
+		Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: msg,
+		LastTransitionTime: metav1.Now(),
+	})
+	if r := c.recorder(DefaultSchedulerName, ""); r != nil {
+		r.Eventf(pod, corev1.EventTypeWarning, "FailedScheduling", "%s", msg)
+	}
+	_, err := c.client.UpdateStatus(ctx, next)
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("marking pod %s unschedulable: %w", key, err)
+	}
+	return nil
+}
+
+// setCondition puts cond in p's conditions, in place of one of its type.
+func setCondition(p *corev1.Pod, cond corev1.PodCondition) {
+	for i := range p.Status.Conditions {
+		if p.Status.Conditions[i].Type == cond.Type {
+			p.Status.Conditions[i] = cond
+			return
+		}
+	}
+	p.Status.Conditions = append(p.Status.Conditions, cond)
+}
+
+// start makes a bound pod Running (Ready, or crash-looping for a failing
+// pod a kubelet restarts) once StartDelay has passed since it was first
+// seen bound, and queues its end if it has one.
 func (c *Controller) start(ctx context.Context, key string, pod *corev1.Pod) (controller.Result, error) {
 	now := time.Now()
 	c.mu.Lock()
@@ -333,27 +594,96 @@ func (c *Controller) start(ctx context.Context, key string, pod *corev1.Pod) (co
 		return controller.Result{RequeueAfter: wait}, nil
 	}
 	next := pod.DeepCopy()
-	switch {
-	case !c.fails(pod):
-		setRunning(next, now)
-	case pod.Spec.RestartPolicy == corev1.RestartPolicyNever:
-		setFailed(next, now)
-	default:
+	code, fails := c.exitCode(pod)
+	crashLoops := fails && pod.Spec.RestartPolicy != corev1.RestartPolicyNever
+	if crashLoops {
 		// A kubelet restarts the failing containers of such a pod, which
 		// stays Running and never Ready: a Deployment of a bad image
 		// makes no progress, as in a cluster.
-		setCrashLooping(next, now)
+		setCrashLooping(next, now, code)
+	} else {
+		setRunning(next, now)
 	}
 	_, err := c.client.UpdateStatus(ctx, next)
 	switch {
 	case apierrors.IsNotFound(err):
+		return controller.Result{}, nil
 	case apierrors.IsConflict(err):
 		// A newer version is on its way through the informer, and with it
 		// another sync.
+		return controller.Result{}, nil
 	case err != nil:
 		return controller.Result{}, fmt.Errorf("starting pod %s: %w", key, err)
 	}
+	c.recordStarted(pod)
+	c.mu.Lock()
+	c.startedAt[pod.UID] = now
+	c.mu.Unlock()
+	if ends(pod) && !crashLoops {
+		return controller.Result{RequeueAfter: c.runDuration(pod)}, nil
+	}
 	return controller.Result{}, nil
+}
+
+// ends reports whether the containers of pod end, rather than being
+// restarted by their kubelet.
+func ends(pod *corev1.Pod) bool {
+	return pod.Spec.RestartPolicy == corev1.RestartPolicyNever || pod.Spec.RestartPolicy == corev1.RestartPolicyOnFailure
+}
+
+// finish ends a running pod whose containers exit, RunDuration after it
+// started: Succeeded, or Failed with the exit code of a failing pod.
+func (c *Controller) finish(ctx context.Context, key string, pod *corev1.Pod) (controller.Result, error) {
+	code, fails := c.exitCode(pod)
+	if !ends(pod) || (fails && pod.Spec.RestartPolicy != corev1.RestartPolicyNever) {
+		return controller.Result{}, nil
+	}
+	c.mu.Lock()
+	at, ok := c.startedAt[pod.UID]
+	c.mu.Unlock()
+	if !ok {
+		if pod.Status.StartTime == nil {
+			return controller.Result{}, nil
+		}
+		at = pod.Status.StartTime.Time
+	}
+	now := time.Now()
+	if wait := at.Add(c.runDuration(pod)).Sub(now); wait > 0 {
+		return controller.Result{RequeueAfter: wait}, nil
+	}
+	next := pod.DeepCopy()
+	setTerminated(next, now, code)
+	_, err := c.client.UpdateStatus(ctx, next)
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return controller.Result{}, fmt.Errorf("ending pod %s: %w", key, err)
+	}
+	return controller.Result{}, nil
+}
+
+// runDuration is how long pod's containers run before they exit.
+func (c *Controller) runDuration(pod *corev1.Pod) time.Duration {
+	if v, ok := pod.Annotations[RunDurationAnnotation]; ok {
+		if d, err := time.ParseDuration(v); err == nil && d >= 0 {
+			return d
+		}
+		c.Logger().Warn("ignoring a malformed annotation", "pod", pod.Namespace+"/"+pod.Name, "annotation", RunDurationAnnotation, "value", v)
+	}
+	return c.opts.RunDuration
+}
+
+// exitCode is the code pod's containers exit with, and whether it is a
+// failure: ExitCodeAnnotation's, else 1 for a pod that fails.
+func (c *Controller) exitCode(pod *corev1.Pod) (int32, bool) {
+	if v, ok := pod.Annotations[ExitCodeAnnotation]; ok {
+		if n, err := strconv.ParseInt(v, 10, 32); err == nil {
+			return int32(n), n != 0
+		}
+		c.Logger().Warn("ignoring a malformed annotation", "pod", pod.Namespace+"/"+pod.Name, "annotation", ExitCodeAnnotation, "value", v)
+	}
+	if c.fails(pod) {
+		return 1, true
+	}
+	return 0, false
 }
 
 // fails decides, stably for a pod, whether it runs an image of FailImages
@@ -381,6 +711,7 @@ func (c *Controller) terminate(ctx context.Context, pod *corev1.Pod) (controller
 	if !c.nodes[pod.Spec.NodeName] {
 		return controller.Result{}, nil
 	}
+	c.recordKilling(pod)
 	grace := time.Duration(0)
 	if pod.DeletionGracePeriodSeconds != nil {
 		grace = time.Duration(*pod.DeletionGracePeriodSeconds) * time.Second
@@ -411,87 +742,6 @@ func (c *Controller) terminate(ctx context.Context, pod *corev1.Pod) (controller
 		c.mu.Unlock()
 	}
 	return controller.Result{}, nil
-}
-
-func setRunning(p *corev1.Pod, now time.Time) {
-	setStarted(p, now, true, func(ctr corev1.Container, cs *corev1.ContainerStatus) {
-		cs.Ready = true
-		cs.Started = new(true)
-		cs.State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(now)}}
-	})
-}
-
-// setCrashLooping makes p a pod whose containers exit with an error and
-// are restarted with a back-off: Running, not Ready, each container
-// waiting in CrashLoopBackOff after its first failure.
-func setCrashLooping(p *corev1.Pod, now time.Time) {
-	setStarted(p, now, false, func(ctr corev1.Container, cs *corev1.ContainerStatus) {
-		cs.RestartCount = 1
-		cs.Started = new(false)
-		cs.State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{
-			Reason:  "CrashLoopBackOff",
-			Message: "back-off 10s restarting failed container=" + ctr.Name + " pod=" + p.Name + "_" + p.Namespace + "(" + string(p.UID) + ")",
-		}}
-		cs.LastTerminationState = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
-			ExitCode: 1, Reason: "Error", StartedAt: metav1.NewTime(now), FinishedAt: metav1.NewTime(now), ContainerID: cs.ContainerID,
-		}}
-	})
-}
-
-// setStarted makes p Running on its node since now, Ready or not, with a
-// status per container that container fills in.
-func setStarted(p *corev1.Pod, now time.Time, ready bool, container func(ctr corev1.Container, cs *corev1.ContainerStatus)) {
-	t := metav1.NewTime(now)
-	p.Status.Phase = corev1.PodRunning
-	p.Status.StartTime = &t
-	p.Status.HostIP = hostIP(p.Spec.NodeName)
-	p.Status.PodIP = podIP(p.UID)
-	readiness := corev1.ConditionFalse
-	if ready {
-		readiness = corev1.ConditionTrue
-	}
-	p.Status.Conditions = append(conditions(t, corev1.ConditionTrue, corev1.PodScheduled, corev1.PodInitialized),
-		conditions(t, readiness, corev1.ContainersReady, corev1.PodReady)...)
-	p.Status.ContainerStatuses = p.Status.ContainerStatuses[:0]
-	for i, ctr := range p.Spec.Containers {
-		cs := corev1.ContainerStatus{
-			Name:        ctr.Name,
-			Image:       ctr.Image,
-			ImageID:     "sim://" + ctr.Image,
-			ContainerID: "sim://" + string(p.UID) + "/" + strconv.Itoa(i),
-		}
-		container(ctr, &cs)
-		p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, cs)
-	}
-}
-
-func setFailed(p *corev1.Pod, now time.Time) {
-	t := metav1.NewTime(now)
-	p.Status.Phase = corev1.PodFailed
-	p.Status.StartTime = &t
-	p.Status.HostIP = hostIP(p.Spec.NodeName)
-	p.Status.Reason = "SimulatedFailure"
-	p.Status.Message = "podlifecycle failed this pod, as configured by FailFraction"
-	p.Status.Conditions = append(conditions(t, corev1.ConditionTrue, corev1.PodScheduled),
-		conditions(t, corev1.ConditionFalse, corev1.PodInitialized, corev1.ContainersReady, corev1.PodReady)...)
-	p.Status.ContainerStatuses = p.Status.ContainerStatuses[:0]
-	for _, ctr := range p.Spec.Containers {
-		p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, corev1.ContainerStatus{
-			Name:  ctr.Name,
-			Image: ctr.Image,
-			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
-				ExitCode: 1, Reason: "Error", StartedAt: t, FinishedAt: t,
-			}},
-		})
-	}
-}
-
-func conditions(t metav1.Time, status corev1.ConditionStatus, types ...corev1.PodConditionType) []corev1.PodCondition {
-	out := make([]corev1.PodCondition, 0, len(types))
-	for _, typ := range types {
-		out = append(out, corev1.PodCondition{Type: typ, Status: status, LastTransitionTime: t})
-	}
-	return out
 }
 
 // hostIP gives each simulated node a stable address in 10.0.0.0/16.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -30,8 +31,10 @@ var podsGR = schema.GroupResource{Resource: "pods"}
 // podAPI applies the controller's writes to a cachetest source, standing in
 // for the API server in these unit tests of the controller alone.
 type podAPI struct {
-	src *cachetest.Source[*corev1.Pod]
-	mu  sync.Mutex // serialises read-modify-write
+	src    *cachetest.Source[*corev1.Pod]
+	nodes  *cachetest.Source[*corev1.Node]
+	leases *cachetest.Source[*coordinationv1.Lease]
+	mu     sync.Mutex // serialises read-modify-write
 	// calls logs the writes in order: "bind p", "status p", "delete p".
 	calls []string
 	// deleteLag, when set, is how long a deleted pod takes to leave the
@@ -110,6 +113,58 @@ func (a *podAPI) Delete(_ context.Context, ns, name string, opts metav1.DeleteOp
 	return err
 }
 
+func (a *podAPI) GetNode(_ context.Context, name string) (*corev1.Node, error) {
+	n, ok := a.nodes.Get("", name)
+	if !ok {
+		return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "nodes"}, name)
+	}
+	return n.DeepCopy(), nil
+}
+
+func (a *podAPI) CreateNode(_ context.Context, node *corev1.Node) (*corev1.Node, error) {
+	node = node.DeepCopy()
+	node.UID = types.UID("uid-" + node.Name)
+	// The API server's TaintNodesByCondition admission.
+	node.Spec.Taints = append(node.Spec.Taints, corev1.Taint{Key: corev1.TaintNodeNotReady, Effect: corev1.TaintEffectNoSchedule})
+	return a.nodes.Create(node)
+}
+
+func (a *podAPI) UpdateNode(_ context.Context, node *corev1.Node) (*corev1.Node, error) {
+	cur, ok := a.nodes.Get("", node.Name)
+	if !ok {
+		return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "nodes"}, node.Name)
+	}
+	cur = cur.DeepCopy()
+	cur.Spec = node.Spec
+	return a.nodes.Update(cur)
+}
+
+func (a *podAPI) UpdateNodeStatus(_ context.Context, node *corev1.Node) (*corev1.Node, error) {
+	cur, ok := a.nodes.Get("", node.Name)
+	if !ok {
+		return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "nodes"}, node.Name)
+	}
+	cur = cur.DeepCopy()
+	cur.Status = node.Status
+	return a.nodes.Update(cur)
+}
+
+func (a *podAPI) GetLease(_ context.Context, name string) (*coordinationv1.Lease, error) {
+	l, ok := a.leases.Get(corev1.NamespaceNodeLease, name)
+	if !ok {
+		return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "leases"}, name)
+	}
+	return l.DeepCopy(), nil
+}
+
+func (a *podAPI) CreateLease(_ context.Context, l *coordinationv1.Lease) (*coordinationv1.Lease, error) {
+	return a.leases.Create(l)
+}
+
+func (a *podAPI) UpdateLease(_ context.Context, l *coordinationv1.Lease) (*coordinationv1.Lease, error) {
+	return a.leases.Update(l)
+}
+
 // gracefulDelete marks a pod as the API server does for a bound pod.
 func (a *podAPI) gracefulDelete(t *testing.T, ns, name string, grace int64) {
 	t.Helper()
@@ -146,24 +201,41 @@ type harness struct {
 
 func start(t *testing.T, opts Options, pods ...*corev1.Pod) *harness {
 	t.Helper()
+	return startWithNodes(t, opts, nil, pods...)
+}
+
+// startWithNodes is start with Node objects registered before the
+// simulation starts (as a cluster's own, with their taints and labels).
+func startWithNodes(t *testing.T, opts Options, nodes []*corev1.Node, pods ...*corev1.Pod) *harness {
+	t.Helper()
+	nodeSrc := cachetest.New[*corev1.Node]()
+	for _, n := range nodes {
+		if _, err := nodeSrc.Create(n); err != nil {
+			t.Fatal(err)
+		}
+	}
 	src := cachetest.New[*corev1.Pod]()
 	for _, p := range pods {
 		if _, err := src.Create(p); err != nil {
 			t.Fatal(err)
 		}
 	}
-	api := &podAPI{src: src}
+	api := &podAPI{src: src, nodes: nodeSrc, leases: cachetest.New[*coordinationv1.Lease]()}
 	inf := cache.NewSharedIndexInformer[*corev1.Pod](src, cache.SharedInformerOptions{
 		Reflector: cache.ReflectorOptions{Logger: quiet},
 	})
+	nodeInf := cache.NewSharedIndexInformer[*corev1.Node](api.nodes, cache.SharedInformerOptions{
+		Reflector: cache.ReflectorOptions{Logger: quiet},
+	})
 	opts.Controller.Logger = quiet
-	c, err := New(inf, api, opts)
+	c, err := New(inf, nodeInf, api, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	var wg sync.WaitGroup
 	wg.Go(func() { inf.Run(ctx) })
+	wg.Go(func() { nodeInf.Run(ctx) })
 	wg.Go(func() {
 		if err := c.Run(ctx); err != nil {
 			t.Errorf("Run: %v", err)
@@ -257,8 +329,8 @@ func TestPodLifecycle(t *testing.T) {
 			for _, p := range h.api.src.Items() {
 				phases[p.Status.Phase]++
 			}
-			if phases[corev1.PodFailed] < 60 || phases[corev1.PodRunning] < 60 || phases[corev1.PodFailed]+phases[corev1.PodRunning] != 200 {
-				t.Fatalf("phases %v; want about half Failed, the rest Running", phases)
+			if phases[corev1.PodFailed] < 60 || phases[corev1.PodSucceeded] < 60 || phases[corev1.PodFailed]+phases[corev1.PodSucceeded] != 200 {
+				t.Fatalf("phases %v; want about half Failed, the rest Succeeded", phases)
 			}
 			for _, p := range h.api.src.Items() {
 				c := &Controller{opts: Options{FailFraction: 0.5}}
@@ -279,7 +351,7 @@ func TestPodLifecycle(t *testing.T) {
 			c := &Controller{opts: Options{FailFraction: 0.5}}
 			crashing := 0
 			for _, p := range h.api.src.Items() {
-				ready := len(p.Status.Conditions) > 0 && p.Status.Conditions[len(p.Status.Conditions)-1].Status == corev1.ConditionTrue
+				ready := isReady(p)
 				if p.Status.Phase != corev1.PodRunning || ready == c.fails(p) {
 					t.Fatalf("pod %s: phase %s, ready %v, fails() = %v", p.Name, p.Status.Phase, ready, c.fails(p))
 				}
@@ -448,7 +520,8 @@ func TestPodLifecycle(t *testing.T) {
 func TestNewValidatesOptions(t *testing.T) {
 	for _, opts := range []Options{{FailFraction: -0.1}, {FailFraction: 1.5}, {FailImages: []string{"registry.example/[broken"}}} {
 		inf := cache.NewSharedIndexInformer[*corev1.Pod](cachetest.New[*corev1.Pod](), cache.SharedInformerOptions{})
-		if _, err := New(inf, &podAPI{}, opts); err == nil {
+		nodes := cache.NewSharedIndexInformer[*corev1.Node](cachetest.New[*corev1.Node](), cache.SharedInformerOptions{})
+		if _, err := New(inf, nodes, &podAPI{}, opts); err == nil {
 			t.Errorf("%+v accepted", opts)
 		}
 	}

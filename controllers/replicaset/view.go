@@ -317,7 +317,7 @@ func (m *Manager[T]) podView(obj T) (*podView, error) {
 	idx := m.pods.GetIndexer()
 	if v == nil || !fits(v, m.kind, obj) {
 		v = newPodView(m.kind, obj)
-		owned, err := idx.ByIndex(indexByController, byControllerValue(obj.GetNamespace(), string(obj.GetUID())))
+		owned, err := controller.ControlledPods(idx, obj.GetNamespace(), obj.GetUID())
 		if err != nil {
 			return nil, fmt.Errorf("listing controlled pods: %w", err)
 		}
