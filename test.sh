@@ -7,7 +7,9 @@
 # the kubebuilder-style example's module.
 set -euo pipefail
 cd "$(dirname "$0")"
-go test -race -count=1 ./...
+# The API server package runs about 5 minutes under the race detector on
+# 2 cores; the timeout leaves it room on a slower machine.
+go test -race -count=1 -timeout 20m ./...
 # The workqueue stress test at its full size (1M Adds, 8 workers), which the
 # race detector's run above cuts to 100k.
 go test -count=1 -run 'TestNoItemHeldByTwoWorkers$' ./workqueue
