@@ -153,11 +153,6 @@ func (s *Server) write(ctx context.Context, req request, verb, name string) regi
 	return w
 }
 
-// kubeRequest describes a write to the Kubernetes strategies.
-func (s *Server) kubeRequest(ctx context.Context, req request, verb, name string) kube.Request {
-	return s.write(ctx, req, verb, name).KubeRequest()
-}
-
 // generateNameAttempts bounds the names drawn for one create, as
 // kube-apiserver's retry of generated names does.
 const generateNameAttempts = 8
