@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/listwatch/listwatch/internal/runtest"
 )
 
@@ -19,21 +21,27 @@ import (
 // default, as kube-apiserver's), its connection closed; with the default
 // the same client is still being served after the events it missed. The
 // watcher's buffer is made large enough that the cache never cuts it off,
-// so that only the write deadline can end the stream.
+// so that only the write deadline can end the stream — but for the case
+// of a buffer the events overflow: the cache cuts that watcher off
+// (apiserver_terminated_watchers_total), and its connection, blocked in a
+// write, is closed at the same deadline rather than kept while the
+// client lives.
 func TestWatchWriteDeadline(t *testing.T) {
 	const events, size = 40, 320 << 10 // 13 MB: more than the socket buffers hold
 	for _, tc := range []struct {
 		name     string
 		timeout  time.Duration
+		buffer   int
 		wantDrop bool
 	}{
-		{"short deadline drops the client", 300 * time.Millisecond, true},
-		{"default deadline keeps it", 0, false},
+		{"short deadline drops the client", 300 * time.Millisecond, 10 * events, true},
+		{"default deadline keeps it", 0, 10 * events, false},
+		{"a watcher cut off is closed at the deadline", 300 * time.Millisecond, 4, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv, err := New(Config{
 				Storage:                 backends[0].New(t),
-				WatchCache:              WatchCacheConfig{WatcherBuffer: 10 * events},
+				WatchCache:              WatchCacheConfig{WatcherBuffer: tc.buffer},
 				DisableAdmissionPlugins: []string{"ServiceAccount"},
 				WatchWriteTimeout:       tc.timeout,
 			})
@@ -89,6 +97,10 @@ func TestWatchWriteDeadline(t *testing.T) {
 				if got >= events || !(errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)) {
 					t.Fatalf("after a stall longer than the deadline: %d of %d events, then %v; want fewer, then EOF", got, events, err)
 				}
+				cut := terminatedWatchers(t, srv)
+				if wantCut := tc.buffer < events; (cut > 0) != wantCut {
+					t.Fatalf("apiserver_terminated_watchers_total = %v, want cut %v", cut, wantCut)
+				}
 			case <-time.After(3 * time.Second):
 				if tc.wantDrop {
 					t.Fatalf("client that stalled past the deadline still served: %d events read", got)
@@ -101,4 +113,25 @@ func TestWatchWriteDeadline(t *testing.T) {
 			}
 		})
 	}
+}
+
+// terminatedWatchers is srv's apiserver_terminated_watchers_total, over
+// every resource.
+func terminatedWatchers(t *testing.T, srv *Server) float64 {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(srv.Collector())
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0.0
+	for _, f := range families {
+		if f.GetName() == "apiserver_terminated_watchers_total" {
+			for _, m := range f.GetMetric() {
+				total += sampleValue(m)
+			}
+		}
+	}
+	return total
 }
