@@ -62,7 +62,11 @@ func (c *Cache[T]) List(ctx context.Context, opts ListOptions) (*ListResult[T], 
 	if err := c.awaitReady(ctx); err != nil {
 		return nil, err
 	}
-	p := page[T]{pred: newPredicate[T](opts.Label, opts.Field, opts.Namespace), limit: opts.Limit}
+	p := page[T]{pred: newPredicate[T](opts.Label, opts.Field, opts.Namespace), limit: opts.Limit, prefix: c.cfg.Prefix}
+	if opts.Namespace != "" {
+		p.prefix += opts.Namespace + "/"
+	}
+	p.start = p.prefix
 	if opts.Continue != "" {
 		// kube-apiserver's storage checks the token before what is sent
 		// with it.
@@ -73,7 +77,7 @@ func (c *Cache[T]) List(ctx context.Context, opts ListOptions) (*ListResult[T], 
 		if opts.ResourceVersion != "" && opts.ResourceVersion != "0" {
 			return nil, errBadRequest("specifying resource version is not allowed when using continue")
 		}
-		p.start, p.continuing = start, true
+		p.start, p.continuing = max(start, p.prefix), true
 		return c.listAt(ctx, rev, p)
 	}
 	rv, err := ParseResourceVersion(opts.ResourceVersion)
@@ -111,10 +115,21 @@ func (c *Cache[T]) List(ctx context.Context, opts ListOptions) (*ListResult[T], 
 
 // page is what a list asks for besides the revision.
 type page[T Object] struct {
-	pred       predicate[T]
-	limit      int64
+	pred  predicate[T]
+	limit int64
+	// prefix holds the keys the list covers: Prefix, or for a namespace
+	// Prefix+namespace+"/" (keys are Prefix, namespace, name, as in
+	// kube-apiserver's storage), so that a namespaced list reads its
+	// namespace alone and has more pages only when the namespace has more.
+	prefix     string
 	start      string // the full key to start at, inclusive
 	continuing bool
+}
+
+// end is the first key after p's prefix.
+func (p page[T]) end() string {
+	// The prefix ends with "/", and "0" follows "/".
+	return p.prefix[:len(p.prefix)-1] + "0"
 }
 
 // listAt serves a list at exactly rev: from a snapshot when the cache can
@@ -137,28 +152,29 @@ func (c *Cache[T]) compactedBefore(rev int64) bool {
 }
 
 func (c *Cache[T]) pageFromSnapshot(sn *snapshot[T], p page[T]) *ListResult[T] {
-	i := sn.search(p.start)
+	i, last := sn.search(p.start), sn.search(p.end())
+	i = min(i, last)
 	if p.pred.all() {
-		end := len(sn.items)
+		end := last
 		if p.limit > 0 {
 			end = min(end, i+int(p.limit))
 		}
 		res := &ListResult[T]{Items: slices.Clone(sn.objects()[i:end]), Encodings: slices.Clone(sn.encodings()[i:end]), ResourceVersion: sn.rev}
-		if end < len(sn.items) {
+		if end < last {
 			res.Continue = encodeContinue(sn.rev, sn.items[end-1].key, c.cfg.Prefix)
-			n := int64(len(sn.items) - end)
+			n := int64(last - end)
 			res.RemainingItemCount = &n
 		}
 		return res
 	}
-	capacity := len(sn.items) - i
+	capacity := last - i
 	if p.limit > 0 {
 		capacity = min(capacity, int(p.limit))
 	} else {
 		capacity = 0 // a selector: let append size it
 	}
 	res := &ListResult[T]{Items: make([]T, 0, capacity), Encodings: make([]*Encodings, 0, capacity), ResourceVersion: sn.rev}
-	for ; i < len(sn.items); i++ {
+	for ; i < last; i++ {
 		it := sn.items[i]
 		if !p.pred.matches(it) {
 			continue
@@ -170,7 +186,7 @@ func (c *Cache[T]) pageFromSnapshot(sn *snapshot[T], p page[T]) *ListResult[T] {
 			break
 		}
 	}
-	if i < len(sn.items) {
+	if i < last {
 		res.Continue = encodeContinue(sn.rev, sn.items[i-1].key, c.cfg.Prefix)
 	}
 	return res
@@ -186,7 +202,7 @@ func (c *Cache[T]) pageFromStorage(ctx context.Context, rev int64, p page[T]) (*
 		if p.limit > 0 && !p.pred.all() {
 			want = max(want, 100) // a selector may skip most of a page
 		}
-		sr, err := c.cfg.Storage.List(ctx, c.cfg.Prefix, storage.ListOptions{Revision: rev, Limit: want, StartKey: start})
+		sr, err := c.cfg.Storage.List(ctx, p.prefix, storage.ListOptions{Revision: rev, Limit: want, StartKey: start})
 		if err != nil {
 			return nil, c.storageError(err, rev, p.continuing)
 		}

@@ -369,3 +369,70 @@ func TestConsistentListFromCache(t *testing.T) {
 		})
 	}
 }
+
+// TestListNamespacePages: a namespaced list covers its namespace's keys
+// alone, from the cache and from storage alike: a page that ends the
+// namespace has no continue token, whatever other namespaces hold after
+// it (kube-apiserver lists a namespace's key prefix), and a page that
+// does not end it continues within it.
+func TestListNamespacePages(t *testing.T) {
+	st := newStore(t)
+	ctx := context.Background()
+	var last int64
+	for _, ns := range []string{"a", "b", "c"} {
+		for i := range 3 {
+			last = put(t, st, ns, fmt.Sprintf("p%d", i), nil, corev1.PodPending)
+		}
+	}
+	c := newPodCache(t, st, nil)
+	if err := c.waitFor(ctx, last, DefaultFreshTimeout); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		opts ListOptions
+	}{
+		{"cache", ListOptions{ResourceVersion: "0"}},
+		{"cache with a selector", ListOptions{ResourceVersion: "0", Label: labels.Everything(), Field: fields.OneTermEqualSelector("metadata.name", "p2")}},
+		{"storage", ListOptions{ResourceVersion: fmt.Sprint(last), ResourceVersionMatch: metav1.ResourceVersionMatchExact}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, limit := range []int64{1, 2, 3, 4} {
+				opts := tc.opts
+				opts.Namespace, opts.Limit = "b", limit
+				var got []string
+				for pages := 0; ; pages++ {
+					res, err := c.List(ctx, opts)
+					if err != nil {
+						t.Fatalf("limit %d: %v", limit, err)
+					}
+					for _, p := range res.Items {
+						if p.Namespace != "b" {
+							t.Fatalf("limit %d: listed %s/%s", limit, p.Namespace, p.Name)
+						}
+						got = append(got, p.Name)
+					}
+					if res.Continue == "" {
+						break
+					}
+					if pages > 4 {
+						t.Fatalf("limit %d: more than 4 pages", limit)
+					}
+					opts.Continue, opts.ResourceVersion, opts.ResourceVersionMatch = res.Continue, "", ""
+				}
+				want := []string{"p0", "p1", "p2"}
+				if tc.opts.Field != nil {
+					want = []string{"p2"}
+				}
+				if !slices.Equal(got, want) {
+					t.Fatalf("limit %d: listed %v, want %v", limit, got, want)
+				}
+			}
+		})
+	}
+	// A page that ends the namespace has no continue token.
+	res, err := c.List(ctx, ListOptions{ResourceVersion: "0", Namespace: "b", Limit: 3})
+	if err != nil || res.Continue != "" || res.RemainingItemCount != nil {
+		t.Fatalf("a page of all of b: continue %q, remaining %v, %v", res.Continue, res.RemainingItemCount, err)
+	}
+}
