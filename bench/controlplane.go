@@ -49,6 +49,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -230,7 +231,16 @@ func awaitDeployment(ctx context.Context, c *client.Client, n int32) error {
 
 // cpPodLifecycle is the stand-in kubelet of every row: the zero value
 // means podlifecycle's one-second delays; a nanosecond is "at once".
-var cpPodLifecycle = podlifecycle.Options{StartDelay: time.Nanosecond, RunDuration: time.Nanosecond, TerminationDelay: time.Nanosecond}
+var cpPodLifecycle = podlifecycle.Options{StartDelay: time.Nanosecond, RunDuration: time.Nanosecond, TerminationDelay: time.Nanosecond,
+	NodeCapacity: cpNodeCapacity()}
+
+// cpNodeCapacity is kwok's node with room for the largest row: its 110
+// pods a node would hold 330 of the rows' 1,000 to 12,500 pods.
+func cpNodeCapacity() corev1.ResourceList {
+	c := podlifecycle.DefaultNodeCapacity()
+	c[corev1.ResourcePods] = resource.MustParse("20000")
+	return c
+}
 
 const (
 	cpNamespace = "bench"
