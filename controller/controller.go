@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/listwatch/listwatch/internal/defaults"
 	"github.com/listwatch/listwatch/workqueue"
 )
 
@@ -118,19 +119,11 @@ const (
 // overall token bucket, as workqueue.DefaultControllerRateLimiter.
 func (o Options) rateLimiter() (base, maxDelay time.Duration, qps float64, burst int) {
 	base, maxDelay = o.RetryBaseDelay, o.RetryMaxDelay
-	if base <= 0 {
-		base = workqueue.DefaultBaseDelay
-	}
-	if maxDelay <= 0 {
-		maxDelay = workqueue.DefaultMaxDelay
-	}
+	defaults.Positive(&base, workqueue.DefaultBaseDelay)
+	defaults.Positive(&maxDelay, workqueue.DefaultMaxDelay)
 	qps, burst = o.RetryQPS, o.RetryBurst
-	if qps <= 0 {
-		qps = workqueue.DefaultQPS
-	}
-	if burst <= 0 {
-		burst = workqueue.DefaultBurst
-	}
+	defaults.Positive(&qps, workqueue.DefaultQPS)
+	defaults.Positive(&burst, workqueue.DefaultBurst)
 	return base, maxDelay, qps, burst
 }
 
@@ -339,9 +332,7 @@ func waitForCacheSync(ctx context.Context, interval time.Duration, cacheSyncs ..
 	if synced() {
 		return nil
 	}
-	if interval <= 0 {
-		interval = defaultCacheSyncPollInterval
-	}
+	defaults.Positive(&interval, defaultCacheSyncPollInterval)
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {

@@ -55,6 +55,7 @@ import (
 	"github.com/listwatch/listwatch/controllers/job"
 	"github.com/listwatch/listwatch/controllers/namespace"
 	"github.com/listwatch/listwatch/controllers/podlifecycle"
+	"github.com/listwatch/listwatch/internal/defaults"
 	"github.com/listwatch/listwatch/internal/kubeconfig"
 	"github.com/listwatch/listwatch/internal/pki"
 	"github.com/listwatch/listwatch/storage"
@@ -352,15 +353,9 @@ func runControllers(ctx context.Context, cfg *rest.Config, opts Options, log *sl
 	lifecycle := opts.PodLifecycle
 	// podlifecycle takes a zero delay for its one-second default; a
 	// nanosecond is "at once".
-	if lifecycle.StartDelay <= 0 {
-		lifecycle.StartDelay = time.Nanosecond
-	}
-	if lifecycle.TerminationDelay <= 0 {
-		lifecycle.TerminationDelay = time.Nanosecond
-	}
-	if lifecycle.RunDuration <= 0 {
-		lifecycle.RunDuration = time.Nanosecond
-	}
+	defaults.Positive(&lifecycle.StartDelay, time.Nanosecond)
+	defaults.Positive(&lifecycle.TerminationDelay, time.Nanosecond)
+	defaults.Positive(&lifecycle.RunDuration, time.Nanosecond)
 	if opts.WrapControllersTransport != nil {
 		cfg = rest.CopyConfig(cfg)
 		cfg.WrapTransport = opts.WrapControllersTransport

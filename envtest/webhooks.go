@@ -89,27 +89,31 @@ func (o WebhookOptions) prepare(dir string) (*WebhookServing, []*unstructured.Un
 		return nil, nil, err
 	}
 	base := "https://" + net.JoinHostPort(s.Host, strconv.Itoa(s.Port))
-	var objs []*unstructured.Unstructured
+	var configs []runtime.Object
 	for _, m := range mutating {
 		m = m.DeepCopy()
+		m.Kind = "MutatingWebhookConfiguration"
 		for i := range m.Webhooks {
 			pointAt(&m.Webhooks[i].ClientConfig, base, s.CAData)
 		}
-		u, err := toUnstructured(m, "MutatingWebhookConfiguration")
-		if err != nil {
-			return nil, nil, err
-		}
-		objs = append(objs, u)
+		configs = append(configs, m)
 	}
 	for _, v := range validating {
 		v = v.DeepCopy()
+		v.Kind = "ValidatingWebhookConfiguration"
 		for i := range v.Webhooks {
 			pointAt(&v.Webhooks[i].ClientConfig, base, s.CAData)
 		}
-		u, err := toUnstructured(v, "ValidatingWebhookConfiguration")
+		configs = append(configs, v)
+	}
+	objs := make([]*unstructured.Unstructured, 0, len(configs))
+	for _, c := range configs {
+		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(c)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, fmt.Errorf("webhooks: %w", err)
 		}
+		u := &unstructured.Unstructured{Object: m}
+		u.SetAPIVersion(admissionregistrationv1.SchemeGroupVersion.String())
 		objs = append(objs, u)
 	}
 	return s, objs, nil
@@ -199,15 +203,4 @@ func fromUnstructured(u *unstructured.Unstructured, out any) error {
 		return fmt.Errorf("webhooks: %s %s: %w", u.GetKind(), u.GetName(), err)
 	}
 	return nil
-}
-
-func toUnstructured(obj any, kind string) (*unstructured.Unstructured, error) {
-	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
-	if err != nil {
-		return nil, fmt.Errorf("webhooks: %w", err)
-	}
-	u := &unstructured.Unstructured{Object: m}
-	u.SetAPIVersion(admissionregistrationv1.SchemeGroupVersion.String())
-	u.SetKind(kind)
-	return u, nil
 }

@@ -163,11 +163,19 @@ func serviceRangeFlags(fs *flag.FlagSet, clusterIPRange, nodePortRange *string) 
 		"port range of the node ports of NodePort and LoadBalancer services, as 30000-32767 or 30000+2768 (default "+apiserver.DefaultServiceNodePortRange+")")
 }
 
-// logLevelFlag adds --log-level to fs.
-func logLevelFlag(fs *flag.FlagSet) *slog.Level {
+// parseFlags adds --log-level to fs and parses args, which may hold no
+// positional arguments; it returns the logger, on standard error, that
+// --log-level asks for.
+func parseFlags(fs *flag.FlagSet, args []string) (*slog.Logger, error) {
 	level := new(slog.Level)
 	fs.TextVar(level, "log-level", slog.LevelInfo, "log level: debug, info, warn or error")
-	return level
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	return newLogger(os.Stderr, *level), nil
 }
 
 // newLogger returns the process's logger; Kubernetes' own packages, which
@@ -183,14 +191,10 @@ func runAPIServer(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("apiserver", flag.ContinueOnError)
 	var cfg serverConfig
 	cfg.addFlags(fs)
-	level := logLevelFlag(fs)
-	if err := fs.Parse(args); err != nil {
+	log, err := parseFlags(fs, args)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
-	}
-	log := newLogger(os.Stderr, *level)
 	srv, err := startServer(ctx, cfg, log)
 	if err != nil {
 		return err

@@ -3,9 +3,7 @@ package main
 import (
 	"context"
 	"flag"
-	"fmt"
 	"log/slog"
-	"os"
 	"strings"
 	"time"
 
@@ -157,14 +155,10 @@ func runControllerManager(ctx context.Context, args []string) error {
 	opts.addFlags(fs, "bind-address")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
 	kubecontext := fs.String("context", "", "kubeconfig context (default: the current one)")
-	level := logLevelFlag(fs)
-	if err := fs.Parse(args); err != nil {
+	log, err := parseFlags(fs, args)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
-	}
-	log := newLogger(os.Stderr, *level)
 	cc, err := client.LoadConfig(client.LoadOptions{Kubeconfig: *kubeconfig, Context: *kubecontext})
 	if err != nil {
 		return err

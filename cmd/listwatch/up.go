@@ -90,17 +90,14 @@ func runUp(ctx context.Context, args []string) error {
 	featureGatesFlag(fs, &cfg.DisableWatchList)
 	fs.StringVar(&cfg.Output, "output", "text", `how to say the cluster is ready on stdout: "text", or "json" (one line {"url","kubeconfig","pid"}, for scripts)`)
 	exitWithParent := fs.Bool("exit-with-parent", false, "stop, as on Ctrl-C, when the process that started this one exits (for test scripts that may die without stopping it)")
-	level := logLevelFlag(fs)
 	for _, c := range components {
 		if c.flags != nil {
 			c.flags(fs)
 		}
 	}
-	if err := fs.Parse(args); err != nil {
+	log, err := parseFlags(fs, args)
+	if err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	if cfg.Output != "text" && cfg.Output != "json" {
 		return fmt.Errorf("--output %q: want text or json", cfg.Output)
@@ -111,7 +108,7 @@ func runUp(ctx context.Context, args []string) error {
 		defer stop()
 		go untilOrphaned(ctx, os.Getppid, time.Second, stop)
 	}
-	return up(ctx, cfg, os.Stdout, newLogger(os.Stderr, *level))
+	return up(ctx, cfg, os.Stdout, log)
 }
 
 // untilOrphaned calls orphaned once getppid no longer gives the parent it

@@ -37,6 +37,7 @@ import (
 	"github.com/listwatch/listwatch/cache"
 	"github.com/listwatch/listwatch/client"
 	"github.com/listwatch/listwatch/controller"
+	"github.com/listwatch/listwatch/internal/defaults"
 )
 
 // Defaults, kube-controller-manager's.
@@ -122,15 +123,9 @@ func New(jobs cache.Informer[*batchv1.Job], pods cache.Informer[*corev1.Pod], c 
 	if jobs == nil || pods == nil || c == nil {
 		return nil, errors.New("job: New needs the Job and pod informers and a client")
 	}
-	if opts.Controller.Workers <= 0 {
-		opts.Controller.Workers = DefaultWorkers
-	}
-	if opts.PodFailureBackoff <= 0 {
-		opts.PodFailureBackoff = DefaultPodFailureBackoff
-	}
-	if opts.MaxPodFailureBackoff <= 0 {
-		opts.MaxPodFailureBackoff = MaxPodFailureBackoff
-	}
+	defaults.Positive(&opts.Controller.Workers, DefaultWorkers)
+	defaults.Positive(&opts.PodFailureBackoff, DefaultPodFailureBackoff)
+	defaults.Positive(&opts.MaxPodFailureBackoff, MaxPodFailureBackoff)
 	if err := controller.AddPodsByControllerIndex(pods.GetIndexer()); err != nil {
 		return nil, fmt.Errorf("job: %w", err)
 	}

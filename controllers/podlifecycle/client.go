@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/listwatch/listwatch/cache"
 	"github.com/listwatch/listwatch/client"
 )
 
@@ -87,30 +88,27 @@ func (p *restClient) Delete(ctx context.Context, namespace, name string, opts me
 	return p.pods.Namespace(namespace).Delete(ctx, name, opts)
 }
 
-func (p *restClient) GetNode(ctx context.Context, name string) (*corev1.Node, error) {
-	return p.nodes.Get(ctx, name, metav1.GetOptions{})
+func (p *restClient) Nodes() Objects[*corev1.Node] { return resourceObjects[*corev1.Node]{p.nodes} }
+
+func (p *restClient) Leases() Objects[*coordinationv1.Lease] {
+	return resourceObjects[*coordinationv1.Lease]{p.leases}
 }
 
-func (p *restClient) CreateNode(ctx context.Context, node *corev1.Node) (*corev1.Node, error) {
-	return p.nodes.Create(ctx, node, metav1.CreateOptions{})
+// resourceObjects are Objects through the REST client.
+type resourceObjects[T cache.Object] struct{ r *client.Resource[T] }
+
+func (o resourceObjects[T]) Get(ctx context.Context, name string) (T, error) {
+	return o.r.Get(ctx, name, metav1.GetOptions{})
 }
 
-func (p *restClient) UpdateNode(ctx context.Context, node *corev1.Node) (*corev1.Node, error) {
-	return p.nodes.Update(ctx, node, metav1.UpdateOptions{})
+func (o resourceObjects[T]) Create(ctx context.Context, obj T) (T, error) {
+	return o.r.Create(ctx, obj, metav1.CreateOptions{})
 }
 
-func (p *restClient) UpdateNodeStatus(ctx context.Context, node *corev1.Node) (*corev1.Node, error) {
-	return p.nodes.UpdateStatus(ctx, node, metav1.UpdateOptions{})
+func (o resourceObjects[T]) Update(ctx context.Context, obj T) (T, error) {
+	return o.r.Update(ctx, obj, metav1.UpdateOptions{})
 }
 
-func (p *restClient) GetLease(ctx context.Context, name string) (*coordinationv1.Lease, error) {
-	return p.leases.Get(ctx, name, metav1.GetOptions{})
-}
-
-func (p *restClient) CreateLease(ctx context.Context, lease *coordinationv1.Lease) (*coordinationv1.Lease, error) {
-	return p.leases.Create(ctx, lease, metav1.CreateOptions{})
-}
-
-func (p *restClient) UpdateLease(ctx context.Context, lease *coordinationv1.Lease) (*coordinationv1.Lease, error) {
-	return p.leases.Update(ctx, lease, metav1.UpdateOptions{})
+func (o resourceObjects[T]) UpdateStatus(ctx context.Context, obj T) (T, error) {
+	return o.r.UpdateStatus(ctx, obj, metav1.UpdateOptions{})
 }

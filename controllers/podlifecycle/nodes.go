@@ -16,17 +16,21 @@ import (
 // NodeClient is what the simulated kubelets register their nodes and
 // renew their heartbeats through.
 type NodeClient interface {
-	GetNode(ctx context.Context, name string) (*corev1.Node, error)
-	CreateNode(ctx context.Context, node *corev1.Node) (*corev1.Node, error)
-	// UpdateNode writes the node (its spec: taints).
-	UpdateNode(ctx context.Context, node *corev1.Node) (*corev1.Node, error)
-	// UpdateNodeStatus writes the node's status subresource.
-	UpdateNodeStatus(ctx context.Context, node *corev1.Node) (*corev1.Node, error)
-	// GetLease, CreateLease and UpdateLease read and write the node's
-	// Lease in kube-node-lease.
-	GetLease(ctx context.Context, name string) (*coordinationv1.Lease, error)
-	CreateLease(ctx context.Context, lease *coordinationv1.Lease) (*coordinationv1.Lease, error)
-	UpdateLease(ctx context.Context, lease *coordinationv1.Lease) (*coordinationv1.Lease, error)
+	// Nodes reads and writes the nodes: Update their spec (taints),
+	// UpdateStatus their status subresource.
+	Nodes() Objects[*corev1.Node]
+	// Leases reads and writes the nodes' Leases in kube-node-lease.
+	Leases() Objects[*coordinationv1.Lease]
+}
+
+// Objects reads and writes the objects of one kind by name, in the
+// namespace the client is for. Errors must be recognisable by
+// k8s.io/apimachinery/pkg/api/errors.
+type Objects[T any] interface {
+	Get(ctx context.Context, name string) (T, error)
+	Create(ctx context.Context, obj T) (T, error)
+	Update(ctx context.Context, obj T) (T, error)
+	UpdateStatus(ctx context.Context, obj T) (T, error)
 }
 
 // Defaults of the nodes' heartbeats, a kubelet's: the Lease renewed every
@@ -168,11 +172,11 @@ func (c *Controller) runNodes(ctx context.Context) {
 // Its spec (taints, unschedulable) and labels are the cluster's to change
 // and are left as they are.
 func (c *Controller) postNodeStatus(ctx context.Context, name string, now time.Time) error {
-	node, err := c.client.GetNode(ctx, name)
+	node, err := c.client.Nodes().Get(ctx, name)
 	if apierrors.IsNotFound(err) {
-		node, err = c.client.CreateNode(ctx, newNode(name))
+		node, err = c.client.Nodes().Create(ctx, newNode(name))
 		if apierrors.IsAlreadyExists(err) {
-			node, err = c.client.GetNode(ctx, name)
+			node, err = c.client.Nodes().Get(ctx, name)
 		}
 	}
 	if err != nil {
@@ -180,14 +184,14 @@ func (c *Controller) postNodeStatus(ctx context.Context, name string, now time.T
 	}
 	node = node.DeepCopy()
 	node.Status = c.nodeStatus(node, now)
-	node, err = c.client.UpdateNodeStatus(ctx, node)
+	node, err = c.client.Nodes().UpdateStatus(ctx, node)
 	if err != nil {
 		return fmt.Errorf("posting the status of node %s: %w", name, err)
 	}
 	if taints := readyTaints(node.Spec.Taints); len(taints) != len(node.Spec.Taints) {
 		node = node.DeepCopy()
 		node.Spec.Taints = taints
-		if _, err := c.client.UpdateNode(ctx, node); err != nil {
+		if _, err := c.client.Nodes().Update(ctx, node); err != nil {
 			return fmt.Errorf("untainting ready node %s: %w", name, err)
 		}
 	}
@@ -215,15 +219,15 @@ func readyTaints(taints []corev1.Taint) []corev1.Taint {
 // Node as a kubelet's is, creating it if need be.
 func (c *Controller) renewLease(ctx context.Context, name string, now time.Time) error {
 	renew := metav1.NewMicroTime(now)
-	lease, err := c.client.GetLease(ctx, name)
+	lease, err := c.client.Leases().Get(ctx, name)
 	if apierrors.IsNotFound(err) {
-		node, nerr := c.client.GetNode(ctx, name)
+		node, nerr := c.client.Nodes().Get(ctx, name)
 		if nerr != nil {
 			return fmt.Errorf("lease of node %s: %w", name, nerr)
 		}
 		holder := name
 		duration := int32(c.opts.LeaseDuration / time.Second)
-		_, err = c.client.CreateLease(ctx, &coordinationv1.Lease{
+		_, err = c.client.Leases().Create(ctx, &coordinationv1.Lease{
 			ObjectMeta: metav1.ObjectMeta{
 				Name: name, Namespace: corev1.NamespaceNodeLease,
 				OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: name, UID: node.UID}},
@@ -237,6 +241,6 @@ func (c *Controller) renewLease(ctx context.Context, name string, now time.Time)
 	}
 	lease = lease.DeepCopy()
 	lease.Spec.RenewTime = &renew
-	_, err = c.client.UpdateLease(ctx, lease)
+	_, err = c.client.Leases().Update(ctx, lease)
 	return err
 }

@@ -46,6 +46,7 @@ import (
 
 	"github.com/listwatch/listwatch/cache"
 	"github.com/listwatch/listwatch/controller"
+	"github.com/listwatch/listwatch/internal/defaults"
 )
 
 // DefaultSchedulerName is the scheduler whose pods this controller binds.
@@ -138,27 +139,13 @@ func (o *Options) defaults() {
 	if o.NodeCapacity == nil {
 		o.NodeCapacity = DefaultNodeCapacity()
 	}
-	if o.StartDelay <= 0 {
-		o.StartDelay = time.Second
-	}
-	if o.RunDuration <= 0 {
-		o.RunDuration = time.Second
-	}
-	if o.TerminationDelay <= 0 {
-		o.TerminationDelay = time.Second
-	}
-	if o.LeaseRenewInterval <= 0 {
-		o.LeaseRenewInterval = DefaultLeaseRenewInterval
-	}
-	if o.LeaseDuration <= 0 {
-		o.LeaseDuration = DefaultLeaseDuration
-	}
-	if o.NodeStatusInterval <= 0 {
-		o.NodeStatusInterval = DefaultNodeStatusInterval
-	}
-	if o.Controller.Workers <= 0 {
-		o.Controller.Workers = DefaultWorkers
-	}
+	defaults.Positive(&o.StartDelay, time.Second)
+	defaults.Positive(&o.RunDuration, time.Second)
+	defaults.Positive(&o.TerminationDelay, time.Second)
+	defaults.Positive(&o.LeaseRenewInterval, DefaultLeaseRenewInterval)
+	defaults.Positive(&o.LeaseDuration, DefaultLeaseDuration)
+	defaults.Positive(&o.NodeStatusInterval, DefaultNodeStatusInterval)
+	defaults.Positive(&o.Controller.Workers, DefaultWorkers)
 }
 
 // placement is where a pod was put and what it asks of the node.

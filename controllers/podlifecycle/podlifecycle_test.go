@@ -113,56 +113,68 @@ func (a *podAPI) Delete(_ context.Context, ns, name string, opts metav1.DeleteOp
 	return err
 }
 
-func (a *podAPI) GetNode(_ context.Context, name string) (*corev1.Node, error) {
-	n, ok := a.nodes.Get("", name)
+func (a *podAPI) Nodes() Objects[*corev1.Node]           { return nodesAPI{a} }
+func (a *podAPI) Leases() Objects[*coordinationv1.Lease] { return leasesAPI{a} }
+
+// nodesAPI writes nodes as the API server does: a node registered gets
+// the not-ready taint (TaintNodesByCondition admission), a write of its
+// spec keeps its status and one of its status keeps its spec.
+type nodesAPI struct{ a *podAPI }
+
+func (n nodesAPI) Get(_ context.Context, name string) (*corev1.Node, error) {
+	node, ok := n.a.nodes.Get("", name)
 	if !ok {
 		return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "nodes"}, name)
 	}
-	return n.DeepCopy(), nil
+	return node.DeepCopy(), nil
 }
 
-func (a *podAPI) CreateNode(_ context.Context, node *corev1.Node) (*corev1.Node, error) {
+func (n nodesAPI) Create(_ context.Context, node *corev1.Node) (*corev1.Node, error) {
 	node = node.DeepCopy()
 	node.UID = types.UID("uid-" + node.Name)
-	// The API server's TaintNodesByCondition admission.
 	node.Spec.Taints = append(node.Spec.Taints, corev1.Taint{Key: corev1.TaintNodeNotReady, Effect: corev1.TaintEffectNoSchedule})
-	return a.nodes.Create(node)
+	return n.a.nodes.Create(node)
 }
 
-func (a *podAPI) UpdateNode(_ context.Context, node *corev1.Node) (*corev1.Node, error) {
-	cur, ok := a.nodes.Get("", node.Name)
-	if !ok {
-		return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "nodes"}, node.Name)
+func (n nodesAPI) Update(ctx context.Context, node *corev1.Node) (*corev1.Node, error) {
+	return n.write(ctx, node, func(cur, node *corev1.Node) { cur.Spec = node.Spec })
+}
+
+func (n nodesAPI) UpdateStatus(ctx context.Context, node *corev1.Node) (*corev1.Node, error) {
+	return n.write(ctx, node, func(cur, node *corev1.Node) { cur.Status = node.Status })
+}
+
+// write applies the part of node that set copies to the stored node.
+func (n nodesAPI) write(ctx context.Context, node *corev1.Node, set func(cur, node *corev1.Node)) (*corev1.Node, error) {
+	cur, err := n.Get(ctx, node.Name)
+	if err != nil {
+		return nil, err
 	}
-	cur = cur.DeepCopy()
-	cur.Spec = node.Spec
-	return a.nodes.Update(cur)
+	set(cur, node)
+	return n.a.nodes.Update(cur)
 }
 
-func (a *podAPI) UpdateNodeStatus(_ context.Context, node *corev1.Node) (*corev1.Node, error) {
-	cur, ok := a.nodes.Get("", node.Name)
-	if !ok {
-		return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "nodes"}, node.Name)
-	}
-	cur = cur.DeepCopy()
-	cur.Status = node.Status
-	return a.nodes.Update(cur)
-}
+// leasesAPI stores the nodes' Leases as they are written.
+type leasesAPI struct{ a *podAPI }
 
-func (a *podAPI) GetLease(_ context.Context, name string) (*coordinationv1.Lease, error) {
-	l, ok := a.leases.Get(corev1.NamespaceNodeLease, name)
+func (l leasesAPI) Get(_ context.Context, name string) (*coordinationv1.Lease, error) {
+	lease, ok := l.a.leases.Get(corev1.NamespaceNodeLease, name)
 	if !ok {
 		return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "leases"}, name)
 	}
-	return l.DeepCopy(), nil
+	return lease.DeepCopy(), nil
 }
 
-func (a *podAPI) CreateLease(_ context.Context, l *coordinationv1.Lease) (*coordinationv1.Lease, error) {
-	return a.leases.Create(l)
+func (l leasesAPI) Create(_ context.Context, lease *coordinationv1.Lease) (*coordinationv1.Lease, error) {
+	return l.a.leases.Create(lease)
 }
 
-func (a *podAPI) UpdateLease(_ context.Context, l *coordinationv1.Lease) (*coordinationv1.Lease, error) {
-	return a.leases.Update(l)
+func (l leasesAPI) Update(_ context.Context, lease *coordinationv1.Lease) (*coordinationv1.Lease, error) {
+	return l.a.leases.Update(lease)
+}
+
+func (l leasesAPI) UpdateStatus(context.Context, *coordinationv1.Lease) (*coordinationv1.Lease, error) {
+	return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "leases"}, "status")
 }
 
 // gracefulDelete marks a pod as the API server does for a bound pod.
