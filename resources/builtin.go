@@ -169,9 +169,18 @@ var builtins = []*Resource{
 		Plural: "certificatesigningrequests", Singular: "certificatesigningrequest", ShortNames: []string{"csr"},
 		Subresources: []string{Approval, Status}, Fields: []string{"spec.signerName"}}),
 
-	// admissionregistration.k8s.io/v1: stored, never called (see README)
+	// admissionregistration.k8s.io/v1: what kube's admission plugins
+	// (webhooks and policies) read
+	of[*admissionregistrationv1.MutatingAdmissionPolicy](admissionregistrationv1.SchemeGroupVersion, "MutatingAdmissionPolicy", Resource{
+		Plural: "mutatingadmissionpolicies", Singular: "mutatingadmissionpolicy", Categories: []string{"api-extensions"}}),
+	of[*admissionregistrationv1.MutatingAdmissionPolicyBinding](admissionregistrationv1.SchemeGroupVersion, "MutatingAdmissionPolicyBinding", Resource{
+		Plural: "mutatingadmissionpolicybindings", Singular: "mutatingadmissionpolicybinding", Categories: []string{"api-extensions"}}),
 	of[*admissionregistrationv1.MutatingWebhookConfiguration](admissionregistrationv1.SchemeGroupVersion, "MutatingWebhookConfiguration", Resource{
 		Plural: "mutatingwebhookconfigurations", Singular: "mutatingwebhookconfiguration", Categories: []string{"api-extensions"}}),
+	of[*admissionregistrationv1.ValidatingAdmissionPolicy](admissionregistrationv1.SchemeGroupVersion, "ValidatingAdmissionPolicy", Resource{
+		Plural: "validatingadmissionpolicies", Singular: "validatingadmissionpolicy", Categories: []string{"api-extensions"}, Subresources: []string{Status}}),
+	of[*admissionregistrationv1.ValidatingAdmissionPolicyBinding](admissionregistrationv1.SchemeGroupVersion, "ValidatingAdmissionPolicyBinding", Resource{
+		Plural: "validatingadmissionpolicybindings", Singular: "validatingadmissionpolicybinding", Categories: []string{"api-extensions"}}),
 	of[*admissionregistrationv1.ValidatingWebhookConfiguration](admissionregistrationv1.SchemeGroupVersion, "ValidatingWebhookConfiguration", Resource{
 		Plural: "validatingwebhookconfigurations", Singular: "validatingwebhookconfiguration", Categories: []string{"api-extensions"}}),
 

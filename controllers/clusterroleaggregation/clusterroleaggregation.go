@@ -15,7 +15,6 @@ package clusterroleaggregation
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -26,11 +25,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/listwatch/listwatch/cache"
 	"github.com/listwatch/listwatch/client"
 	"github.com/listwatch/listwatch/controller"
+	"github.com/listwatch/listwatch/internal/objclient"
 )
 
 // FieldManager is the manager the aggregated rules are applied as, the
@@ -54,34 +53,16 @@ type restClient struct {
 	roles *client.Resource[*rbacv1.ClusterRole]
 }
 
-// applyConfiguration is the apply configuration kube's controller sends
+// ApplyRules sends the apply configuration kube's controller sends
 // (rbacv1ac.ClusterRole(name).WithRules(...)): identity and rules alone,
 // no rules key at all when there are none, so that the manager gives up
 // the rules it applied before.
-type applyConfiguration struct {
-	APIVersion string              `json:"apiVersion"`
-	Kind       string              `json:"kind"`
-	Metadata   applyMetadata       `json:"metadata"`
-	Rules      []rbacv1.PolicyRule `json:"rules,omitempty"`
-}
-
-type applyMetadata struct {
-	Name string `json:"name"`
-}
-
 func (r restClient) ApplyRules(ctx context.Context, name string, rules []rbacv1.PolicyRule) error {
-	body, err := json.Marshal(applyConfiguration{
-		APIVersion: rbacv1.SchemeGroupVersion.String(),
-		Kind:       "ClusterRole",
-		Metadata:   applyMetadata{Name: name},
-		Rules:      rules,
-	})
-	if err != nil {
-		return fmt.Errorf("encode the apply configuration of %s: %w", name, err)
+	fields := map[string]any{}
+	if len(rules) > 0 {
+		fields["rules"] = rules
 	}
-	force := true
-	_, err = r.roles.Patch(ctx, name, types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: FieldManager, Force: &force})
-	return err
+	return objclient.Apply(ctx, r.roles, rbacv1.SchemeGroupVersion.WithKind("ClusterRole"), name, FieldManager, fields)
 }
 
 // Options tune the controller; the zero value is kube-controller-manager's

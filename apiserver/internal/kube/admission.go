@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -15,17 +16,23 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/admission/initializer"
+	mutatingpolicy "k8s.io/apiserver/pkg/admission/plugin/policy/mutating"
+	validatingpolicy "k8s.io/apiserver/pkg/admission/plugin/policy/validating"
 	"k8s.io/apiserver/pkg/admission/plugin/resourcequota"
 	webhookinit "k8s.io/apiserver/pkg/admission/plugin/webhook/initializer"
 	mutatingwebhook "k8s.io/apiserver/pkg/admission/plugin/webhook/mutating"
 	validatingwebhook "k8s.io/apiserver/pkg/admission/plugin/webhook/validating"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
+	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/apiserver/pkg/warning"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
 	"k8s.io/component-base/compatibility"
 	baseversion "k8s.io/component-base/version"
 
@@ -33,6 +40,7 @@ import (
 	controlplaneadmission "k8s.io/kubernetes/pkg/controlplane/apiserver/admission"
 	"k8s.io/kubernetes/pkg/kubeapiserver/admission/exclusion"
 	quotainstall "k8s.io/kubernetes/pkg/quota/v1/install"
+	"k8s.io/kubernetes/pkg/registry/admissionregistration/resolver"
 	certsubjectrestriction "k8s.io/kubernetes/plugin/pkg/admission/certificates/subjectrestriction"
 	"k8s.io/kubernetes/plugin/pkg/admission/defaulttolerationseconds"
 	"k8s.io/kubernetes/plugin/pkg/admission/limitranger"
@@ -65,12 +73,14 @@ import (
 // ValidatingAdmissionWebhook) are kube's plugins with what kube-apiserver
 // gives them (webhooks.go): its service resolver through a Service's
 // EndpointSlices and its authentication info resolver, and the webhook
-// configurations from the same informers.
+// configurations from the same informers. So are the admission policies
+// (MutatingAdmissionPolicy, ValidatingAdmissionPolicy), which also get a
+// dynamic client and a RESTMapper over the server's discovery, both
+// through its loopback client, and its authorizer.
 //
 // Of the default set, these are not run: NamespaceLifecycle, whose rules
 // are the server's own; CertificateApproval, CertificateSigning and
-// ClusterTrustBundleAttest, which need an authorizer; and the admission
-// policies.
+// ClusterTrustBundleAttest, which need an authorizer.
 
 // plugin is one admission plugin of kube-apiserver's default set.
 type plugin struct {
@@ -100,7 +110,9 @@ var admissionPlugins = []plugin{
 	{podtopologylabels.PluginName, podtopologylabels.Register, true},
 	{nodedeclaredfeatures.PluginName, nodedeclaredfeatures.Register, true},
 	{podresize.PluginName, podresize.Register, true},
+	{mutatingpolicy.PluginName, mutatingpolicy.Register, true},
 	{mutatingwebhook.PluginName, mutatingwebhook.Register, true},
+	{validatingpolicy.PluginName, validatingpolicy.Register, true},
 	{validatingwebhook.PluginName, validatingwebhook.Register, true},
 	{resourcequota.PluginName, resourcequota.Register, true},
 }
@@ -151,6 +163,10 @@ type Admission struct {
 	mutating   admission.MutationInterface
 	validating admission.ValidationInterface
 	fresh      func(ctx context.Context)
+	// policies are the strategies of the admission policies and their
+	// bindings, which check writes with the server's authorizer
+	// (policies.go).
+	policies map[schema.GroupResource]entry
 }
 
 // NewAdmission builds the plugins of cfg, initialised as kube-apiserver
@@ -174,8 +190,34 @@ func NewAdmission(cfg AdmissionConfig) (*Admission, error) {
 	if stop == nil {
 		stop = make(chan struct{})
 	}
+	a := &Admission{fresh: cfg.Fresh}
+	var dynamicClient dynamic.Interface
+	var mapper meta.RESTMapper
+	authz := cfg.Authorizer
+	if reads {
+		// What kube-apiserver gives the admission policies: a dynamic
+		// client and a RESTMapper over its own discovery, both through
+		// its loopback client, and its authorizer (one that allows
+		// everything for a server that authorizes nothing).
+		if cfg.Loopback == nil {
+			return nil, errors.New("kube: admission reading objects needs the loopback configuration")
+		}
+		var err error
+		if dynamicClient, err = dynamic.NewForConfig(cfg.Loopback); err != nil {
+			return nil, fmt.Errorf("kube: dynamic client: %w", err)
+		}
+		mapper = restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(cfg.Client.Discovery()))
+		if authz == nil {
+			authz = authorizerfactory.NewAlwaysAllowAuthorizer()
+		}
+		resolve, err := resolver.NewDiscoveryResourceResolver(cfg.Client.Discovery())
+		if err != nil {
+			return nil, fmt.Errorf("kube: resource resolver: %w", err)
+		}
+		a.policies = policyEntries(authz, resolve, cfg.Client)
+	}
 	inits := admission.PluginInitializers{
-		initializer.New(cfg.Client, nil, cfg.Informers, cfg.Authorizer, utilfeature.DefaultFeatureGate, effectiveVersion, stop, nil),
+		initializer.New(cfg.Client, dynamicClient, cfg.Informers, authz, utilfeature.DefaultFeatureGate, effectiveVersion, stop, mapper),
 	}
 	if reads {
 		quota, err := quotainstall.NewQuotaConfigurationForAdmission(cfg.Informers, servedResources(cfg.Served))
@@ -194,7 +236,6 @@ func NewAdmission(cfg AdmissionConfig) (*Admission, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kube: admission plugins: %w", err)
 	}
-	a := &Admission{fresh: cfg.Fresh}
 	a.mutating, _ = chain.(admission.MutationInterface)
 	a.validating, _ = chain.(admission.ValidationInterface)
 	return a, nil

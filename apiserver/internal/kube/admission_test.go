@@ -16,12 +16,10 @@ import (
 // notRun are the plugins of kube-apiserver's default set that are not run
 // here, with why (admission.go).
 var notRun = map[string]string{
-	"NamespaceLifecycle":        "the server's own rules",
-	"CertificateApproval":       "needs an authorizer",
-	"CertificateSigning":        "needs an authorizer",
-	"ClusterTrustBundleAttest":  "needs an authorizer",
-	"MutatingAdmissionPolicy":   "not yet served",
-	"ValidatingAdmissionPolicy": "not yet served",
+	"NamespaceLifecycle":       "the server's own rules",
+	"CertificateApproval":      "needs an authorizer",
+	"CertificateSigning":       "needs an authorizer",
+	"ClusterTrustBundleAttest": "needs an authorizer",
 }
 
 // TestAdmissionPluginsAreKubes checks the plugins against kube-apiserver's

@@ -223,7 +223,7 @@ func (k *Rules) Create(ctx context.Context, req Request, obj runtime.Object) (ru
 			return nil, err
 		}
 	}
-	if err := rest.BeforeCreate(k.entry.main, ctx, in); err != nil {
+	if err := rest.BeforeCreate(k.strategiesFor(req).main, ctx, in); err != nil {
 		return nil, err
 	}
 	if err := k.validate(ctx, req, in, nil); err != nil {
@@ -255,7 +255,7 @@ func (k *Rules) Update(ctx context.Context, req Request, u, old *unstructured.Un
 // It saves an update the conversions of the object to and from a map
 // where the caller holds it typed already (BenchmarkUpdatePod).
 func (k *Rules) UpdateTyped(ctx context.Context, req Request, ext runtime.Object, old *unstructured.Unstructured) (runtime.Object, error) {
-	strategy, err := k.updateStrategy(req.Subresource)
+	strategy, err := k.updateStrategy(req)
 	if err != nil {
 		return nil, err
 	}
@@ -285,20 +285,21 @@ func (k *Rules) UpdateTyped(ctx context.Context, req Request, ext runtime.Object
 	return k.served(in)
 }
 
-func (k *Rules) updateStrategy(sub string) (rest.RESTUpdateStrategy, error) {
+func (k *Rules) updateStrategy(req Request) (rest.RESTUpdateStrategy, error) {
+	e := k.strategiesFor(req)
 	var s rest.RESTUpdateStrategy
-	switch sub {
+	switch req.Subresource {
 	case "", "scale":
-		s = k.entry.main
+		s = e.main
 	case "status":
-		s = k.entry.status
+		s = e.status
 	case "finalize":
-		s = k.entry.finalize
+		s = e.finalize
 	case "approval":
-		s = k.entry.approval
+		s = e.approval
 	}
 	if s == nil {
-		return nil, apierrors.NewNotFound(k.gvr.GroupResource(), sub)
+		return nil, apierrors.NewNotFound(k.gvr.GroupResource(), req.Subresource)
 	}
 	return s, nil
 }

@@ -23,7 +23,7 @@ func TestEveryBuiltinHasRules(t *testing.T) {
 				t.Fatal("no strategy")
 			}
 			if def.HasSubresource(resources.Status) {
-				if _, err := k.updateStrategy("status"); err != nil {
+				if _, err := k.updateStrategy(Request{Subresource: "status"}); err != nil {
 					t.Errorf("status subresource without a status strategy: %v", err)
 				}
 			}
@@ -158,7 +158,7 @@ func TestUpdateKeepsWhatTheSubresourceMayNotChange(t *testing.T) {
 			}
 		})
 	}
-	if _, err := k.updateStrategy("binding"); !apierrors.IsNotFound(err) {
+	if _, err := k.updateStrategy(Request{Subresource: "binding"}); !apierrors.IsNotFound(err) {
 		t.Errorf("a subresource without a strategy: %v, want NotFound", err)
 	}
 }

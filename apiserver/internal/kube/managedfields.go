@@ -23,7 +23,7 @@ func (k *Rules) DefaultTyped(obj runtime.Object) {
 // them (rest.ResetFieldsStrategy): kube-apiserver's field manager leaves
 // them out of what the writer owns. nil when the strategy states none.
 func (k *Rules) ResetFields(sub string) map[fieldpath.APIVersion]*fieldpath.Set {
-	s, err := k.updateStrategy(sub)
+	s, err := k.updateStrategy(Request{Subresource: sub})
 	if err != nil {
 		return nil
 	}
