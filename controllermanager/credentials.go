@@ -36,6 +36,7 @@ var controllerAccounts = map[string]string{
 	Deployment:             "deployment-controller",
 	ClusterRoleAggregation: "clusterrole-aggregation-controller",
 	Job:                    "job-controller",
+	AdmissionPolicyStatus:  "validatingadmissionpolicy-status-controller",
 }
 
 // ControllerUser returns the user controller name acts as with

@@ -30,6 +30,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -39,6 +40,7 @@ import (
 	"github.com/listwatch/listwatch/cache"
 	"github.com/listwatch/listwatch/client"
 	"github.com/listwatch/listwatch/controller"
+	"github.com/listwatch/listwatch/controllers/admissionpolicystatus"
 	"github.com/listwatch/listwatch/controllers/clusterroleaggregation"
 	"github.com/listwatch/listwatch/controllers/deployment"
 	"github.com/listwatch/listwatch/controllers/endpoints"
@@ -70,6 +72,9 @@ const (
 	ClusterRoleAggregation = "clusterroleaggregation"
 	// Job is kube's job controller.
 	Job = "job"
+	// AdmissionPolicyStatus is kube's validatingadmissionpolicy-status
+	// controller.
+	AdmissionPolicyStatus = "validatingadmissionpolicystatus"
 )
 
 // AllControllers lists every controller, in the order they start.
@@ -158,6 +163,9 @@ type Manager struct {
 	cfg         Config
 	controllers []string
 	client      *client.Client
+	// restConfig is client's configuration, for the controllers that use
+	// client-go's discovery (admissionpolicystatus).
+	restConfig *rest.Config
 	// clients are the controllers' own, by controller name, with
 	// Config.ServiceAccountCredentials.
 	clients  map[string]*client.Client
@@ -242,6 +250,7 @@ func New(cfg Config) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("controllermanager: %w", err)
 	}
+	m.restConfig = cc.REST
 	if cfg.ServiceAccountCredentials {
 		if m.clients, err = controllerClients(&cc, names); err != nil {
 			return nil, fmt.Errorf("controllermanager: %w", err)
@@ -658,6 +667,15 @@ var controllers = []controllerDef{
 	{ClusterRoleAggregation, func(_ context.Context, d deps) (runner, error) {
 		return clusterroleaggregation.New(informers.For[*rbacv1.ClusterRole](d.factory), clusterroleaggregation.NewClient(d.clientOf(ClusterRoleAggregation)),
 			clusterroleaggregation.Options{Controller: d.options("clusterrole-aggregation-controller", controller.Options{})})
+	}},
+	{AdmissionPolicyStatus, func(_ context.Context, d deps) (runner, error) {
+		checker, err := admissionpolicystatus.NewChecker(d.m.restConfig)
+		if err != nil {
+			return nil, err
+		}
+		return admissionpolicystatus.New(informers.For[*admissionregistrationv1.ValidatingAdmissionPolicy](d.factory),
+			admissionpolicystatus.NewClient(d.clientOf(AdmissionPolicyStatus)), checker,
+			admissionpolicystatus.Options{Controller: d.options("validatingadmissionpolicy-status-controller", controller.Options{})})
 	}},
 }
 

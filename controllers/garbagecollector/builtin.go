@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"slices"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -19,7 +20,8 @@ import (
 // of this module hold (the ReplicationManager, the ReplicaSet and
 // Deployment controllers, the Job controller, the endpoints controller,
 // the pod lifecycle controller and its nodes, the service account, root
-// CA and cluster role aggregation controllers): the collector shares those rather than keeping a metadata
+// CA, cluster role aggregation and admission policy status controllers):
+// the collector shares those rather than keeping a metadata
 // informer of its own beside them, which would be a second watch of the
 // same objects and a second decode of each of their events.
 var sharedTyped = map[reflect.Type]Subscriber{
@@ -27,14 +29,15 @@ var sharedTyped = map[reflect.Type]Subscriber{
 	reflect.TypeFor[*corev1.ReplicationController](): InformerOf[*corev1.ReplicationController](),
 	reflect.TypeFor[*corev1.Service]():               InformerOf[*corev1.Service](),
 	//lint:ignore SA1019 core/v1 Endpoints are still served, owned and informed on.
-	reflect.TypeFor[*corev1.Endpoints]():      InformerOf[*corev1.Endpoints](),
-	reflect.TypeFor[*corev1.ServiceAccount](): InformerOf[*corev1.ServiceAccount](),
-	reflect.TypeFor[*corev1.ConfigMap]():      InformerOf[*corev1.ConfigMap](),
-	reflect.TypeFor[*appsv1.Deployment]():     InformerOf[*appsv1.Deployment](),
-	reflect.TypeFor[*appsv1.ReplicaSet]():     InformerOf[*appsv1.ReplicaSet](),
-	reflect.TypeFor[*rbacv1.ClusterRole]():    InformerOf[*rbacv1.ClusterRole](),
-	reflect.TypeFor[*batchv1.Job]():           InformerOf[*batchv1.Job](),
-	reflect.TypeFor[*corev1.Node]():           InformerOf[*corev1.Node](),
+	reflect.TypeFor[*corev1.Endpoints]():                                  InformerOf[*corev1.Endpoints](),
+	reflect.TypeFor[*corev1.ServiceAccount]():                             InformerOf[*corev1.ServiceAccount](),
+	reflect.TypeFor[*corev1.ConfigMap]():                                  InformerOf[*corev1.ConfigMap](),
+	reflect.TypeFor[*appsv1.Deployment]():                                 InformerOf[*appsv1.Deployment](),
+	reflect.TypeFor[*appsv1.ReplicaSet]():                                 InformerOf[*appsv1.ReplicaSet](),
+	reflect.TypeFor[*rbacv1.ClusterRole]():                                InformerOf[*rbacv1.ClusterRole](),
+	reflect.TypeFor[*batchv1.Job]():                                       InformerOf[*batchv1.Job](),
+	reflect.TypeFor[*corev1.Node]():                                       InformerOf[*corev1.Node](),
+	reflect.TypeFor[*admissionregistrationv1.ValidatingAdmissionPolicy](): InformerOf[*admissionregistrationv1.ValidatingAdmissionPolicy](),
 }
 
 // BuiltinResources returns every built-in resource of the resource
@@ -42,7 +45,8 @@ var sharedTyped = map[reflect.Type]Subscriber{
 // all of them, namespaced and cluster-scoped. Those whose typed informers
 // other controllers hold (sharedTyped: pods, replication controllers,
 // services, endpoints, service accounts, config maps, deployments, replica
-// sets, jobs, nodes, cluster roles) subscribe through the informer of their Go type,
+// sets, jobs, nodes, cluster roles, validating admission policies)
+// subscribe through the informer of their Go type,
 // so that the collector shares it; every other one through a metadata-only
 // informer (Metadata), as Kubernetes' collector does, which caches no
 // object's spec or data. Add custom resources with a nil Subscribe.

@@ -9,6 +9,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -38,14 +39,15 @@ func TestBuiltinResources(t *testing.T) {
 		corev1.SchemeGroupVersion.WithResource("replicationcontrollers"): synced[*corev1.ReplicationController],
 		corev1.SchemeGroupVersion.WithResource("services"):               synced[*corev1.Service],
 		//lint:ignore SA1019 core/v1 Endpoints are shared with the endpoints controller.
-		corev1.SchemeGroupVersion.WithResource("endpoints"):       synced[*corev1.Endpoints],
-		appsv1.SchemeGroupVersion.WithResource("deployments"):     synced[*appsv1.Deployment],
-		appsv1.SchemeGroupVersion.WithResource("replicasets"):     synced[*appsv1.ReplicaSet],
-		corev1.SchemeGroupVersion.WithResource("serviceaccounts"): synced[*corev1.ServiceAccount],
-		corev1.SchemeGroupVersion.WithResource("configmaps"):      synced[*corev1.ConfigMap],
-		rbacv1.SchemeGroupVersion.WithResource("clusterroles"):    synced[*rbacv1.ClusterRole],
-		batchv1.SchemeGroupVersion.WithResource("jobs"):           synced[*batchv1.Job],
-		corev1.SchemeGroupVersion.WithResource("nodes"):           synced[*corev1.Node],
+		corev1.SchemeGroupVersion.WithResource("endpoints"):                                    synced[*corev1.Endpoints],
+		appsv1.SchemeGroupVersion.WithResource("deployments"):                                  synced[*appsv1.Deployment],
+		appsv1.SchemeGroupVersion.WithResource("replicasets"):                                  synced[*appsv1.ReplicaSet],
+		corev1.SchemeGroupVersion.WithResource("serviceaccounts"):                              synced[*corev1.ServiceAccount],
+		corev1.SchemeGroupVersion.WithResource("configmaps"):                                   synced[*corev1.ConfigMap],
+		rbacv1.SchemeGroupVersion.WithResource("clusterroles"):                                 synced[*rbacv1.ClusterRole],
+		batchv1.SchemeGroupVersion.WithResource("jobs"):                                        synced[*batchv1.Job],
+		corev1.SchemeGroupVersion.WithResource("nodes"):                                        synced[*corev1.Node],
+		admissionregistrationv1.SchemeGroupVersion.WithResource("validatingadmissionpolicies"): synced[*admissionregistrationv1.ValidatingAdmissionPolicy],
 	}
 	synctest.Test(t, func(t *testing.T) {
 		sources := map[schema.GroupVersionResource]cache.ListerWatcher[cache.Object]{}
