@@ -33,7 +33,7 @@ func startCluster(t testing.TB, runFor time.Duration) *client.Client {
 	env := envtest.Start(t, envtest.Options{
 		Controllers:  []string{controllermanager.Job, controllermanager.PodLifecycle},
 		PodLifecycle: podlifecycle.Options{StartDelay: time.Millisecond, RunDuration: runFor, TerminationDelay: time.Millisecond},
-		Job:          job.Options{PodFailureBackoff: time.Millisecond},
+		Job:          job.Options{PodFailureBackoff: time.Millisecond, SyncBatchPeriod: time.Millisecond},
 	})
 	if _, err := client.For[*corev1.Namespace](env.Client, "").Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

@@ -49,6 +49,8 @@ const (
 	DefaultPodFailureBackoff = 10 * time.Second
 	// MaxPodFailureBackoff caps that wait.
 	MaxPodFailureBackoff = 10 * time.Minute
+	// DefaultSyncBatchPeriod is kube's SyncJobBatchPeriod.
+	DefaultSyncBatchPeriod = time.Second
 	// MaxUncountedPods caps the pods one sync adds to
 	// status.uncountedTerminatedPods, which keeps the status small and
 	// one big Job from starving the others.
@@ -82,6 +84,13 @@ type Options struct {
 	// failed pod is replaced; DefaultPodFailureBackoff and
 	// MaxPodFailureBackoff when not positive.
 	PodFailureBackoff, MaxPodFailureBackoff time.Duration
+	// SyncBatchPeriod is how long a Job's sync waits after a change of
+	// one of its pods, or of its status alone, so that the changes of
+	// that period make one sync and one status write, as kube's
+	// controller batches them (its SyncJobBatchPeriod); a new Job or a
+	// change of its spec syncs at once. DefaultSyncBatchPeriod when zero,
+	// no wait when negative.
+	SyncBatchPeriod time.Duration
 	// Controller tunes the workers (DefaultWorkers when not positive),
 	// retries, logs and metrics.
 	Controller controller.Options
@@ -126,6 +135,9 @@ func New(jobs cache.Informer[*batchv1.Job], pods cache.Informer[*corev1.Pod], c 
 	defaults.Positive(&opts.Controller.Workers, DefaultWorkers)
 	defaults.Positive(&opts.PodFailureBackoff, DefaultPodFailureBackoff)
 	defaults.Positive(&opts.MaxPodFailureBackoff, MaxPodFailureBackoff)
+	if opts.SyncBatchPeriod == 0 {
+		opts.SyncBatchPeriod = DefaultSyncBatchPeriod
+	}
 	if err := controller.AddPodsByControllerIndex(pods.GetIndexer()); err != nil {
 		return nil, fmt.Errorf("job: %w", err)
 	}
@@ -142,7 +154,7 @@ func New(jobs cache.Informer[*batchv1.Job], pods cache.Informer[*corev1.Pod], c 
 	jc.Controller, err = controller.New("job", jc.sync, opts.Controller,
 		controller.Handle[string](jobs, cache.ResourceEventHandlerFuncs[*batchv1.Job]{
 			AddFunc:    func(j *batchv1.Job, _ bool) { jc.Queue().Add(jobKey(j)) },
-			UpdateFunc: func(_, j *batchv1.Job) { jc.Queue().Add(jobKey(j)) },
+			UpdateFunc: jc.updateJob,
 			DeleteFunc: jc.deleteJob,
 		}),
 		controller.Handle[string](pods, cache.ResourceEventHandlerFuncs[*corev1.Pod]{
@@ -203,13 +215,13 @@ func (jc *Controller) addPod(pod *corev1.Pod, _ bool) {
 	} else {
 		jc.expectations.CreationObserved(key)
 	}
-	jc.Queue().Add(key)
+	jc.enqueueBatched(key)
 }
 
 func (jc *Controller) updatePod(old, cur *corev1.Pod) {
 	if oldRef, curRef := metav1.GetControllerOfNoCopy(old), metav1.GetControllerOfNoCopy(cur); oldRef != nil && (curRef == nil || curRef.UID != oldRef.UID) {
 		if key, _, ok := jc.jobOf(old); ok {
-			jc.Queue().Add(key)
+			jc.enqueueBatched(key)
 		}
 	}
 	key, _, ok := jc.jobOf(cur)
@@ -223,7 +235,7 @@ func (jc *Controller) updatePod(old, cur *corev1.Pod) {
 	if hasTrackingFinalizer(old) && !hasTrackingFinalizer(cur) {
 		jc.finalizers.observed(key, cur.UID)
 	}
-	jc.Queue().Add(key)
+	jc.enqueueBatched(key)
 }
 
 func (jc *Controller) deletePod(pod *corev1.Pod, _ bool) {
@@ -234,7 +246,24 @@ func (jc *Controller) deletePod(pod *corev1.Pod, _ bool) {
 	key := pod.Namespace + "/" + ref.Name
 	jc.expectations.DeletionObserved(key, podKey(pod))
 	jc.finalizers.observed(key, pod.UID)
-	jc.Queue().Add(key)
+	jc.enqueueBatched(key)
+}
+
+// updateJob syncs a Job whose spec changed at once, and one whose status
+// alone changed (its own status writes among them) after the batch
+// period, as kube's controller does.
+func (jc *Controller) updateJob(old, cur *batchv1.Job) {
+	if cur.Generation == old.Generation {
+		jc.enqueueBatched(jobKey(cur))
+		return
+	}
+	jc.Queue().Add(jobKey(cur))
+}
+
+// enqueueBatched queues key once the batch period has passed; a key
+// already due sooner keeps its time.
+func (jc *Controller) enqueueBatched(key string) {
+	jc.Queue().AddAfter(key, max(jc.opts.SyncBatchPeriod, 0))
 }
 
 // deleteJob queues the Job's key, so that its records are dropped, and

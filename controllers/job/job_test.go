@@ -182,7 +182,7 @@ func run(t *testing.T, jobs ...*batchv1.Job) (*api, func()) {
 	opts := cache.SharedInformerOptions{Reflector: cache.ReflectorOptions{Logger: quiet}}
 	ji := cache.NewSharedIndexInformer[*batchv1.Job](a.jobs, opts)
 	pi := cache.NewSharedIndexInformer[*corev1.Pod](a.pods, opts)
-	c, err := New(ji, pi, a, Options{Recorder: a})
+	c, err := New(ji, pi, a, Options{Recorder: a, SyncBatchPeriod: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
