@@ -1,6 +1,7 @@
 package envtest
 
 import (
+	"encoding/base64"
 	"fmt"
 	"net"
 	"os"
@@ -69,7 +70,7 @@ func (o WebhookOptions) enabled() bool {
 // prepare makes the serving certificate in o.CertDir (dir when unset) and
 // returns the configurations of o pointed at it, as objects to create.
 func (o WebhookOptions) prepare(dir string) (*WebhookServing, []*unstructured.Unstructured, error) {
-	mutating, validating, err := o.load()
+	configs, err := o.load()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -89,79 +90,91 @@ func (o WebhookOptions) prepare(dir string) (*WebhookServing, []*unstructured.Un
 		return nil, nil, err
 	}
 	base := "https://" + net.JoinHostPort(s.Host, strconv.Itoa(s.Port))
-	var configs []runtime.Object
-	for _, m := range mutating {
-		m = m.DeepCopy()
-		m.Kind = "MutatingWebhookConfiguration"
-		for i := range m.Webhooks {
-			pointAt(&m.Webhooks[i].ClientConfig, base, s.CAData)
+	for _, u := range configs {
+		if err := pointAt(u, base, s.CAData); err != nil {
+			return nil, nil, err
 		}
-		configs = append(configs, m)
 	}
-	for _, v := range validating {
-		v = v.DeepCopy()
-		v.Kind = "ValidatingWebhookConfiguration"
-		for i := range v.Webhooks {
-			pointAt(&v.Webhooks[i].ClientConfig, base, s.CAData)
-		}
-		configs = append(configs, v)
-	}
-	objs := make([]*unstructured.Unstructured, 0, len(configs))
-	for _, c := range configs {
-		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(c)
-		if err != nil {
-			return nil, nil, fmt.Errorf("webhooks: %w", err)
-		}
-		u := &unstructured.Unstructured{Object: m}
-		u.SetAPIVersion(admissionregistrationv1.SchemeGroupVersion.String())
-		objs = append(objs, u)
-	}
-	return s, objs, nil
+	return s, configs, nil
 }
 
-// load reads the configurations of o.Paths, then adds o's own.
-func (o WebhookOptions) load() ([]*admissionregistrationv1.MutatingWebhookConfiguration, []*admissionregistrationv1.ValidatingWebhookConfiguration, error) {
-	mutating, validating := o.Mutating, o.Validating
+// load reads the configurations of o.Paths (the objects of other kinds
+// in them left out), then adds o's own.
+func (o WebhookOptions) load() ([]*unstructured.Unstructured, error) {
+	var configs []*unstructured.Unstructured
 	for _, p := range o.Paths {
 		objs, err := apiserver.LoadManifests(p)
 		if err != nil {
-			return nil, nil, fmt.Errorf("webhooks: %w", err)
+			return nil, fmt.Errorf("webhooks: %w", err)
 		}
 		for _, u := range objs {
-			if u.GroupVersionKind().Group != admissionregistrationv1.GroupName {
-				continue
-			}
-			switch u.GetKind() {
-			case "MutatingWebhookConfiguration":
-				m := &admissionregistrationv1.MutatingWebhookConfiguration{}
-				if err := fromUnstructured(u, m); err != nil {
-					return nil, nil, err
-				}
-				mutating = append(mutating, m)
-			case "ValidatingWebhookConfiguration":
-				v := &admissionregistrationv1.ValidatingWebhookConfiguration{}
-				if err := fromUnstructured(u, v); err != nil {
-					return nil, nil, err
-				}
-				validating = append(validating, v)
+			if u.GroupVersionKind().Group == admissionregistrationv1.GroupName && (u.GetKind() == mutatingKind || u.GetKind() == validatingKind) {
+				configs = append(configs, u)
 			}
 		}
 	}
-	return mutating, validating, nil
+	mutating, err := asObjects(o.Mutating, mutatingKind)
+	if err != nil {
+		return nil, err
+	}
+	validating, err := asObjects(o.Validating, validatingKind)
+	if err != nil {
+		return nil, err
+	}
+	return append(append(configs, mutating...), validating...), nil
 }
 
-// pointAt has cc trust caData and, when it names a Service, call base
-// with the Service's path instead.
-func pointAt(cc *admissionregistrationv1.WebhookClientConfig, base string, caData []byte) {
-	cc.CABundle = caData
-	if cc.Service == nil {
-		return
+// The kinds of the webhook configurations.
+const (
+	mutatingKind   = "MutatingWebhookConfiguration"
+	validatingKind = "ValidatingWebhookConfiguration"
+)
+
+// asObjects returns configs, of kind, as objects to create.
+func asObjects[T runtime.Object](configs []T, kind string) ([]*unstructured.Unstructured, error) {
+	out := make([]*unstructured.Unstructured, 0, len(configs))
+	for _, c := range configs {
+		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(c)
+		if err != nil {
+			return nil, fmt.Errorf("webhooks: %s: %w", kind, err)
+		}
+		u := &unstructured.Unstructured{Object: m}
+		u.SetAPIVersion(admissionregistrationv1.SchemeGroupVersion.String())
+		u.SetKind(kind)
+		out = append(out, u)
 	}
-	u := base
-	if cc.Service.Path != nil {
-		u += "/" + strings.TrimPrefix(*cc.Service.Path, "/")
+	return out, nil
+}
+
+// pointAt has every webhook of the configuration u trust caData and,
+// when its clientConfig names a Service, call base with the Service's
+// path instead.
+func pointAt(u *unstructured.Unstructured, base string, caData []byte) error {
+	hooks, _, err := unstructured.NestedSlice(u.Object, "webhooks")
+	if err != nil {
+		return fmt.Errorf("webhooks: %s %s: %w", u.GetKind(), u.GetName(), err)
 	}
-	cc.URL, cc.Service = &u, nil
+	for _, h := range hooks {
+		hook, ok := h.(map[string]any)
+		if !ok {
+			continue // the server refuses it, saying why
+		}
+		cc, ok := hook["clientConfig"].(map[string]any)
+		if !ok {
+			cc = map[string]any{}
+			hook["clientConfig"] = cc
+		}
+		cc["caBundle"] = base64.StdEncoding.EncodeToString(caData)
+		if svc, ok := cc["service"].(map[string]any); ok {
+			url := base
+			if path, ok := svc["path"].(string); ok {
+				url += "/" + strings.TrimPrefix(path, "/")
+			}
+			cc["url"] = url
+			delete(cc, "service")
+		}
+	}
+	return unstructured.SetNestedSlice(u.Object, hooks, "webhooks")
 }
 
 // webhookCertificate writes a serving certificate for host (and
@@ -196,11 +209,4 @@ func freePort(host string) (int, error) {
 		return 0, fmt.Errorf("webhook port: %w", err)
 	}
 	return port, nil
-}
-
-func fromUnstructured(u *unstructured.Unstructured, out any) error {
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, out); err != nil {
-		return fmt.Errorf("webhooks: %s %s: %w", u.GetKind(), u.GetName(), err)
-	}
-	return nil
 }

@@ -96,7 +96,7 @@ type Controller struct {
 }
 
 // New returns the controller of the policies of the informer. A policy is
-// synced when it is added or updated.
+// synced when it is added, updated or deleted (which syncs nothing).
 func New(policies cache.Informer[*admissionregistrationv1.ValidatingAdmissionPolicy], client Client, checker Checker, opts Options) (*Controller, error) {
 	if policies == nil || client == nil || checker == nil {
 		return nil, errors.New("admissionpolicystatus: an informer, a client and a checker are required")
@@ -106,13 +106,8 @@ func New(policies cache.Informer[*admissionregistrationv1.ValidatingAdmissionPol
 		client:   client,
 		checker:  checker,
 	}
-	enqueue := func(p *admissionregistrationv1.ValidatingAdmissionPolicy) { c.Queue().Add(p.Name) }
 	var err error
-	c.Controller, err = controller.New(FieldManager, c.sync, opts.Controller,
-		controller.Handle[string](policies, cache.ResourceEventHandlerFuncs[*admissionregistrationv1.ValidatingAdmissionPolicy]{
-			AddFunc:    func(p *admissionregistrationv1.ValidatingAdmissionPolicy, _ bool) { enqueue(p) },
-			UpdateFunc: func(_, p *admissionregistrationv1.ValidatingAdmissionPolicy) { enqueue(p) },
-		}))
+	c.Controller, err = controller.New(FieldManager, c.sync, opts.Controller, controller.For(policies))
 	if err != nil {
 		return nil, fmt.Errorf("admissionpolicystatus: %w", err)
 	}

@@ -12,6 +12,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/listwatch/listwatch/cache"
 	"github.com/listwatch/listwatch/client"
 	"github.com/listwatch/listwatch/resources"
 )
@@ -24,20 +25,24 @@ import (
 // the collector shares those rather than keeping a metadata
 // informer of its own beside them, which would be a second watch of the
 // same objects and a second decode of each of their events.
-var sharedTyped = map[reflect.Type]Subscriber{
-	reflect.TypeFor[*corev1.Pod]():                   InformerOf[*corev1.Pod](),
-	reflect.TypeFor[*corev1.ReplicationController](): InformerOf[*corev1.ReplicationController](),
-	reflect.TypeFor[*corev1.Service]():               InformerOf[*corev1.Service](),
+var sharedTyped = subscribersOf(
+	typed[*corev1.Pod], typed[*corev1.ReplicationController], typed[*corev1.Service],
 	//lint:ignore SA1019 core/v1 Endpoints are still served, owned and informed on.
-	reflect.TypeFor[*corev1.Endpoints]():                                  InformerOf[*corev1.Endpoints](),
-	reflect.TypeFor[*corev1.ServiceAccount]():                             InformerOf[*corev1.ServiceAccount](),
-	reflect.TypeFor[*corev1.ConfigMap]():                                  InformerOf[*corev1.ConfigMap](),
-	reflect.TypeFor[*appsv1.Deployment]():                                 InformerOf[*appsv1.Deployment](),
-	reflect.TypeFor[*appsv1.ReplicaSet]():                                 InformerOf[*appsv1.ReplicaSet](),
-	reflect.TypeFor[*rbacv1.ClusterRole]():                                InformerOf[*rbacv1.ClusterRole](),
-	reflect.TypeFor[*batchv1.Job]():                                       InformerOf[*batchv1.Job](),
-	reflect.TypeFor[*corev1.Node]():                                       InformerOf[*corev1.Node](),
-	reflect.TypeFor[*admissionregistrationv1.ValidatingAdmissionPolicy](): InformerOf[*admissionregistrationv1.ValidatingAdmissionPolicy](),
+	typed[*corev1.Endpoints], typed[*corev1.ServiceAccount], typed[*corev1.ConfigMap],
+	typed[*appsv1.Deployment], typed[*appsv1.ReplicaSet], typed[*rbacv1.ClusterRole],
+	typed[*batchv1.Job], typed[*corev1.Node], typed[*admissionregistrationv1.ValidatingAdmissionPolicy],
+)
+
+// typed adds to m the Subscriber of the informer of T.
+func typed[T cache.Object](m map[reflect.Type]Subscriber) { m[reflect.TypeFor[T]()] = InformerOf[T]() }
+
+// subscribersOf is the table the adds fill.
+func subscribersOf(adds ...func(map[reflect.Type]Subscriber)) map[reflect.Type]Subscriber {
+	m := map[reflect.Type]Subscriber{}
+	for _, add := range adds {
+		add(m)
+	}
+	return m
 }
 
 // BuiltinResources returns every built-in resource of the resource
