@@ -48,7 +48,7 @@ func (h crdHost) Definitions(ctx context.Context) ([]*unstructured.Unstructured,
 	if err != nil {
 		return nil, err
 	}
-	return list.Items, nil
+	return list.Objects(), nil
 }
 
 func (h crdHost) WatchDefinitions(ctx context.Context) (*watchcache.Watcher[*unstructured.Unstructured], error) {

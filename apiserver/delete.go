@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"path"
 	"strconv"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -236,10 +237,10 @@ func (s *Server) handleDeleteCollection(w http.ResponseWriter, r *http.Request, 
 	if err != nil {
 		return err
 	}
-	out := listResult{rev: res.rev}
+	var out []*unstructured.Unstructured
 	for _, it := range res.items {
 		one := req
-		one.name = it.GetName()
+		one.name = path.Base(it.Key())
 		obj, _, err := s.delete(r.Context(), one, opts)
 		if apierrors.IsNotFound(err) {
 			continue
@@ -251,9 +252,9 @@ func (s *Server) handleDeleteCollection(w http.ResponseWriter, r *http.Request, 
 		if err != nil {
 			return err
 		}
-		out.items = append(out.items, u)
+		out = append(out, u)
 	}
-	return writeObject(w, r, req.res, http.StatusOK, listObject(req.res, out))
+	return writeObject(w, r, req.res, http.StatusOK, listObject(req.res, listResult{rev: res.rev}, out))
 }
 
 // writeDeleting stores desired, an object being deleted, over kv (which

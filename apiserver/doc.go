@@ -31,8 +31,9 @@
 //  6. Back in create.go the object takes the revision etcd gave it as its
 //     resourceVersion, and encode.go (writeEncoded) answers 201 with it,
 //     as JSON or protobuf. The watch cache then sees the write from
-//     etcd's watch and sends it to watchers (watch.go, serialize.go), in
-//     the encodings of internal/wire.
+//     etcd's watch, keeps it in its served JSON
+//     (internal/registry/served.go) and sends it to watchers (watch.go,
+//     serialize.go), in the encodings of internal/wire.
 //
 // Updates (update.go, patch.go, apply.go) and deletes (delete.go) take the
 // same way down, through the rules' Update and BeforeDelete.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/listwatch/listwatch/apiserver/internal/registry"
 	"github.com/listwatch/listwatch/apiserver/internal/respond"
+	"github.com/listwatch/listwatch/apiserver/internal/wire"
 	"github.com/listwatch/listwatch/storage"
 	"github.com/listwatch/listwatch/watchcache"
 )
@@ -141,10 +142,9 @@ func parseListOptions(r *resource, q url.Values, watch, watchList bool) (listOpt
 
 // listResult is one page of a list.
 type listResult struct {
-	items []*unstructured.Unstructured
-	// encs memoize the items' serializations (shared with the watch
-	// cache), parallel to items; nil for lists built elsewhere.
-	encs      []*watchcache.Encodings
+	// items are the watch cache's, shared: their kept bytes and memoized
+	// serializations are what a list writes.
+	items     []*wire.Item
 	rev       int64
 	continue_ string
 	remaining *int64
@@ -165,7 +165,7 @@ func (s *Server) list(ctx context.Context, req request, o listOptions) (listResu
 	if err != nil {
 		return listResult{}, err
 	}
-	return listResult{items: res.Items, encs: res.Encodings, rev: res.ResourceVersion, continue_: res.Continue, remaining: res.RemainingItemCount}, nil
+	return listResult{items: res.Items, rev: res.ResourceVersion, continue_: res.Continue, remaining: res.RemainingItemCount}, nil
 }
 
 // collectionOptions are the list options of a list or (watch) a watch of
@@ -191,15 +191,21 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request, req request)
 		return err
 	}
 	if enc == encTable {
-		return writeTable(w, r, req.res, v, http.StatusOK, listObject(req.res, res))
+		objs := make([]*unstructured.Unstructured, len(res.items))
+		for i, it := range res.items {
+			if objs[i], err = it.Decode(); err != nil {
+				return err
+			}
+		}
+		return writeTable(w, r, req.res, v, http.StatusOK, listObject(req.res, res, objs))
 	}
 	return writeList(w, req.res, enc, res)
 }
 
-// listObject builds the <Kind>List of a page.
-func listObject(r *resource, res listResult) *unstructured.Unstructured {
-	items := make([]any, len(res.items))
-	for i, it := range res.items {
+// listObject builds the <Kind>List of a page whose items are objs.
+func listObject(r *resource, res listResult, objs []*unstructured.Unstructured) *unstructured.Unstructured {
+	items := make([]any, len(objs))
+	for i, it := range objs {
 		items[i] = it.Object
 	}
 	md := map[string]any{"resourceVersion": strconv.FormatInt(res.rev, 10)}

@@ -9,11 +9,9 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/listwatch/listwatch/apiserver/internal/respond"
 	"github.com/listwatch/listwatch/apiserver/internal/wire"
-	"github.com/listwatch/listwatch/watchcache"
 )
 
 // listWriteBuffer sizes the buffer a list is streamed through: large enough
@@ -21,20 +19,16 @@ import (
 const listWriteBuffer = 64 << 10
 
 // writeList streams a page of r's collection in enc (JSON or protobuf)
-// from the items' memoized serializations, never building the list as one
-// object or one buffer. Every item is encoded before the first byte is
-// written, so that a failure is still answered with a Status and the body's
-// length is known.
+// from the items' kept bytes or memoized serializations, never building
+// the list as one object or one buffer. Every item is encoded before the
+// first byte is written, so that a failure is still answered with a Status
+// and the body's length is known.
 func writeList(w http.ResponseWriter, r *resource, enc encoding, res listResult) error {
-	if len(res.encs) != len(res.items) {
-		// Lists built outside the cache carry no memos.
-		res.encs = make([]*watchcache.Encodings, len(res.items))
-		for i := range res.encs {
-			res.encs[i] = new(watchcache.Encodings)
-		}
-	}
 	if enc == encProtobuf {
-		items, total, err := encodeItems(res, wire.ObjectProto)
+		items, total, err := encodeItems(res, func(it *wire.Item) (wire.Piece, error) {
+			msg, err := wire.ObjectProto(it)
+			return wire.Piece{Body: msg}, err
+		})
 		if err == nil {
 			return writeProtoList(w, r, res, items, total)
 		}
@@ -44,9 +38,15 @@ func writeList(w http.ResponseWriter, r *resource, enc encoding, res listResult)
 	itemJSON := wire.ItemJSON
 	switch {
 	case r.Custom:
-		itemJSON = wire.ObjectJSON
+		itemJSON = func(it *wire.Item) (wire.Piece, error) {
+			js, err := wire.ObjectJSON(it)
+			return wire.Piece{Body: js}, err
+		}
 	case r.StoredAs != nil:
-		itemJSON = wire.ConvertedItemJSON
+		itemJSON = func(it *wire.Item) (wire.Piece, error) {
+			js, err := wire.ConvertedItemJSON(it)
+			return wire.Piece{Body: js}, err
+		}
 	}
 	items, total, err := encodeItems(res, itemJSON)
 	if err != nil {
@@ -57,21 +57,21 @@ func writeList(w http.ResponseWriter, r *resource, enc encoding, res listResult)
 
 // encodeItems returns the items of res encoded by encode and their total
 // size.
-func encodeItems(res listResult, encode func(*unstructured.Unstructured, *watchcache.Encodings) ([]byte, error)) ([][]byte, int, error) {
-	items := make([][]byte, len(res.items))
+func encodeItems(res listResult, encode func(*wire.Item) (wire.Piece, error)) ([]wire.Piece, int, error) {
+	items := make([]wire.Piece, len(res.items))
 	total := 0
-	for i, u := range res.items {
-		b, err := encode(u, res.encs[i])
+	for i, it := range res.items {
+		p, err := encode(it)
 		if err != nil {
 			return nil, 0, err
 		}
-		items[i] = b
-		total += len(b)
+		items[i] = p
+		total += p.Len()
 	}
 	return items, total, nil
 }
 
-func writeJSONList(w http.ResponseWriter, r *resource, res listResult, items [][]byte, total int) error {
+func writeJSONList(w http.ResponseWriter, r *resource, res listResult, items []wire.Piece, total int) error {
 	md := map[string]any{"resourceVersion": strconv.FormatInt(res.rev, 10)}
 	if res.continue_ != "" || r.AlwaysContinue() {
 		md["continue"] = res.continue_ // a custom resource list always has it
@@ -103,7 +103,8 @@ func writeJSONList(w http.ResponseWriter, r *resource, res listResult, items [][
 		if i > 0 {
 			_ = bw.WriteByte(',')
 		}
-		_, _ = bw.Write(it)
+		_, _ = bw.Write(it.Head)
+		_, _ = bw.Write(it.Body)
 	}
 	_, _ = bw.WriteString(tail)
 	// A client gone mid-body is not an error to answer: the status is sent.
@@ -113,7 +114,7 @@ func writeJSONList(w http.ResponseWriter, r *resource, res listResult, items [][
 
 // writeProtoList writes the <Kind>List message (metadata (1), items (2))
 // inside the envelope, item by item.
-func writeProtoList(w http.ResponseWriter, r *resource, res listResult, items [][]byte, total int) error {
+func writeProtoList(w http.ResponseWriter, r *resource, res listResult, items []wire.Piece, total int) error {
 	lm := metav1.ListMeta{ResourceVersion: strconv.FormatInt(res.rev, 10), Continue: res.continue_, RemainingItemCount: res.remaining}
 	lmb, err := lm.Marshal()
 	if err != nil {
@@ -121,7 +122,7 @@ func writeProtoList(w http.ResponseWriter, r *resource, res listResult, items []
 	}
 	msg := protowire.SizeTag(1) + protowire.SizeBytes(len(lmb))
 	for _, it := range items {
-		msg += protowire.SizeTag(2) + protowire.SizeBytes(len(it))
+		msg += protowire.SizeTag(2) + protowire.SizeBytes(it.Len())
 	}
 	apiVersion, kind := r.APIVersion(), r.GVK.Kind+"List"
 	n := wire.EnvelopeSize(apiVersion, kind, msg)
@@ -138,9 +139,10 @@ func writeProtoList(w http.ResponseWriter, r *resource, res listResult, items []
 	var tag [16]byte
 	for _, it := range items {
 		t := protowire.AppendTag(tag[:0], 2, protowire.BytesType)
-		t = protowire.AppendVarint(t, uint64(len(it)))
+		t = protowire.AppendVarint(t, uint64(it.Len()))
 		_, _ = bw.Write(t)
-		_, _ = bw.Write(it)
+		_, _ = bw.Write(it.Head)
+		_, _ = bw.Write(it.Body)
 	}
 	_, _ = bw.Write(wire.AppendEnvelopeTail(tag[:0]))
 	_ = bw.Flush()

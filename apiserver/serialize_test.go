@@ -9,7 +9,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,6 +25,7 @@ import (
 	"github.com/listwatch/listwatch/apiserver/internal/registry"
 	"github.com/listwatch/listwatch/apiserver/internal/respond"
 	"github.com/listwatch/listwatch/apiserver/internal/wire"
+	"github.com/listwatch/listwatch/storage"
 	"github.com/listwatch/listwatch/watchcache"
 )
 
@@ -76,54 +79,150 @@ func lookupResource(t *testing.T, group, plural string) *resource {
 	return r
 }
 
-// TestEventFrames checks that the frames assembled from memoized object
-// bytes are byte for byte what the generic encoders produce (the typed
-// protobuf serializer's envelope and metav1.WatchEvent, json.Marshal of
-// the event), for every event type.
+// serializeItems are the objects of serializeObjects as their watch
+// cache keeps them (registry.Resource.Kept): stored as a map writes them
+// and as their Go type does, as the server's writes store them.
+func serializeItems(t *testing.T) map[string]*wire.Item {
+	t.Helper()
+	out := map[string]*wire.Item{}
+	for name, u := range serializeObjects(t) {
+		if u.GetName() == "" {
+			continue // a bookmark
+		}
+		r := lookupResource(t, "", "pods")
+		if u.GetKind() == "ReplicationController" {
+			r = lookupResource(t, "", "replicationcontrollers")
+		}
+		rev, err := strconv.ParseInt(u.GetResourceVersion(), 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		typed, err := wire.Typed(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for form, obj := range map[string]registry.Object{"map": u.DeepCopy(), "Go type": typed.(registry.Object)} {
+			stored, err := registry.EncodeStored(obj)
+			if err != nil {
+				t.Fatal(err)
+			}
+			kv := storage.KeyValue{Key: registry.KeyFor(r, "default", u.GetName()), Value: stored, Revision: rev}
+			kv.Value = r.Kept(kv)
+			it, err := watchcache.NewItem(kv, r.DecodeKV)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[name+" stored as "+form] = it
+		}
+	}
+	return out
+}
+
+// TestEventFrames checks that the frames assembled from memoized or kept
+// object bytes are what the generic encoders produce (the typed protobuf
+// serializer's envelope and metav1.WatchEvent byte for byte, json.Marshal
+// of the event as JSON), for every event type; and that a version kept in
+// its served JSON is, byte for byte, what kube-apiserver's codec writes
+// of an object stored from its Go type.
 func TestEventFrames(t *testing.T) {
+	check := func(t *testing.T, typ watch.EventType, u *unstructured.Unstructured, msg, js []byte) {
+		t.Helper()
+		typed, err := wire.Typed(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := wire.ProtoEvent(typ, typed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := wire.ProtoEventFrame(typ, u.GetAPIVersion(), u.GetKind(), msg); !bytes.Equal(got, want) {
+			t.Errorf("protobuf frame differs:\n got %x\nwant %x", got, want)
+		}
+		if n := binary.BigEndian.Uint32(want); int(n) != len(want)-4 {
+			t.Errorf("frame length %d, body %d", n, len(want)-4)
+		}
+		wantJSON, err := wire.JSONEvent(typ, u.Object)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := wire.JSONEventFrame(typ, js); !sameJSON(t, got, wantJSON) {
+			t.Errorf("JSON frame differs:\n got %s\nwant %s", got, wantJSON)
+		}
+	}
 	for name, u := range serializeObjects(t) {
 		for _, typ := range []watch.EventType{watch.Added, watch.Modified, watch.Deleted, watch.Bookmark} {
 			t.Run(fmt.Sprintf("%s/%s", name, typ), func(t *testing.T) {
-				memo := new(watchcache.Encodings)
-				typed, err := wire.Typed(u)
+				rev, _ := strconv.ParseInt(u.GetResourceVersion(), 10, 64)
+				ev := watchcache.NewEvent(typ, u, rev)
+				msg, err := wire.EventProto(ev, u.GroupVersionKind())
 				if err != nil {
 					t.Fatal(err)
 				}
-				want, err := wire.ProtoEvent(typ, typed)
+				js, err := wire.EventJSON(ev)
 				if err != nil {
 					t.Fatal(err)
 				}
-				msg, err := wire.ObjectProto(u, memo)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if got := wire.ProtoEventFrame(typ, u.GetAPIVersion(), u.GetKind(), msg); !bytes.Equal(got, want) {
-					t.Errorf("protobuf frame differs:\n got %x\nwant %x", got, want)
-				}
-				if n := binary.BigEndian.Uint32(want); int(n) != len(want)-4 {
-					t.Errorf("frame length %d, body %d", n, len(want)-4)
-				}
-				wantJSON, err := wire.JSONEvent(typ, u.Object)
-				if err != nil {
-					t.Fatal(err)
-				}
-				js, err := wire.ObjectJSON(u, memo)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if got := wire.JSONEventFrame(typ, js); !bytes.Equal(got, wantJSON) {
-					t.Errorf("JSON frame differs:\n got %s\nwant %s", got, wantJSON)
-				}
+				check(t, typ, u, msg, js)
 			})
 		}
 	}
+	for name, it := range serializeItems(t) {
+		t.Run(name, func(t *testing.T) {
+			u, err := it.Decode()
+			if err != nil {
+				t.Fatal(err)
+			}
+			msg, err := wire.ObjectProto(it)
+			if err != nil {
+				t.Fatal(err)
+			}
+			js, err := wire.ObjectJSON(it)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, typ := range []watch.EventType{watch.Added, watch.Modified, watch.Deleted} {
+				check(t, typ, u, msg, js)
+			}
+			if _, kept := it.Encodings().Done(wire.MemoJSON); kept || !bytes.Equal(js, it.Value()) {
+				t.Errorf("JSON not written from the kept bytes (memoized: %v)", kept)
+			}
+			if strings.HasSuffix(name, "Go type") {
+				// kube-apiserver's codec writes the same JSON up to the
+				// resourceVersion (its encoding defaults the rest).
+				r := lookupResource(t, "", strings.ToLower(u.GetKind())+"s")
+				kube, err := r.EncodeAsKube(u)
+				if err != nil {
+					t.Fatal(err)
+				}
+				const rv = `"resourceVersion":"`
+				at := bytes.Index(js, []byte(rv)) + len(rv)
+				end := at + bytes.IndexByte(js[at:], '"') + 1
+				if at < len(rv) || !bytes.HasPrefix(kube, js[:end]) {
+					t.Errorf("kept JSON is not kube-apiserver's up to its resourceVersion:\n got %s\nwant %s", js, kube)
+				}
+			}
+		})
+	}
+}
+
+// sameJSON reports whether a and b hold the same JSON value.
+func sameJSON(t *testing.T, a, b []byte) bool {
+	t.Helper()
+	var va, vb any
+	if err := json.Unmarshal(a, &va); err != nil {
+		t.Fatalf("%s: %v", a, err)
+	}
+	if err := json.Unmarshal(b, &vb); err != nil {
+		t.Fatalf("%s: %v", b, err)
+	}
+	return reflect.DeepEqual(va, vb)
 }
 
 // TestWriteList checks that a streamed list is what encoding the whole
 // list object gives: the same protobuf bytes, the same JSON value, with a
 // Content-Length that matches the body.
 func TestWriteList(t *testing.T) {
-	objs := serializeObjects(t)
+	items := serializeItems(t)
 	pods := lookupResource(t, "", "pods")
 	rcs := lookupResource(t, "", "replicationcontrollers")
 	remaining := int64(17)
@@ -134,14 +233,21 @@ func TestWriteList(t *testing.T) {
 		list listResult
 	}{
 		{"empty", pods, listResult{rev: 5}},
-		{"pods", pods, listResult{items: []*unstructured.Unstructured{objs["pod"], objs["unicode pod"]}, rev: 1 << 40}},
-		{"page", pods, listResult{items: []*unstructured.Unstructured{objs["pod"]}, rev: 9, continue_: "dG9rZW4", remaining: &remaining}},
-		{"last page count zero", pods, listResult{items: []*unstructured.Unstructured{objs["pod"]}, rev: 9, continue_: "x", remaining: &zero}},
-		{"rcs with memos", rcs, listResult{items: []*unstructured.Unstructured{objs["rc"]}, encs: []*watchcache.Encodings{new(watchcache.Encodings)}, rev: 300}},
+		{"pods", pods, listResult{items: []*wire.Item{items["pod stored as Go type"], items["unicode pod stored as map"], items["pod stored as map"]}, rev: 1 << 40}},
+		{"page", pods, listResult{items: []*wire.Item{items["pod stored as Go type"]}, rev: 9, continue_: "dG9rZW4", remaining: &remaining}},
+		{"last page count zero", pods, listResult{items: []*wire.Item{items["unicode pod stored as Go type"]}, rev: 9, continue_: "x", remaining: &zero}},
+		{"rcs", rcs, listResult{items: []*wire.Item{items["rc stored as map"], items["rc stored as Go type"]}, rev: 300}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			whole := listObject(tc.res, tc.list)
+			objs := make([]*unstructured.Unstructured, len(tc.list.items))
+			for i, it := range tc.list.items {
+				var err error
+				if objs[i], err = it.Decode(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			whole := listObject(tc.res, tc.list, objs)
 			wantProto, err := wire.ToProtobuf(tc.res, whole)
 			if err != nil {
 				t.Fatal(err)
@@ -175,14 +281,7 @@ func TestWriteList(t *testing.T) {
 			if err := writeList(rec, tc.res, encJSON, tc.list); err != nil {
 				t.Fatal(err)
 			}
-			var got, want any
-			if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil {
-				t.Fatalf("list JSON %s: %v", rec.Body.Bytes(), err)
-			}
-			if err := json.Unmarshal(wantJSON, &want); err != nil {
-				t.Fatal(err)
-			}
-			if !reflect.DeepEqual(got, want) {
+			if !sameJSON(t, rec.Body.Bytes(), wantJSON) {
 				t.Errorf("JSON list differs:\n got %s\nwant %s", rec.Body.Bytes(), wantJSON)
 			}
 			checkLength(t, rec)
@@ -198,10 +297,11 @@ func checkLength(t *testing.T, rec *httptest.ResponseRecorder) {
 }
 
 // TestSharedSerializations checks over HTTP that a cached object is
-// serialized once per format: a second list hands out the very bytes the
-// first produced (the memo lives with the cached object), and a watch
-// the object's memoized JSON (a JSON list's items, without apiVersion and
-// kind as kube lists built-in objects, have a memo of their own).
+// serialized once per format: a second protobuf list hands out the very
+// bytes the first produced (the memo lives with the cached object), and
+// a JSON list and a watch write the object's kept JSON (a list's items
+// without apiVersion and kind, as kube lists built-in objects), with
+// nothing memoized.
 func TestSharedSerializations(t *testing.T) {
 	c := newClient(t, backends[0].New(t))
 	const pods = "/api/v1/namespaces/default/pods"
@@ -254,22 +354,23 @@ func TestSharedSerializations(t *testing.T) {
 		t.Fatal(err)
 	}
 	objects := make([][]byte, len(lr.Items))
-	for i, u := range lr.Items {
-		js, err := wire.ItemJSON(u, lr.Encodings[i])
+	for i, it := range lr.Items {
+		p, err := wire.ItemJSON(it)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !bytes.Equal(js, jl.Items[i]) {
-			t.Errorf("item %d: listed JSON %s, memo %s", i, jl.Items[i], js)
+		if js := slices.Concat(p.Head, p.Body); !bytes.Equal(js, jl.Items[i]) {
+			t.Errorf("item %d: listed JSON %s, kept %s", i, jl.Items[i], js)
 		}
-		calls := 0
-		if _, err := lr.Encodings[i].Get(wire.MemoItemJSON, func() ([]byte, error) { calls++; return nil, nil }); err != nil || calls != 0 {
-			t.Errorf("item %d: JSON encoded again (%d calls, %v)", i, calls, err)
+		// JSON is written from the kept bytes, with nothing memoized.
+		if _, ok := it.Encodings().Done(wire.MemoItemJSON); ok {
+			t.Errorf("item %d: list JSON memoized", i)
 		}
-		if objects[i], err = wire.ObjectJSON(u, lr.Encodings[i]); err != nil {
+		if objects[i], err = wire.ObjectJSON(it); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := lr.Encodings[i].Get(wire.MemoProto, func() ([]byte, error) { calls++; return nil, nil }); err != nil || calls != 0 {
+		calls := 0
+		if _, err := it.Encodings().Get(wire.MemoProto, func() ([]byte, error) { calls++; return nil, nil }); err != nil || calls != 0 {
 			t.Errorf("item %d: protobuf encoded again (%d calls, %v)", i, calls, err)
 		}
 	}
@@ -320,7 +421,7 @@ func TestWriteBatch(t *testing.T) {
 	event := func(i int) *watchEvent {
 		u := pod.DeepCopy()
 		u.SetName(fmt.Sprintf("p%04d", i))
-		return &watchEvent{Type: watch.Modified, Object: u, Revision: int64(i)}
+		return watchcache.NewEvent(watch.Modified, u, int64(i))
 	}
 	tests := []struct {
 		name        string

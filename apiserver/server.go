@@ -29,6 +29,9 @@ import (
 type WatchCacheConfig struct {
 	// WindowSize is the number of recent events kept per resource.
 	WindowSize int
+	// WindowBytes bounds the stored bytes of the objects a resource's
+	// recent events carry.
+	WindowBytes int64
 	// WatcherBuffer is the number of events buffered per watcher before a
 	// watcher that cannot keep up is cut off.
 	WatcherBuffer int
@@ -225,6 +228,7 @@ func (s *Server) newCache(r *resource, decode func(storage.KeyValue) (*unstructu
 	return registry.NewCache(r, decode, watchcache.Config[*unstructured.Unstructured]{
 		Storage:          s.cfg.Storage,
 		WindowSize:       s.cfg.WatchCache.WindowSize,
+		WindowBytes:      s.cfg.WatchCache.WindowBytes,
 		WatcherBuffer:    s.cfg.WatchCache.WatcherBuffer,
 		BookmarkInterval: s.cfg.WatchCache.BookmarkInterval,
 		Logger:           s.log,

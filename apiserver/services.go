@@ -49,7 +49,7 @@ func (s *Server) initServices() error {
 		if err != nil {
 			return nil, 0, err
 		}
-		return l.Items, l.ResourceVersion, nil
+		return l.Objects(), l.ResourceVersion, nil
 	}
 	s.services = registry.NewServiceRules(res.Kube, alloc, list, s.log)
 	res.Rules = s.services

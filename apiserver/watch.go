@@ -236,15 +236,15 @@ func (ww *watchWriter) frame(ev *watchEvent) ([]byte, error) {
 	}
 	if ww.enc == encProtobuf {
 		return ev.Encode("protobuf", func(ev *watchEvent) ([]byte, error) {
-			msg, err := wire.EventProto(ev)
+			msg, err := wire.EventProto(ev, ww.res.GVK)
 			if err != nil {
 				return nil, err
 			}
-			return wire.ProtoEventFrame(ev.Type, ev.Object.GetAPIVersion(), ev.Object.GetKind(), msg), nil
+			return wire.ProtoEventFrame(ev.Type, ww.res.APIVersion(), ww.res.GVK.Kind, msg), nil
 		})
 	}
 	return ev.Encode("json", func(ev *watchEvent) ([]byte, error) {
-		obj, err := wire.ObjectJSON(ev.Object, ev.ObjectEncodings())
+		obj, err := wire.EventJSON(ev)
 		if err != nil {
 			return nil, err
 		}
@@ -256,13 +256,14 @@ func (ww *watchWriter) frame(ev *watchEvent) ([]byte, error) {
 // object events, an empty one carrying the resourceVersion for BOOKMARKs.
 func (ww *watchWriter) tableEvent(ev *watchEvent) ([]byte, error) {
 	if ev.Type == watch.Bookmark {
-		tbl, err := ww.tab.table(nil, metav1.ListMeta{ResourceVersion: ev.Object.GetResourceVersion()}, false)
+		tbl, err := ww.tab.table(nil, metav1.ListMeta{ResourceVersion: ev.Object().GetResourceVersion()}, false)
 		if err != nil {
 			return nil, err
 		}
 		return wire.JSONEvent(ev.Type, tbl)
 	}
-	tbl, err := ww.tab.table([]*unstructured.Unstructured{ev.Object}, metav1.ListMeta{ResourceVersion: ev.Object.GetResourceVersion()}, !ww.sentHeader)
+	obj := ev.Object()
+	tbl, err := ww.tab.table([]*unstructured.Unstructured{obj}, metav1.ListMeta{ResourceVersion: obj.GetResourceVersion()}, !ww.sentHeader)
 	if err != nil {
 		return nil, err
 	}

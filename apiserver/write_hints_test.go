@@ -144,22 +144,22 @@ func TestWriteHintsServeTheSameBytes(t *testing.T) {
 				// Its message is made from its last version's, which
 				// this loop made when it had that version's event.
 				if _, ok := ev.BaseEncodings().Done(wire.MemoProto); !ok {
-					t.Errorf("DELETED %s: the last version's message is not made", ev.Object.GetName())
+					t.Errorf("DELETED %s: the last version's message is not made", ev.Object().GetName())
 				}
 				deleted++
 			default:
 				events++
 			}
-			got, err := wire.EventProto(ev)
+			got, err := wire.EventProto(ev, wd.res.GVK)
 			if err != nil {
 				t.Fatal(err)
 			}
-			want, err := wire.ProtoOf(ev.Object)
+			want, err := wire.ProtoOf(ev.Object())
 			if err != nil {
 				t.Fatal(err)
 			}
 			if !bytes.Equal(got, want) {
-				t.Errorf("%s %s %s at %d: the message made from the hint or the last version differs from the converted one:\n%q\n%q", ev.Type, ev.Object.GetKind(), ev.Object.GetName(), ev.Revision, got, want)
+				t.Errorf("%s %s %s at %d: the message made from the hint or the last version differs from the converted one:\n%q\n%q", ev.Type, ev.Object().GetKind(), ev.Object().GetName(), ev.Revision, got, want)
 			}
 		}
 	}

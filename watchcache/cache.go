@@ -24,6 +24,7 @@ import (
 // Defaults for the zero fields of Config.
 const (
 	DefaultWindowSize       = 10000
+	DefaultWindowBytes      = 256 << 20
 	DefaultWatcherBuffer    = 256
 	DefaultBookmarkInterval = time.Minute
 	DefaultFreshTimeout     = 3 * time.Second
@@ -45,7 +46,11 @@ type Config[T Object] struct {
 	// "/pods/".
 	Prefix string
 	// Decode turns a stored value into an object whose resourceVersion is
-	// kv.Revision. It is called once per write, whatever the watchers.
+	// kv.Revision. It is called once per write, whatever the watchers, to
+	// read the object's attributes, and again whenever a cached object is
+	// asked for (Item.Object, Event.Object), since the cache keeps objects
+	// as their stored bytes: it must decode a value it decoded once the
+	// same way again, at any revision.
 	Decode func(kv storage.KeyValue) (T, error)
 	// Attrs returns the labels and the selectable fields of an object
 	// (metadata.name, metadata.namespace and per-resource fields such as
@@ -57,12 +62,23 @@ type Config[T Object] struct {
 	// serializes more cheaply than obj presets the memo
 	// (Encodings.Preset).
 	Preset func(kv storage.KeyValue, obj T, enc *Encodings)
+	// Keep, when set, returns the bytes the cache keeps of a stored value
+	// at kv.Revision in place of kv.Value (Item.Value), such as the
+	// object's wire form; Decode must decode them as it decodes kv.Value,
+	// at any revision. nil keeps kv.Value.
+	Keep func(kv storage.KeyValue) []byte
 	// New returns an empty object, used for BOOKMARK events; nil allocates
 	// the type T points to.
 	New func() T
 	// WindowSize is the number of recent events kept for watches that
 	// resume from a resourceVersion; 0 means DefaultWindowSize.
 	WindowSize int
+	// WindowBytes bounds the stored bytes of the objects the window's
+	// events carry (each event counted by the bytes of the version it
+	// made, or for a delete of the version it removed): the oldest events
+	// leave the window when either bound is reached; 0 means
+	// DefaultWindowBytes.
+	WindowBytes int64
 	// WatcherBuffer is the number of events buffered for each watcher
 	// before it is cut off as too slow; 0 means DefaultWatcherBuffer.
 	WatcherBuffer int
@@ -92,6 +108,15 @@ func DefaultAttrs[T Object](obj T) (labels.Set, fields.Set, error) {
 	}, nil
 }
 
+// newOf returns a function allocating the type T points to.
+func newOf[T Object]() (func() T, error) {
+	t := reflect.TypeFor[T]()
+	if t.Kind() != reflect.Pointer {
+		return nil, fmt.Errorf("watchcache: Config.New is required for non-pointer type %v", t)
+	}
+	return func() T { return reflect.New(t.Elem()).Interface().(T) }, nil
+}
+
 // ErrClosed ends the watchers of a cache that was closed and fails the calls
 // made after Close.
 var ErrClosed = errors.New("watchcache: closed")
@@ -99,8 +124,10 @@ var ErrClosed = errors.New("watchcache: closed")
 // Cache is the watch cache of one resource. Its methods are safe for
 // concurrent use.
 type Cache[T Object] struct {
-	cfg Config[T]
-	log *slog.Logger
+	cfg   Config[T]
+	log   *slog.Logger
+	codec codec[T] // the items'
+
 	// ctx is Run's: set before ready is closed, so that the watchers,
 	// which start only once the cache is ready, may read it.
 	ctx     context.Context
@@ -115,7 +142,7 @@ type Cache[T Object] struct {
 	rev int64
 	// advanced is closed and replaced whenever rev grows.
 	advanced chan struct{}
-	state    map[string]*item[T]
+	state    map[string]*Item[T]
 	window   window[T]
 	closed   bool
 	watchers map[*Watcher[T]]struct{}
@@ -131,8 +158,10 @@ type Stats struct {
 	// ResourceVersion is the newest revision the cache has seen.
 	ResourceVersion int64
 	// Objects is the number of objects cached; WindowEvents the number of
-	// events in the window.
+	// events in the window, WindowBytes their objects' stored bytes
+	// (Config.WindowBytes).
 	Objects, WindowEvents int
+	WindowBytes           int64
 	// Watchers is the number of live watchers past their initial events.
 	Watchers int
 	// Compacted is the newest storage compaction the cache knows of.
@@ -152,21 +181,8 @@ func (c *Cache[T]) Stats() Stats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s := c.stats
-	s.ResourceVersion, s.Objects, s.WindowEvents, s.Watchers, s.Compacted = c.rev, len(c.state), c.window.n, len(c.watchers), c.compacted
+	s.ResourceVersion, s.Objects, s.WindowEvents, s.WindowBytes, s.Watchers, s.Compacted = c.rev, len(c.state), c.window.n, c.window.bytes, len(c.watchers), c.compacted
 	return s
-}
-
-// item is one object of the state with what selectors look at, computed
-// once.
-type item[T Object] struct {
-	key    string
-	obj    T
-	rev    int64
-	labels labels.Set
-	fields fields.Set
-	// enc memoizes the object's serializations, shared by every list and
-	// event that carries this version of it.
-	enc Encodings
 }
 
 // New returns the cache of cfg. It does no I/O and starts nothing: Run
@@ -185,14 +201,16 @@ func New[T Object](cfg Config[T]) (*Cache[T], error) {
 		cfg.Attrs = DefaultAttrs[T]
 	}
 	if cfg.New == nil {
-		t := reflect.TypeFor[T]()
-		if t.Kind() != reflect.Pointer {
-			return nil, fmt.Errorf("watchcache: Config.New is required for non-pointer type %v", t)
+		var err error
+		if cfg.New, err = newOf[T](); err != nil {
+			return nil, err
 		}
-		cfg.New = func() T { return reflect.New(t.Elem()).Interface().(T) }
 	}
 	if cfg.WindowSize <= 0 {
 		cfg.WindowSize = DefaultWindowSize
+	}
+	if cfg.WindowBytes <= 0 {
+		cfg.WindowBytes = DefaultWindowBytes
 	}
 	if cfg.WatcherBuffer <= 0 {
 		cfg.WatcherBuffer = DefaultWatcherBuffer
@@ -216,7 +234,8 @@ func New[T Object](cfg Config[T]) (*Cache[T], error) {
 		advanced: make(chan struct{}),
 		watchers: make(map[*Watcher[T]]struct{}),
 	}
-	c.window.init(cfg.WindowSize)
+	c.codec = codec[T]{decode: cfg.Decode, empty: cfg.New, log: c.log}
+	c.window.init(cfg.WindowSize, cfg.WindowBytes)
 	return c, nil
 }
 
@@ -269,42 +288,52 @@ func (c *Cache[T]) ResourceVersion() int64 {
 }
 
 // Get returns the cached object under key (the full storage key) at the
-// cache's newest revision.
+// cache's newest revision, decoded for the caller (Item.Object).
 func (c *Cache[T]) Get(key string) (T, bool) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	it, ok := c.state[key]
+	c.mu.Unlock()
 	if !ok {
 		var zero T
 		return zero, false
 	}
-	return it.obj, true
+	return it.Object(), true
 }
 
-// newItem decodes kv into an item.
-func (c *Cache[T]) newItem(kv storage.KeyValue) (*item[T], error) {
+// newItem decodes kv into an item, returning the object decoded too for
+// a caller that has a use for it now. The item shares the attributes of
+// like, an earlier version, when they are the same.
+func (c *Cache[T]) newItem(kv storage.KeyValue, like *Item[T]) (*Item[T], T, error) {
 	obj, err := c.cfg.Decode(kv)
 	if err != nil {
-		return nil, fmt.Errorf("decode %s at %d: %w", kv.Key, kv.Revision, err)
+		return nil, obj, fmt.Errorf("decode %s at %d: %w", kv.Key, kv.Revision, err)
 	}
 	ls, fs, err := c.cfg.Attrs(obj)
 	if err != nil {
-		return nil, fmt.Errorf("attributes of %s at %d: %w", kv.Key, kv.Revision, err)
+		return nil, obj, fmt.Errorf("attributes of %s at %d: %w", kv.Key, kv.Revision, err)
 	}
-	it := &item[T]{key: kv.Key, obj: obj, rev: kv.Revision, labels: ls, fields: fs}
+	var same *attrs
+	if like != nil {
+		// The key's string too, rather than one per version.
+		same, kv.Key = like.attrs, like.key
+	}
+	it := &Item[T]{key: kv.Key, rev: kv.Revision, value: kv.Value, attrs: newAttrs(ls, fs, same), codec: &c.codec}
 	if c.cfg.Preset != nil {
 		c.cfg.Preset(kv, obj, &it.enc)
 	}
-	return it, nil
+	if c.cfg.Keep != nil {
+		it.value = c.cfg.Keep(kv)
+	}
+	return it, obj, nil
 }
 
 // listStorage reads the whole prefix at storage's latest revision, page by
 // page at the revision of the first page, in key order. Values that do not
 // decode are logged and left out.
-func (c *Cache[T]) listStorage(ctx context.Context) ([]*item[T], int64, error) {
+func (c *Cache[T]) listStorage(ctx context.Context) ([]*Item[T], int64, error) {
 	const page = 1000
 	var (
-		items []*item[T]
+		items []*Item[T]
 		rev   int64
 		start string
 	)
@@ -315,7 +344,7 @@ func (c *Cache[T]) listStorage(ctx context.Context) ([]*item[T], int64, error) {
 		}
 		rev = res.Revision
 		for _, kv := range res.Items {
-			it, err := c.newItem(kv)
+			it, _, err := c.newItem(kv, nil)
 			if err != nil {
 				c.log.Error("watchcache: skipping object", "err", err)
 				continue
@@ -331,7 +360,7 @@ func (c *Cache[T]) listStorage(ctx context.Context) ([]*item[T], int64, error) {
 
 // listAndWatch lists the prefix and opens the storage watch that continues
 // the list.
-func (c *Cache[T]) listAndWatch(ctx context.Context) ([]*item[T], int64, storage.Watcher, error) {
+func (c *Cache[T]) listAndWatch(ctx context.Context) ([]*Item[T], int64, storage.Watcher, error) {
 	items, rev, err := c.listStorage(ctx)
 	if err != nil {
 		return nil, 0, nil, fmt.Errorf("list: %w", err)
@@ -360,8 +389,8 @@ func (c *Cache[T]) listAndWatch(ctx context.Context) ([]*item[T], int64, storage
 // reset replaces the state with items at rev, empties the window and ends
 // the watchers that had not reached rev: they cannot be continued across the
 // gap.
-func (c *Cache[T]) reset(items []*item[T], rev int64) (relisted bool) {
-	state := make(map[string]*item[T], len(items))
+func (c *Cache[T]) reset(items []*Item[T], rev int64) (relisted bool) {
+	state := make(map[string]*Item[T], len(items))
 	for _, it := range items {
 		state[it.key] = it
 	}
@@ -515,13 +544,21 @@ func (c *Cache[T]) apply(ev storage.Event) {
 	}
 	rec := &record[T]{rev: ev.KV.Revision, key: ev.KV.Key}
 	if ev.Type == storage.EventPut {
-		it, err := c.newItem(ev.KV)
+		// The previous version lends its attributes when they are the
+		// same (only this goroutine changes the state, so it is still
+		// the previous version below).
+		c.mu.Lock()
+		like := c.state[rec.key]
+		c.mu.Unlock()
+		it, obj, err := c.newItem(ev.KV, like)
 		if err != nil {
 			// The cache cannot show a value it cannot decode; it drops the
 			// key so that it never serves a stale version as current.
 			c.log.Error("watchcache: dropping undecodable object", "err", err)
 		} else {
 			rec.cur = it
+			// The watchers now registered get the object decoded once.
+			rec.fresh, rec.hasFresh = obj, true
 		}
 	}
 	c.mu.Lock()
@@ -530,8 +567,18 @@ func (c *Cache[T]) apply(ev storage.Event) {
 		return // already seen (a re-watch may repeat the boundary)
 	}
 	rec.prev = c.state[rec.key]
+	if rec.prev != nil {
+		rec.key = rec.prev.key // one string per key, not per event
+	}
 	if rec.cur != nil {
 		c.state[rec.key] = rec.cur
+		if rec.prev != nil {
+			// The version replaced is now the window's alone, read again
+			// only by watches that replay the window: its serializations
+			// go (a deleted version keeps them, to serialize its DELETED
+			// event from).
+			rec.prev.enc.drop()
+		}
 	} else {
 		delete(c.state, rec.key)
 	}
@@ -542,6 +589,7 @@ func (c *Cache[T]) apply(ev storage.Event) {
 			c.deliverLocked(w, rec)
 		}
 	}
+	rec.dropFresh()
 	c.advanceLocked(rec.rev)
 }
 
@@ -575,5 +623,5 @@ func (c *Cache[T]) bookmarkEvent(rev int64, end bool) *Event[T] {
 	if end {
 		obj.SetAnnotations(map[string]string{metav1.InitialEventsAnnotationKey: "true"})
 	}
-	return &Event[T]{Type: watch.Bookmark, Object: obj, Revision: rev}
+	return NewEvent(watch.Bookmark, obj, rev)
 }

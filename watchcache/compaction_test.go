@@ -130,7 +130,7 @@ func TestCompactionAnnouncedBeforeMade(t *testing.T) {
 			t.Errorf("watch from %d after a compaction at %d was announced: %v, want 410", r1, r2, err)
 		}
 		res, err := c.List(ctx, ListOptions{ResourceVersion: fmt.Sprint(r1), ResourceVersionMatch: metav1.ResourceVersionMatchExact})
-		if err != nil || res.ResourceVersion != r1 || len(res.Items) != 1 || res.Items[0].Labels != nil {
+		if err != nil || res.ResourceVersion != r1 || len(res.Items) != 1 || res.Objects()[0].Labels != nil {
 			t.Errorf("exact list at %d, not yet compacted in storage: %+v, %v", r1, res, err)
 		}
 	})

@@ -80,22 +80,40 @@
 // carrying the latest revision the cache has seen; a bookmark that does not
 // fit in a watcher's buffer is skipped, not fatal.
 //
+// # What the cache holds
+//
+// The cache keeps every version it holds (the state and the versions its
+// window's events carry) as an Item: the bytes storage holds for it, or
+// the form Config.Keep makes of them (such as the object's wire form),
+// with its labels and fields for selectors and a memo of its
+// serializations. Config.Decode decodes each storage event once, to read
+// those attributes, and the object is decoded again whenever it is asked
+// for (Item.Object, Event.Object, Get, ListResult.Objects) rather than
+// kept: decoded objects are several times the size of their bytes. The
+// window is bounded by events (Config.WindowSize) and by the stored bytes
+// of the versions they carry (Config.WindowBytes); its oldest events leave
+// it when either bound is reached. An event and the state entry of the
+// same version share one Item; a DELETED event's object is the last
+// version's bytes at the delete's revision.
+//
 // # Sharing
 //
-// Objects in events and list results are shared by all callers and must not
-// be mutated. Event.Encode memoizes a watcher's encoding of an event so that
-// a thousand watchers of one event encode it once. Each cached object
-// version also carries an Encodings memo of its own serializations, handed
-// out with it by Event.ObjectEncodings (ADDED and MODIFIED events, initial
-// events) and ListResult.Encodings, so that an object is serialized once per
-// format however many lists and watches carry it, for as long as the cache
-// holds that version. Config.Preset lets the cache's owner, who may hold a
-// version in a form that serializes more cheaply (the object its own write
-// stored), preset that memo before anyone reads it (Encodings.Preset). A
-// DELETED event's object is a copy of the last version at the delete's
-// revision, with a memo of its own; Event.BaseEncodings hands out the last
-// version's, whose finished serializations (Encodings.Done) can be changed
-// into the copy's.
+// Items and the objects of events are shared by all callers and must not
+// be mutated. Event.Encode memoizes a watcher's encoding of an event so
+// that a thousand watchers of one event encode it once; the window holds
+// its events only while watchers do, so a framed encoding lives as long as
+// the watchers that write it. Each cached object version also carries an
+// Encodings memo of its own serializations, handed out with it by
+// Event.ObjectEncodings (ADDED and MODIFIED events, initial events) and
+// Item.Encodings, so that an object is serialized once per format however
+// many lists and watches carry it, for as long as that version is the
+// object's current one (a version replaced by a newer one is kept for the
+// window alone, without its serializations; a deleted one keeps them). Config.Preset lets the cache's owner, who may hold a version in
+// a form that serializes more cheaply (the object its own write stored),
+// preset that memo before anyone reads it (Encodings.Preset). A DELETED
+// event's object has a memo of its own; Event.BaseEncodings hands out the
+// last version's, whose finished serializations (Encodings.Done) can be
+// changed into the event's.
 //
 // # Errors
 //

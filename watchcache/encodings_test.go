@@ -73,10 +73,10 @@ func TestObjectEncodingsShared(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(listed.Encodings) != 1 || len(listed.Items) != 1 {
-		t.Fatalf("list: %d items, %d memos", len(listed.Items), len(listed.Encodings))
+	if len(listed.Items) != 1 {
+		t.Fatalf("list: %d items", len(listed.Items))
 	}
-	if initial.ObjectEncodings() != listed.Encodings[0] {
+	if initial.ObjectEncodings() != listed.Items[0].Encodings() || initial.Item() != listed.Items[0] {
 		t.Error("initial event and list hold different memos for one object version")
 	}
 
@@ -85,7 +85,7 @@ func TestObjectEncodingsShared(t *testing.T) {
 	if modified.Type != watch.Modified || modified.Revision != rev {
 		t.Fatalf("event %s at %d, want MODIFIED at %d", modified.Type, modified.Revision, rev)
 	}
-	if modified.ObjectEncodings() == listed.Encodings[0] {
+	if modified.ObjectEncodings() == listed.Items[0].Encodings() {
 		t.Error("a new version shares the old version's memo")
 	}
 	seen(c, rev)
@@ -93,7 +93,7 @@ func TestObjectEncodingsShared(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(selected.Encodings) != 1 || selected.Encodings[0] != modified.ObjectEncodings() {
+	if len(selected.Items) != 1 || selected.Items[0].Encodings() != modified.ObjectEncodings() {
 		t.Error("list with a selector and the MODIFIED event hold different memos")
 	}
 
@@ -111,7 +111,7 @@ func TestObjectEncodingsShared(t *testing.T) {
 	if modified.BaseEncodings() != nil || initial.BaseEncodings() != nil {
 		t.Error("an ADDED or MODIFIED event has a base")
 	}
-	lit := &Event[*corev1.Pod]{Type: watch.Bookmark, Object: &corev1.Pod{}}
+	lit := NewEvent(watch.Bookmark, &corev1.Pod{}, 0)
 	first := lit.ObjectEncodings()
 	if _, err := first.Get("k", func() ([]byte, error) { return []byte("v"), nil }); err != nil {
 		t.Fatal(err)
@@ -209,8 +209,8 @@ func TestConfigPreset(t *testing.T) {
 	for range 2 {
 		ev := <-w.Events()
 		got, err := ev.ObjectEncodings().Get("name", func() ([]byte, error) { return []byte("not preset"), nil })
-		if want := ev.Object.Name + "@" + ev.Object.ResourceVersion; err != nil || string(got) != want {
-			t.Errorf("%s event of %s: %q, %v; want %q", ev.Type, ev.Object.Name, got, err, want)
+		if want := ev.Object().Name + "@" + ev.Object().ResourceVersion; err != nil || string(got) != want {
+			t.Errorf("%s event of %s: %q, %v; want %q", ev.Type, ev.Object().Name, got, err, want)
 		}
 	}
 	seen(c, rev)

@@ -123,7 +123,7 @@ type ev struct {
 func (e ev) String() string { return fmt.Sprintf("%s %s@%s", e.Type, e.Name, e.RV) }
 
 func toEv(e *Event[*corev1.Pod]) ev {
-	return ev{Type: e.Type, Name: e.Object.Namespace + "/" + e.Object.Name, RV: e.Object.ResourceVersion}
+	return ev{Type: e.Type, Name: e.Object().Namespace + "/" + e.Object().Name, RV: e.Object().ResourceVersion}
 }
 
 // next returns the watcher's next event; ok is false when it has ended. It

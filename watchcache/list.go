@@ -36,13 +36,12 @@ type ListOptions struct {
 
 // ListResult is one page of a list.
 type ListResult[T Object] struct {
-	// Items are in key order and shared: they must not be mutated.
-	Items []T
-	// Encodings, parallel to Items, memoize each item's serializations;
-	// for items served from the cache they are shared with its watch
-	// events and other lists, so a cached object is serialized once per
-	// format.
-	Encodings []*Encodings
+	// Items are in key order and shared: their bytes must not be
+	// modified. Each memoizes its serializations (Item.Encodings); for
+	// items served from the cache they are shared with its watch events
+	// and other lists, so a cached object is serialized once per format.
+	// Objects decodes them.
+	Items []*Item[T]
 	// ResourceVersion is the revision the page was read at (the list's
 	// metadata.resourceVersion).
 	ResourceVersion int64
@@ -51,6 +50,15 @@ type ListResult[T Object] struct {
 	// RemainingItemCount counts the items after this page when the list has
 	// no selector and more pages; nil otherwise.
 	RemainingItemCount *int64
+}
+
+// Objects decodes the page's items (Item.Object) for the caller.
+func (r *ListResult[T]) Objects() []T {
+	out := make([]T, len(r.Items))
+	for i, it := range r.Items {
+		out[i] = it.Object()
+	}
+	return out
 }
 
 // List returns the objects selected by opts, in key order; see the package
@@ -62,7 +70,7 @@ func (c *Cache[T]) List(ctx context.Context, opts ListOptions) (*ListResult[T], 
 	if err := c.awaitReady(ctx); err != nil {
 		return nil, err
 	}
-	p := page[T]{pred: newPredicate[T](opts.Label, opts.Field, opts.Namespace), limit: opts.Limit, prefix: c.cfg.Prefix}
+	p := page[T]{pred: newPredicate[T](opts.Label, opts.Field, c.cfg.Prefix, opts.Namespace), limit: opts.Limit, prefix: c.cfg.Prefix}
 	if opts.Namespace != "" {
 		p.prefix += opts.Namespace + "/"
 	}
@@ -159,7 +167,7 @@ func (c *Cache[T]) pageFromSnapshot(sn *snapshot[T], p page[T]) *ListResult[T] {
 		if p.limit > 0 {
 			end = min(end, i+int(p.limit))
 		}
-		res := &ListResult[T]{Items: slices.Clone(sn.objects()[i:end]), Encodings: slices.Clone(sn.encodings()[i:end]), ResourceVersion: sn.rev}
+		res := &ListResult[T]{Items: slices.Clone(sn.items[i:end]), ResourceVersion: sn.rev}
 		if end < last {
 			res.Continue = encodeContinue(sn.rev, sn.items[end-1].key, c.cfg.Prefix)
 			n := int64(last - end)
@@ -173,14 +181,13 @@ func (c *Cache[T]) pageFromSnapshot(sn *snapshot[T], p page[T]) *ListResult[T] {
 	} else {
 		capacity = 0 // a selector: let append size it
 	}
-	res := &ListResult[T]{Items: make([]T, 0, capacity), Encodings: make([]*Encodings, 0, capacity), ResourceVersion: sn.rev}
+	res := &ListResult[T]{Items: make([]*Item[T], 0, capacity), ResourceVersion: sn.rev}
 	for ; i < last; i++ {
 		it := sn.items[i]
 		if !p.pred.matches(it) {
 			continue
 		}
-		res.Items = append(res.Items, it.obj)
-		res.Encodings = append(res.Encodings, &it.enc)
+		res.Items = append(res.Items, it)
 		if p.limit > 0 && int64(len(res.Items)) == p.limit {
 			i++
 			break
@@ -209,15 +216,14 @@ func (c *Cache[T]) pageFromStorage(ctx context.Context, rev int64, p page[T]) (*
 		rev = sr.Revision
 		res.ResourceVersion = rev
 		for i, kv := range sr.Items {
-			it, err := c.newItem(kv)
+			it, _, err := c.newItem(kv, nil)
 			if err != nil {
 				return nil, fmt.Errorf("watchcache %s: %w", c.cfg.Prefix, err)
 			}
 			if !p.pred.matches(it) {
 				continue
 			}
-			res.Items = append(res.Items, it.obj)
-			res.Encodings = append(res.Encodings, &it.enc)
+			res.Items = append(res.Items, it)
 			if p.limit > 0 && int64(len(res.Items)) == p.limit {
 				left := int64(len(sr.Items)-i-1) + sr.Remaining
 				if i < len(sr.Items)-1 || sr.More {

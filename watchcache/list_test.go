@@ -91,7 +91,7 @@ func TestListMatchesStorage(t *testing.T) {
 				t.Fatalf("List: %v", err)
 			}
 			want, wantRev := storageNames(t, st, 0, tt.keep)
-			if got := names(res.Items); !slices.Equal(got, want) {
+			if got := names(res.Objects()); !slices.Equal(got, want) {
 				t.Fatalf("List = %v\nwant %v", got, want)
 			}
 			if res.ResourceVersion != wantRev {
@@ -123,7 +123,7 @@ func TestListExactFromWindowAndStorage(t *testing.T) {
 			t.Fatalf("List exact %d: %v", rev, err)
 		}
 		want, _ := storageNames(t, st, rev, nil)
-		if got := names(res.Items); !slices.Equal(got, want) || res.ResourceVersion != rev {
+		if got := names(res.Objects()); !slices.Equal(got, want) || res.ResourceVersion != rev {
 			t.Fatalf("List exact %d = %v @%d\nwant %v", rev, got, res.ResourceVersion, want)
 		}
 	}
@@ -175,7 +175,7 @@ func TestListPagingConsistent(t *testing.T) {
 				if int64(len(res.Items)) > opts.Limit {
 					t.Fatalf("page of %d items, limit %d", len(res.Items), opts.Limit)
 				}
-				got = append(got, res.Items...)
+				got = append(got, res.Objects()...)
 				pages++
 				// Writes between pages must not show in the list; with a
 				// window of one they also push its revision out.
@@ -358,8 +358,8 @@ func TestConsistentListFromCache(t *testing.T) {
 					t.Fatal(err)
 				}
 				want, _ := storageNames(t, st, 0, nil)
-				if !slices.Equal(names(res.Items), want) || res.ResourceVersion < other {
-					t.Errorf("List = %v at %d, want %v at %d or later", names(res.Items), res.ResourceVersion, want, other)
+				if !slices.Equal(names(res.Objects()), want) || res.ResourceVersion < other {
+					t.Errorf("List = %v at %d, want %v at %d or later", names(res.Objects()), res.ResourceVersion, want, other)
 				}
 				after := c.Stats()
 				if fresh, fallback := after.FreshReads-before.FreshReads, after.FreshFallbacks-before.FreshFallbacks; fresh != tt.wantFresh || fallback != tt.wantFallback {
@@ -406,7 +406,7 @@ func TestListNamespacePages(t *testing.T) {
 					if err != nil {
 						t.Fatalf("limit %d: %v", limit, err)
 					}
-					for _, p := range res.Items {
+					for _, p := range res.Objects() {
 						if p.Namespace != "b" {
 							t.Fatalf("limit %d: listed %s/%s", limit, p.Namespace, p.Name)
 						}

@@ -116,7 +116,7 @@ func propertyRun(t *testing.T, seed uint64) {
 					if e.Type != watch.Bookmark {
 						pw.events = append(pw.events, toEv(e))
 						got = e.Revision
-					} else if e.Object.Annotations[metav1.InitialEventsAnnotationKey] == "true" {
+					} else if e.Object().Annotations[metav1.InitialEventsAnnotationKey] == "true" {
 						pw.bookmk = e.Revision
 					}
 				}

@@ -36,16 +36,16 @@ func TestUnstructured(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Stop()
-	if e := <-w.Events(); e.Type != watch.Bookmark || e.Object.GetAnnotations()[metav1.InitialEventsAnnotationKey] != "true" {
-		t.Fatalf("first event %v %v, want the initial-events-end bookmark", e.Type, e.Object)
+	if e := <-w.Events(); e.Type != watch.Bookmark || e.Object().GetAnnotations()[metav1.InitialEventsAnnotationKey] != "true" {
+		t.Fatalf("first event %v %v, want the initial-events-end bookmark", e.Type, e.Object())
 	}
 	rev, err := st.Create(ctx, "/foos/default/x", []byte(`{"apiVersion":"samplecontroller.k8s.io/v1alpha1","kind":"Foo","metadata":{"name":"x","namespace":"default"}}`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	e := <-w.Events()
-	if e.Type != watch.Added || e.Object.GetName() != "x" || e.Object.GetKind() != "Foo" || e.Object.GetResourceVersion() != fmt.Sprint(rev) {
-		t.Fatalf("event %v %v", e.Type, e.Object)
+	if e.Type != watch.Added || e.Object().GetName() != "x" || e.Object().GetKind() != "Foo" || e.Object().GetResourceVersion() != fmt.Sprint(rev) {
+		t.Fatalf("event %v %v", e.Type, e.Object())
 	}
 	res, err := c.List(ctx, ListOptions{ResourceVersion: "0", Namespace: "default"})
 	if err != nil || len(res.Items) != 1 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -129,36 +130,45 @@ func (c *Cache[T]) deliverLocked(w *Watcher[T], rec *record[T]) {
 
 // predicate is a watcher's or a list's selection.
 type predicate[T Object] struct {
-	label     labels.Selector
-	field     fields.Selector
-	namespace string
+	label labels.Selector
+	field fields.Selector
+	// nsPrefix, for a namespace's selection, is the prefix of its keys
+	// (Prefix, namespace, "/": keys are Prefix, namespace, name, as in
+	// kube-apiserver's storage).
+	nsPrefix string
 }
 
-func newPredicate[T Object](l labels.Selector, f fields.Selector, ns string) predicate[T] {
+// newPredicate is the selection of l, f and the namespace ns (all: "") of
+// a cache whose keys start with prefix.
+func newPredicate[T Object](l labels.Selector, f fields.Selector, prefix, ns string) predicate[T] {
 	if l != nil && l.Empty() {
 		l = nil
 	}
 	if f != nil && f.Empty() {
 		f = nil
 	}
-	return predicate[T]{label: l, field: f, namespace: ns}
+	p := predicate[T]{label: l, field: f}
+	if ns != "" {
+		p.nsPrefix = prefix + ns + "/"
+	}
+	return p
 }
 
 // all reports whether the predicate selects everything.
-func (p predicate[T]) all() bool { return p.label == nil && p.field == nil && p.namespace == "" }
+func (p predicate[T]) all() bool { return p.label == nil && p.field == nil && p.nsPrefix == "" }
 
 // matches reports whether it (nil: absent) is selected.
-func (p predicate[T]) matches(it *item[T]) bool {
+func (p predicate[T]) matches(it *Item[T]) bool {
 	if it == nil {
 		return false
 	}
-	if p.namespace != "" && it.obj.GetNamespace() != p.namespace {
+	if p.nsPrefix != "" && !strings.HasPrefix(it.key, p.nsPrefix) {
 		return false
 	}
-	if p.label != nil && !p.label.Matches(it.labels) {
+	if p.label != nil && !p.label.Matches((*labelsOf)(it.attrs)) {
 		return false
 	}
-	return p.field == nil || p.field.Matches(it.fields)
+	return p.field == nil || p.field.Matches((*fieldsOf)(it.attrs))
 }
 
 // convert returns the event rec is for a watcher with this predicate, or nil
@@ -193,7 +203,7 @@ func (c *Cache[T]) Watch(ctx context.Context, opts WatchOptions) (*Watcher[T], e
 		return nil, err
 	}
 	var (
-		initial []*item[T]
+		initial []*Item[T]
 		pos     int64
 		end     bool
 	)
@@ -228,7 +238,7 @@ func (c *Cache[T]) Watch(ctx context.Context, opts WatchOptions) (*Watcher[T], e
 		c:         c,
 		out:       make(chan *Event[T], c.cfg.WatcherBuffer),
 		stopc:     make(chan struct{}),
-		pred:      newPredicate[T](opts.Label, opts.Field, opts.Namespace),
+		pred:      newPredicate[T](opts.Label, opts.Field, c.cfg.Prefix, opts.Namespace),
 		bookmarks: opts.AllowBookmarks,
 	}
 	c.mu.Lock()
@@ -254,7 +264,7 @@ func (c *Cache[T]) Watch(ctx context.Context, opts WatchOptions) (*Watcher[T], e
 // registers w with the dispatcher once it has caught up. Until then the
 // watcher's own goroutine waits for its consumer, so a slow consumer delays
 // no one else; it ends with 410 if the window moves past it meanwhile.
-func (w *Watcher[T]) run(initial []*item[T], pos int64, end bool) {
+func (w *Watcher[T]) run(initial []*Item[T], pos int64, end bool) {
 	c := w.c
 	defer c.wg.Done()
 	for _, it := range initial {
@@ -264,7 +274,7 @@ func (w *Watcher[T]) run(initial []*item[T], pos int64, end bool) {
 		// Initial events are not shared (keeping one per cached object
 		// would keep its framed encodings for as long as the object
 		// lives), but the object's own serializations are.
-		if !w.send(newEvent(watch.Added, it.obj, it.rev, &it.enc)) {
+		if !w.send(itemEvent(watch.Added, it)) {
 			return
 		}
 	}

@@ -116,15 +116,15 @@ func TestWatchSendInitialEvents(t *testing.T) {
 		var got []string
 		for range state {
 			e := <-w.Events()
-			got = append(got, e.Object.Namespace+"/"+e.Object.Name+"@"+e.Object.ResourceVersion)
+			got = append(got, e.Object().Namespace+"/"+e.Object().Name+"@"+e.Object().ResourceVersion)
 		}
 		if !slices.Equal(got, state) {
 			t.Fatalf("initial events %v, want %v", got, state)
 		}
 		bm := <-w.Events()
-		if bm.Type != watch.Bookmark || bm.Revision != srev || bm.Object.ResourceVersion != fmt.Sprint(srev) ||
-			bm.Object.Annotations[metav1.InitialEventsAnnotationKey] != "true" {
-			t.Fatalf("end of initial events: %+v %v, want BOOKMARK at %d annotated", bm.Type, bm.Object.ObjectMeta, srev)
+		if bm.Type != watch.Bookmark || bm.Revision != srev || bm.Object().ResourceVersion != fmt.Sprint(srev) ||
+			bm.Object().Annotations[metav1.InitialEventsAnnotationKey] != "true" {
+			t.Fatalf("end of initial events: %+v %v, want BOOKMARK at %d annotated", bm.Type, bm.Object().ObjectMeta, srev)
 		}
 		w.Stop()
 	}
@@ -152,7 +152,7 @@ func TestWatchSendInitialEventsFromStorage(t *testing.T) {
 		var got []string
 		for range state {
 			e := <-w.Events()
-			got = append(got, e.Object.Namespace+"/"+e.Object.Name+"@"+e.Object.ResourceVersion)
+			got = append(got, e.Object().Namespace+"/"+e.Object().Name+"@"+e.Object().ResourceVersion)
 		}
 		if !slices.Equal(got, state) {
 			t.Fatalf("rv %q: initial events %v, want %v", rv, got, state)
@@ -300,7 +300,7 @@ func TestSelectorTransitions(t *testing.T) {
 				mark := put(t, st, "marker", fmt.Sprint(i), map[string]string{"app": "web"}, corev1.PodRunning)
 				var got []*Event[*corev1.Pod]
 				for e := range w.Events() {
-					if e.Object.Namespace == "marker" {
+					if e.Object().Namespace == "marker" {
 						if e.Revision == mark {
 							break
 						}
@@ -311,10 +311,10 @@ func TestSelectorTransitions(t *testing.T) {
 				switch {
 				case s.want == "" && len(got) != 0:
 					t.Fatalf("step %d: got %v, want nothing", i, got[0].Type)
-				case s.want != "" && (len(got) != 1 || got[0].Type != s.want || got[0].Revision != rev || got[0].Object.ResourceVersion != fmt.Sprint(rev)):
+				case s.want != "" && (len(got) != 1 || got[0].Type != s.want || got[0].Revision != rev || got[0].Object().ResourceVersion != fmt.Sprint(rev)):
 					t.Fatalf("step %d: got %d events %v, want one %s at %d", i, len(got), got, s.want, rev)
-				case s.prev && !maps(got[0].Object.Labels, prevLabels):
-					t.Fatalf("step %d: DELETED carries labels %v, want the previous %v", i, got[0].Object.Labels, prevLabels)
+				case s.prev && !maps(got[0].Object().Labels, prevLabels):
+					t.Fatalf("step %d: DELETED carries labels %v, want the previous %v", i, got[0].Object().Labels, prevLabels)
 				}
 				prevLabels = s.lbls
 			}
@@ -361,8 +361,8 @@ func TestBookmarks(t *testing.T) {
 		time.Sleep(time.Minute)
 		synctest.Wait()
 		bm := <-w.Events()
-		if bm.Type != watch.Bookmark || bm.Revision != rev || bm.Object.ResourceVersion != fmt.Sprint(rev) || len(bm.Object.Annotations) != 0 {
-			t.Fatalf("got %v at %d (%v), want a BOOKMARK at %d", bm.Type, bm.Revision, bm.Object.ObjectMeta, rev)
+		if bm.Type != watch.Bookmark || bm.Revision != rev || bm.Object().ResourceVersion != fmt.Sprint(rev) || len(bm.Object().Annotations) != 0 {
+			t.Fatalf("got %v at %d (%v), want a BOOKMARK at %d", bm.Type, bm.Revision, bm.Object().ObjectMeta, rev)
 		}
 		if len(quiet.Events()) != 0 {
 			t.Fatal("bookmark sent to a watcher that did not ask")
@@ -489,8 +489,8 @@ func TestStorageWatchFailures(t *testing.T) {
 		t.Fatal(err)
 	}
 	want, _ := storageNames(t, st, 0, nil)
-	if !slices.Equal(names(res.Items), want) {
-		t.Fatalf("after relist %v\nwant %v (write at %d)", names(res.Items), want, after)
+	if !slices.Equal(names(res.Objects()), want) {
+		t.Fatalf("after relist %v\nwant %v (write at %d)", names(res.Objects()), want, after)
 	}
 }
 
@@ -555,7 +555,7 @@ func TestReadsWaitForRun(t *testing.T) {
 	}()
 	runCache(t, c)
 	want, _ := storageNames(t, st, 0, nil)
-	if res := <-listed; res == nil || !slices.Equal(names(res.Items), want) {
+	if res := <-listed; res == nil || !slices.Equal(names(res.Objects()), want) {
 		t.Fatalf("List made before Run = %v, want %v", res, want)
 	}
 }
@@ -577,7 +577,7 @@ func TestWatchContextEnds(t *testing.T) {
 }
 
 func TestEventEncodeOnce(t *testing.T) {
-	e := &Event[*corev1.Pod]{Type: watch.Added, Object: &corev1.Pod{}}
+	e := NewEvent(watch.Added, &corev1.Pod{}, 0)
 	var calls sync.Map
 	var wg sync.WaitGroup
 	for i := range 50 {

@@ -3,58 +3,81 @@ package watchcache
 import (
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
+	"weak"
 
 	"k8s.io/apimachinery/pkg/watch"
 )
 
 // record is one storage event as the cache keeps it: the item before and
-// after, each decoded once, and the watch events made from them, each made
-// once and shared by every watcher that receives it.
+// after, and the watch events made from them, each made once and shared by
+// every watcher that holds it. The record holds its events weakly: an
+// event lives while watchers hold it, and is made again for a watcher that
+// replays the window later, so the window keeps no decoded object and no
+// framed encoding (those are as large as the object) for its life.
 type record[T Object] struct {
 	rev  int64
 	key  string
-	cur  *item[T] // nil: the key is gone after the event
-	prev *item[T] // nil: the key did not exist before
+	cur  *Item[T] // nil: the key is gone after the event
+	prev *Item[T] // nil: the key did not exist before
 
-	added, modified, deleted lazyEvent[T]
+	mu sync.Mutex
+	// fresh is cur decoded, while the cache applies the record: the
+	// events it makes for the watchers registered then need not decode it
+	// again.
+	fresh                    T
+	hasFresh                 bool
+	added, modified, deleted weak.Pointer[Event[T]]
 }
 
-type lazyEvent[T Object] struct {
-	once sync.Once
-	ev   *Event[T]
+// dropFresh lets go of the decoded object once the record is applied.
+func (r *record[T]) dropFresh() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var zero T
+	r.fresh, r.hasFresh = zero, false
 }
 
 // event returns the shared event of type t for the record: Added and
-// Modified carry the new object, Deleted the previous one at the record's
-// revision.
+// Modified carry the new version, Deleted the previous one's bytes at the
+// record's revision.
 func (r *record[T]) event(t watch.EventType) *Event[T] {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	slot := &r.deleted
 	switch t {
 	case watch.Added:
-		r.added.once.Do(func() { r.added.ev = newEvent(t, r.cur.obj, r.rev, &r.cur.enc) })
-		return r.added.ev
+		slot = &r.added
 	case watch.Modified:
-		r.modified.once.Do(func() { r.modified.ev = newEvent(t, r.cur.obj, r.rev, &r.cur.enc) })
-		return r.modified.ev
-	default:
-		r.deleted.once.Do(func() {
-			r.deleted.ev = &Event[T]{Type: watch.Deleted, Object: withRevision(r.prev.obj, r.rev), Revision: r.rev, base: &r.prev.enc}
-		})
-		return r.deleted.ev
+		slot = &r.modified
 	}
+	if ev := slot.Value(); ev != nil {
+		return ev
+	}
+	var ev *Event[T]
+	if t == watch.Deleted {
+		last := r.prev
+		it := &Item[T]{key: last.key, rev: r.rev, value: last.value, attrs: last.attrs, codec: last.codec}
+		ev = itemEvent(t, it)
+		ev.base = &last.enc
+	} else {
+		ev = itemEvent(t, r.cur)
+		if r.hasFresh {
+			ev.setObject(r.fresh)
+		}
+	}
+	*slot = weak.Make(ev)
+	return ev
 }
 
-// withRevision returns a copy of obj with resourceVersion rev; the original
-// is shared and must not change.
-func withRevision[T Object](obj T, rev int64) T {
-	cp, ok := obj.DeepCopyObject().(T)
-	if !ok {
-		return obj // a DeepCopyObject of another type: keep the old version rather than fail
+// size is what the record counts against Config.WindowBytes: the stored
+// bytes of the version it made, or for a delete of the one it removed.
+func (r *record[T]) size() int64 {
+	if r.cur != nil {
+		return int64(len(r.cur.value))
 	}
-	cp.SetResourceVersion(strconv.FormatInt(rev, 10))
-	return cp
+	return int64(len(r.prev.value))
 }
 
 // window is a ring of the most recent records, in revision order.
@@ -62,29 +85,38 @@ type window[T Object] struct {
 	buf  []*record[T]
 	head int // index of the oldest record
 	n    int
+	// bytes is the records' size, bounded by maxBytes.
+	bytes, maxBytes int64
 	// from is the revision after which every event is in the window: a
 	// watch from rev can be served iff rev >= from.
 	from int64
 }
 
-func (w *window[T]) init(size int) { w.buf = make([]*record[T], size) }
+func (w *window[T]) init(size int, maxBytes int64) {
+	w.buf, w.maxBytes = make([]*record[T], size), maxBytes
+}
 
 // reset empties the window, which then holds every event after rev.
 func (w *window[T]) reset(rev int64) {
 	clear(w.buf)
-	w.head, w.n, w.from = 0, 0, rev
+	w.head, w.n, w.from, w.bytes = 0, 0, rev, 0
 }
 
-// push appends r, evicting the oldest record when the window is full.
+// push appends r, evicting the oldest records while the window is full,
+// in events or in bytes.
 func (w *window[T]) push(r *record[T]) {
-	if w.n == len(w.buf) {
-		w.from = w.buf[w.head].rev
-		w.buf[w.head] = r
+	size := r.size()
+	for w.n > 0 && (w.n == len(w.buf) || w.bytes+size > w.maxBytes) {
+		old := w.buf[w.head]
+		w.from = old.rev
+		w.bytes -= old.size()
+		w.buf[w.head] = nil
 		w.head = (w.head + 1) % len(w.buf)
-		return
+		w.n--
 	}
 	w.buf[(w.head+w.n)%len(w.buf)] = r
 	w.n++
+	w.bytes += size
 }
 
 // at returns the i-th oldest record.
@@ -112,8 +144,8 @@ func (w *window[T]) since(rev int64, limit int) ([]*record[T], bool) {
 
 // changes returns, for every key written between revisions from and to
 // (both at least w.from), the item it has at revision to (nil: absent).
-func (w *window[T]) changes(from, to int64) map[string]*item[T] {
-	m := make(map[string]*item[T])
+func (w *window[T]) changes(from, to int64) map[string]*Item[T] {
+	m := make(map[string]*Item[T])
 	if from <= to {
 		for i, end := w.index(from), w.index(to); i < end; i++ {
 			r := w.at(i)
@@ -134,31 +166,8 @@ func (w *window[T]) changes(from, to int64) map[string]*item[T] {
 // modified once built, so readers use it without locks.
 type snapshot[T Object] struct {
 	rev   int64
-	items []*item[T]
+	items []*Item[T]
 	used  uint64
-
-	objsOnce sync.Once
-	objs     []T
-	encs     []*Encodings
-}
-
-// objects returns the objects of items, built on first use: lists without
-// a selector then copy a slice instead of visiting every item.
-func (s *snapshot[T]) objects() []T {
-	s.objsOnce.Do(func() {
-		s.objs = make([]T, len(s.items))
-		s.encs = make([]*Encodings, len(s.items))
-		for i, it := range s.items {
-			s.objs[i], s.encs[i] = it.obj, &it.enc
-		}
-	})
-	return s.objs
-}
-
-// encodings returns the serialization memos of items, parallel to objects.
-func (s *snapshot[T]) encodings() []*Encodings {
-	s.objects()
-	return s.encs
 }
 
 // search returns the index of the first item at or after key.
@@ -225,13 +234,13 @@ func (s *snapshots[T]) removeBelow(rev int64) {
 }
 
 // merge returns base with the changed keys replaced (nil: removed), sorted.
-func merge[T Object](base []*item[T], changes map[string]*item[T]) []*item[T] {
+func merge[T Object](base []*Item[T], changes map[string]*Item[T]) []*Item[T] {
 	keys := make([]string, 0, len(changes))
 	for k := range changes {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	out := make([]*item[T], 0, len(base)+len(keys))
+	out := make([]*Item[T], 0, len(base)+len(keys))
 	i, j := 0, 0
 	for i < len(base) || j < len(keys) {
 		if j == len(keys) || (i < len(base) && base[i].key < keys[j]) {
@@ -266,12 +275,12 @@ func (c *Cache[T]) snapshotAt(rev int64) *snapshot[T] {
 		return sn
 	}
 	base := c.snaps.nearest(rev, c.window.from)
-	var full []*item[T]
+	var full []*Item[T]
 	var fullRev int64
 	if base == nil {
 		// No snapshot to start from: copy the state under the lock (the
 		// cheap part) and sort it outside.
-		full = make([]*item[T], 0, len(c.state))
+		full = make([]*Item[T], 0, len(c.state))
 		for _, it := range c.state {
 			full = append(full, it)
 		}
@@ -285,7 +294,7 @@ func (c *Cache[T]) snapshotAt(rev int64) *snapshot[T] {
 	c.mu.Unlock()
 
 	if base == nil {
-		slices.SortFunc(full, func(a, b *item[T]) int { return strings.Compare(a.key, b.key) })
+		slices.SortFunc(full, func(a, b *Item[T]) int { return strings.Compare(a.key, b.key) })
 		base = &snapshot[T]{rev: fullRev, items: full}
 	}
 	sn := base

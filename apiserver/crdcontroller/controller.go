@@ -127,7 +127,7 @@ func (c *Controller) watch(ctx context.Context) {
 			c.queue.Add(name)
 		}
 		for ev := range w.Events() {
-			if name := ev.Object.GetName(); name != "" {
+			if name := ev.Object().GetName(); name != "" {
 				c.queue.Add(name)
 			}
 		}

@@ -28,10 +28,11 @@ type Cache struct {
 // NewCache is the watch cache of r, whose stored objects decode reads;
 // cfg gives the storage and the cache's sizes, the rest is r's.
 func NewCache(r *Resource, decode func(storage.KeyValue) (*unstructured.Unstructured, error), cfg watchcache.Config[*unstructured.Unstructured]) (*Cache, error) {
-	c := &Cache{hinted: r.Kube != nil && r.StoredAs == nil}
+	c := &Cache{hinted: r.ServedAsStored()}
 	cfg.Prefix = PrefixFor(r, "")
 	cfg.Decode = decode
 	cfg.Preset = c.hints.preset
+	cfg.Keep = r.Kept
 	cfg.Attrs = func(u *unstructured.Unstructured) (labels.Set, fields.Set, error) {
 		return labels.Set(u.GetLabels()), FieldSet(r, u.Object), nil
 	}

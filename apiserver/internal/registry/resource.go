@@ -147,6 +147,11 @@ func (r *Resource) Printer() (*kube.Printer, error) {
 	return r.printer, r.printErr
 }
 
+// ServedAsStored reports whether r's objects are served as they are
+// stored but for their resourceVersion: a built-in resource stored at the
+// version it serves.
+func (r *Resource) ServedAsStored() bool { return r.Kube != nil && r.StoredAs == nil }
+
 // Storage is the resource whose storage holds r's objects: r itself, or
 // the version they are stored as.
 func (r *Resource) Storage() *Resource {

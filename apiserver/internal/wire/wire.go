@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"strconv"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,12 +26,18 @@ import (
 // Event is a watch cache event of the server's objects.
 type Event = watchcache.Event[*unstructured.Unstructured]
 
-// Objects served from the watch cache are immutable and shared, so their
-// serializations are memoized next to them (watchcache.Encodings) under
-// these keys: a cached object is encoded once per format however many
-// lists and watch events carry it, as kube-apiserver's caching objects do.
-// The framing around an object (a list, a watch event, the protobuf
-// envelope) is cheap byte concatenation around those shared bytes.
+// Item is a cached version of one of the server's objects.
+type Item = watchcache.Item[*unstructured.Unstructured]
+
+// Objects served from the watch cache are immutable and shared. A
+// built-in object the cache keeps in its served JSON (registry.Keep) is
+// written from those bytes; its other serializations, and every
+// serialization of the objects kept otherwise, are memoized next to the
+// version (watchcache.Encodings) under these keys: a cached object is
+// encoded once per format however many lists and watch events carry it,
+// as kube-apiserver's caching objects do. The framing around an object (a
+// list, a watch event, the protobuf envelope) is cheap byte concatenation
+// around those shared bytes.
 const (
 	// MemoJSON is the object as JSON, without a trailing newline.
 	MemoJSON = "json"
@@ -56,29 +63,70 @@ type protoObject interface {
 	ProtoMessage
 }
 
-// ObjectJSON returns u as JSON, memoized in m.
-func ObjectJSON(u *unstructured.Unstructured, m *watchcache.Encodings) ([]byte, error) {
-	return m.Get(MemoJSON, func() ([]byte, error) {
-		b, err := json.Marshal(u.Object)
+// ObjectJSON returns the cached version it as JSON: its kept bytes when
+// they are its served JSON, else its decoded object's, memoized.
+func ObjectJSON(it *Item) ([]byte, error) {
+	if js, _, ok := registry.Served(it.Value(), it.Revision()); ok {
+		return js, nil
+	}
+	return it.Encodings().Get(MemoJSON, func() ([]byte, error) {
+		u, err := it.Decode()
 		if err != nil {
-			return nil, fmt.Errorf("encode %s %s as JSON: %w", u.GetKind(), u.GetName(), err)
+			return nil, err
 		}
-		return b, nil
+		return marshalJSON(u)
 	})
 }
 
-// ItemJSON returns u, a built-in object, as an item of a JSON list,
-// memoized in m: as kube-apiserver lists built-in objects, without
-// apiVersion and kind (its storage decodes them to its internal version,
-// which has none, and they are the list's). Custom resources' items keep
-// theirs (ObjectJSON).
-func ItemJSON(u *unstructured.Unstructured, m *watchcache.Encodings) ([]byte, error) {
-	return m.Get(MemoItemJSON, func() ([]byte, error) { return ConvertedItemJSON(u, nil) })
+// EventJSON returns ev's object as JSON (ObjectJSON for the cached
+// version it carries).
+func EventJSON(ev *Event) ([]byte, error) {
+	if it := ev.Item(); it != nil {
+		return ObjectJSON(it)
+	}
+	return ev.ObjectEncodings().Get(MemoJSON, func() ([]byte, error) { return marshalJSON(ev.Object()) })
+}
+
+func marshalJSON(u *unstructured.Unstructured) ([]byte, error) {
+	b, err := json.Marshal(u.Object)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s %s as JSON: %w", u.GetKind(), u.GetName(), err)
+	}
+	return b, nil
+}
+
+// Piece is an object's serialization as written: Head, then Body, so
+// that an item can be written from a cached object's bytes without a
+// copy.
+type Piece struct{ Head, Body []byte }
+
+// Len is the piece's size.
+func (p Piece) Len() int { return len(p.Head) + len(p.Body) }
+
+var openBrace = []byte("{")
+
+// ItemJSON returns it, a built-in object, as an item of a JSON list: as
+// kube-apiserver lists built-in objects, without apiVersion and kind (its
+// storage decodes them to its internal version, which has none, and they
+// are the list's). A version kept in its served JSON is that JSON after
+// the two members; any other is converted and memoized. Custom
+// resources' items keep theirs (ObjectJSON).
+func ItemJSON(it *Item) (Piece, error) {
+	if js, meta, ok := registry.Served(it.Value(), it.Revision()); ok {
+		return Piece{Head: openBrace, Body: js[meta:]}, nil
+	}
+	b, err := it.Encodings().Get(MemoItemJSON, func() ([]byte, error) { return ConvertedItemJSON(it) })
+	return Piece{Body: b}, err
 }
 
 // ConvertedItemJSON is ItemJSON, not memoized, for an item of a resource
-// stored as another version: u is a conversion made for the one list.
-func ConvertedItemJSON(u *unstructured.Unstructured, _ *watchcache.Encodings) ([]byte, error) {
+// stored as another version: its object is a conversion made for the one
+// list.
+func ConvertedItemJSON(it *Item) ([]byte, error) {
+	u, err := it.Decode()
+	if err != nil {
+		return nil, err
+	}
 	obj := maps.Clone(u.Object)
 	delete(obj, "apiVersion")
 	delete(obj, "kind")
@@ -89,27 +137,34 @@ func ConvertedItemJSON(u *unstructured.Unstructured, _ *watchcache.Encodings) ([
 	return b, nil
 }
 
-// ObjectProto returns the built-in object u as its typed protobuf message
-// (no envelope), memoized in m.
-func ObjectProto(u *unstructured.Unstructured, m *watchcache.Encodings) ([]byte, error) {
-	return m.Get(MemoProto, func() ([]byte, error) { return ProtoOf(u) })
+// ObjectProto returns the built-in cached version it as its typed
+// protobuf message (no envelope), memoized.
+func ObjectProto(it *Item) ([]byte, error) {
+	return it.Encodings().Get(MemoProto, func() ([]byte, error) {
+		u, err := it.Decode()
+		if err != nil {
+			return nil, err
+		}
+		return ProtoOf(u)
+	})
 }
 
-// EventProto is objectProto of ev's object. A DELETED event's object is
-// its last version at the delete's resourceVersion: when that version's
-// message is made already (it went to the same watchers when it was
-// written), the event's is that message with the new resourceVersion, a
-// fraction of the cost of converting the map to its Go type.
-func EventProto(ev *Event) ([]byte, error) {
+// EventProto is ObjectProto of ev's object, of kind gvk. A DELETED
+// event's object is its last version at the delete's resourceVersion:
+// when that version's message is made already (it went to the same
+// watchers when it was written), the event's is that message with the
+// new resourceVersion, a fraction of the cost of converting the object
+// to its Go type.
+func EventProto(ev *Event, gvk schema.GroupVersionKind) ([]byte, error) {
 	return ev.ObjectEncodings().Get(MemoProto, func() ([]byte, error) {
 		if base := ev.BaseEncodings(); base != nil {
 			if last, ok := base.Done(MemoProto); ok {
-				if msg, err := withResourceVersion(ev.Object.GroupVersionKind(), last, ev.Object.GetResourceVersion()); err == nil {
+				if msg, err := withResourceVersion(gvk, last, strconv.FormatInt(ev.Revision, 10)); err == nil {
 					return msg, nil
 				}
 			}
 		}
-		return ProtoOf(ev.Object)
+		return ProtoOf(ev.Object())
 	})
 }
 
