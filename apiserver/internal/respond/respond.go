@@ -102,7 +102,7 @@ func StatusOf(err error) metav1.Status {
 	case errors.Is(err, storage.ErrTooLarge):
 		// kube-apiserver answers etcd's refusal with a 500; the request is
 		// what is wrong, and a client should not retry it.
-		se = apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("the object is over the storage limit of %d bytes", storage.MaxValueBytes))
+		se = ObjectTooLarge()
 	default:
 		se = apierrors.NewInternalError(errors.New(innermost(err)))
 	}
@@ -181,6 +181,12 @@ const (
 	MediaYAML     = "application/yaml"
 	MediaProtobuf = "application/vnd.kubernetes.protobuf"
 )
+
+// ObjectTooLarge is the 413 answering a write of an object over
+// storage.MaxValueBytes.
+func ObjectTooLarge() error {
+	return apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("the object is over the storage limit of %d bytes", storage.MaxValueBytes))
+}
 
 // Warning adds a Warning header carrying msg, as kube-apiserver sends the
 // warnings of its decoders and strategies; nothing when w is nil.
