@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -189,12 +190,18 @@ func ObjectTooLarge() error {
 }
 
 // Warning adds a Warning header carrying msg, as kube-apiserver sends the
-// warnings of its decoders and strategies; nothing when w is nil.
+// warnings of its decoders and strategies, once however often it is
+// given (kube's warning recorder drops repeats too); nothing when w is
+// nil.
 func Warning(w http.ResponseWriter, msg string) {
 	if w == nil {
 		return
 	}
-	w.Header().Add("Warning", "299 - "+strconv.Quote(msg))
+	v := "299 - " + strconv.Quote(msg)
+	if slices.Contains(w.Header().Values("Warning"), v) {
+		return
+	}
+	w.Header().Add("Warning", v)
 }
 
 // BadRequest is a 400 BadRequest with a formatted message.
