@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 
@@ -28,12 +29,30 @@ import (
 // the object req names, under req.manage's manager; force takes the
 // conflicting fields from their managers.
 func (s *Server) handleApply(w http.ResponseWriter, r *http.Request, req request, body []byte, fv decode.FieldValidation, force bool) error {
+	// The field manager's cost grows faster than the depth it merges
+	// (decode.MaxDepth), and parsing a configuration as YAML costs about
+	// 300 bytes for each of its own: a configuration in JSON, which
+	// encoding/json takes (nested no more than 10,000 levels), is measured
+	// before it is parsed; any other after.
+	if utilyaml.IsJSONBuffer(body) && json.Valid(body) {
+		if d := decode.Depth(body); d > decode.MaxDepth {
+			return decode.TooDeep("the apply configuration", d)
+		}
+		if req.res.Custom {
+			if err := decode.CheckStorable(body); err != nil {
+				return err
+			}
+		}
+	}
 	if _, err := utilyaml.ToJSON(body); err != nil {
 		return apierrors.NewBadRequest(fmt.Sprintf("error encoding patch: %v", err))
 	}
 	applied := &unstructured.Unstructured{Object: map[string]any{}}
 	if err := utilyaml.Unmarshal(body, &applied.Object); err != nil {
 		return apierrors.NewBadRequest(fmt.Sprintf("error decoding patch: %v", err))
+	}
+	if d := decode.ObjectDepth(applied.Object); d > decode.MaxDepth {
+		return decode.TooDeep("the apply configuration", d)
 	}
 	req.manage.applied = true
 	if req.sub == "scale" {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"maps"
 	"net/http"
 	"path"
 	"strconv"
@@ -130,6 +131,9 @@ func (s *Server) delete(ctx context.Context, req request, opts metav1.DeleteOpti
 	if err := adm.Admit(ctx); err != nil {
 		return nil, false, err
 	}
+	// Once per request: a deletecollection's deletes repeat its warning,
+	// which the response carries once.
+	res.WarnDelete(w.Warn, &opts)
 	for {
 		kv, cur, err := s.current(ctx, req, key)
 		if err != nil {
@@ -233,6 +237,8 @@ func (s *Server) handleDeleteCollection(w http.ResponseWriter, r *http.Request, 
 		return err
 	}
 	lo.limit, lo.continueTo = 0, ""
+	// Warned of before anything is listed: an empty collection too.
+	req.res.WarnDelete(req.warn, &opts)
 	res, err := s.list(r.Context(), req, lo)
 	if err != nil {
 		return err
@@ -251,6 +257,13 @@ func (s *Server) handleDeleteCollection(w http.ResponseWriter, r *http.Request, 
 		u, err := req.res.AsMap(obj)
 		if err != nil {
 			return err
+		}
+		if !req.res.Custom {
+			// As kube-apiserver lists built-in objects (wire.ItemJSON).
+			item := maps.Clone(u.Object)
+			delete(item, "apiVersion")
+			delete(item, "kind")
+			u = &unstructured.Unstructured{Object: item}
 		}
 		out = append(out, u)
 	}

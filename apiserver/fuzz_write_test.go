@@ -55,10 +55,11 @@ var fuzzTargets = []fuzzTarget{
 	{"/apis/samplecontroller.k8s.io/v1alpha1/namespaces/default/foos", "f", `{"apiVersion":"samplecontroller.k8s.io/v1alpha1","kind":"Foo","metadata":{"name":"f"},"spec":{"a":[1,2],"b":{"c":"d"}}}`},
 }
 
-// fuzzWrite sends body with method and contentType to every fuzz target
-// (suffix appended to the object's path, e.g. "?fieldManager=x") and
+// fuzzWrite writes body to every fuzz target as k writes it (a create
+// to the target's collection, anything else to the object, recreated
+// first when an earlier body deleted it), once per query suffix of k, and
 // fails on a 5xx or an error answer that is not a Status.
-func fuzzWrite(t *testing.T, base, method, contentType, suffix, body string) {
+func fuzzWrite(t *testing.T, base string, k writeKind, body string) {
 	c := &client{t: t, base: base}
 	if c.do("GET", "/api/v1/namespaces/default", "", "").code == http.StatusNotFound {
 		// The server makes "default" at start; the fuzz target may come
@@ -67,19 +68,28 @@ func fuzzWrite(t *testing.T, base, method, contentType, suffix, body string) {
 			t.Fatalf("create namespace default: %d %s", r.code, r.body)
 		}
 	}
+	suffixes := k.suffixes
+	if len(suffixes) == 0 {
+		suffixes = []string{""}
+	}
 	for _, tg := range fuzzTargets {
 		obj := tg.path + "/" + tg.name
-		if r := c.do("GET", obj, "", ""); r.code == http.StatusNotFound {
+		target := obj
+		if k.collection {
+			target = tg.path
+		} else if r := c.do("GET", obj, "", ""); r.code == http.StatusNotFound {
 			if r := c.do("POST", tg.path, "", tg.body); r.code != http.StatusCreated && r.code != http.StatusConflict {
 				t.Fatalf("recreate %s: %d %s", obj, r.code, r.body)
 			}
 		}
-		r := c.do(method, obj+suffix, contentType, body)
-		if r.code >= 500 && !kubeApply500(r.body) && !kubeSMP500(r.body) {
-			t.Fatalf("%s %s %q: %d %s", method, obj, body, r.code, r.body)
-		}
-		if r.code >= 400 && !bytes.Contains(r.body, []byte(`"kind":"Status"`)) {
-			t.Fatalf("%s %s %q: error without a Status: %s", method, obj, body, r.body)
+		for _, suffix := range suffixes {
+			r := c.do(k.method, target+suffix, k.contentType, body)
+			if r.code >= 500 && (k.collection || !kubeApply500(r.body) && !kubeSMP500(r.body)) {
+				t.Fatalf("%s %s %q: %d %s", k.method, target+suffix, body, r.code, r.body)
+			}
+			if r.code >= 400 && !bytes.Contains(r.body, []byte(`"kind":"Status"`)) {
+				t.Fatalf("%s %s %q: error without a Status: %s", k.method, target+suffix, body, r.body)
+			}
 		}
 	}
 }
@@ -109,103 +119,115 @@ func kubeSMP500(body []byte) bool {
 	return false
 }
 
-// FuzzUpdate fuzzes PUT of a whole object.
-func FuzzUpdate(f *testing.F) {
-	for _, s := range []string{
-		podBody(`{"name":"p"}`, ""), `{"metadata":{"name":"p","resourceVersion":"1"}}`, `{"metadata":{"name":"f"},"spec":null}`,
-		`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","ownerReferences":[{}]}}`, `{"metadata":{"name":"x"}}`, `[]`, `{`,
-	} {
-		f.Add(s)
-	}
-	base := fuzzServer(f)
-	f.Fuzz(func(t *testing.T, body string) { fuzzWrite(t, base, "PUT", "application/json", "", body) })
+// writeKind is one way the write path takes a body: a verb, a content
+// type and the query suffixes each body is sent with, with the seeds of
+// its fuzz target.
+type writeKind struct {
+	name, method, contentType string
+	// suffixes are appended to the object's path, e.g. "?fieldManager=x";
+	// none sends the body once, without a query.
+	suffixes []string
+	// collection sends the body to the targets' collections (a create).
+	collection bool
+	seeds      []string
 }
 
-// FuzzJSONPatch fuzzes RFC 6902 JSON patches.
-func FuzzJSONPatch(f *testing.F) {
-	for _, s := range []string{
+// writeKinds are the write path's inputs: whole objects (create, update),
+// the three patch formats and server-side apply.
+var writeKinds = []writeKind{
+	{name: "create", method: "POST", collection: true, seeds: []string{
+		podBody(`{"generateName":"g-"}`, ""), `{"metadata":{"name":"p"}}`, `{"metadata":5}`, `{"apiVersion":7}`, `[]`, `null`,
+		`{"kind":"Foo","apiVersion":"samplecontroller.k8s.io/v1alpha1","metadata":{"generateName":"f-"},"spec":{"x":[{}]}}`,
+		`{"metadata":{"name":"p","labels":{"a":{}}}}`, `{"metadata":{"generateName":"g-","finalizers":[1]}}`,
+	}},
+	{name: "update", method: "PUT", contentType: "application/json", seeds: []string{
+		podBody(`{"name":"p"}`, ""), `{"metadata":{"name":"p","resourceVersion":"1"}}`, `{"metadata":{"name":"f"},"spec":null}`,
+		`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","ownerReferences":[{}]}}`, `{"metadata":{"name":"x"}}`, `[]`, `{`,
+	}},
+	{name: "json-patch", method: "PATCH", contentType: "application/json-patch+json", seeds: []string{
 		`[{"op":"add","path":"/metadata/labels","value":{"a":"b"}}]`, `[{"op":"remove","path":"/spec"}]`,
 		`[{"op":"move","from":"/metadata/name","path":"/metadata/generateName"}]`, `[{"op":"copy","from":"/spec","path":"/spec/x"}]`,
 		`[{"op":"test","path":"/metadata/name","value":"p"},{"op":"replace","path":"/metadata/name","value":"q"}]`,
 		`[{"op":"add","path":"/spec/containers/-","value":{"name":"d","image":"i"}}]`, `[{"op":"bogus"}]`, `{}`, `[]`,
-	} {
-		f.Add(s)
-	}
-	base := fuzzServer(f)
-	f.Fuzz(func(t *testing.T, body string) { fuzzWrite(t, base, "PATCH", "application/json-patch+json", "", body) })
-}
-
-// FuzzMergePatch fuzzes RFC 7386 JSON merge patches.
-func FuzzMergePatch(f *testing.F) {
-	for _, s := range []string{
+	}},
+	{name: "merge-patch", method: "PATCH", contentType: "application/merge-patch+json", seeds: []string{
 		`{"metadata":{"labels":{"a":"b"}}}`, `{"spec":null}`, `{"metadata":{"name":null}}`, `{"spec":{"containers":[]}}`,
 		`{"metadata":{"finalizers":["x/y"],"deletionTimestamp":"2020-01-01T00:00:00Z"}}`, `[]`, `null`, `{"status":{"phase":1}}`,
-	} {
-		f.Add(s)
-	}
-	base := fuzzServer(f)
-	f.Fuzz(func(t *testing.T, body string) { fuzzWrite(t, base, "PATCH", "application/merge-patch+json", "", body) })
-}
-
-// FuzzStrategicMergePatch fuzzes strategic merge patches, directives
-// included (on the Foo the server answers 415 as kube does).
-func FuzzStrategicMergePatch(f *testing.F) {
-	for _, s := range []string{
+	}},
+	// On the Foo the server answers a strategic merge patch 415, as kube
+	// does.
+	{name: "strategic-merge-patch", method: "PATCH", contentType: "application/strategic-merge-patch+json", seeds: []string{
 		`{"metadata":{"labels":{"a":"b"}}}`, `{"spec":{"containers":[{"name":"c","$patch":"delete"}]}}`,
 		`{"spec":{"$setElementOrder/containers":[{"name":"c"}],"containers":[{"name":"c","image":"j"}]}}`,
 		`{"$patch":"replace","metadata":{"name":"p"}}`, `{"spec":{"$retainKeys":["containers"]}}`,
 		`{"metadata":{"$deleteFromPrimitiveList/finalizers":["a"]}}`, `{"spec":{"containers":{"$patch":"merge"}}}`,
-	} {
-		f.Add(s)
-	}
-	base := fuzzServer(f)
-	f.Fuzz(func(t *testing.T, body string) {
-		fuzzWrite(t, base, "PATCH", "application/strategic-merge-patch+json", "", body)
-	})
-}
-
-// FuzzApply fuzzes server-side apply configurations, in JSON and YAML,
-// with and without force.
-func FuzzApply(f *testing.F) {
-	for _, s := range []string{
+	}},
+	// Apply configurations in JSON and YAML, with and without force.
+	{name: "apply", method: "PATCH", contentType: "application/apply-patch+yaml", suffixes: []string{"?fieldManager=fuzz", "?fieldManager=other&force=true"}, seeds: []string{
 		`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","labels":{"a":"b"}}}`,
 		`{"apiVersion":"samplecontroller.k8s.io/v1alpha1","kind":"Foo","metadata":{"name":"f"},"spec":{"a":[3]}}`,
 		"apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nspec:\n  containers:\n  - name: c\n    image: j\n",
 		`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","managedFields":[{}]}}`, `{"kind":"Pod"}`, `&a [*a]`,
-	} {
+		`{"apiVersion":"samplecontroller.k8s.io/v1alpha1","kind":"Foo","metadata":{"name":"f"},"spec":` + nestJSON(120, `"v"`) + `}`,
+		"apiVersion: samplecontroller.k8s.io/v1alpha1\nkind: Foo\nmetadata: {name: f}\nspec:\n  a:\n    b:\n      c: [[[[{d: e}]]]]\n",
+	}},
+}
+
+// writeKindNamed is the writeKind called name.
+func writeKindNamed(name string) writeKind {
+	for _, k := range writeKinds {
+		if k.name == name {
+			return k
+		}
+	}
+	panic("no write kind " + name)
+}
+
+// fuzzKind fuzzes the bodies of one write kind.
+func fuzzKind(f *testing.F, name string) {
+	k := writeKindNamed(name)
+	for _, s := range k.seeds {
 		f.Add(s)
 	}
 	base := fuzzServer(f)
-	f.Fuzz(func(t *testing.T, body string) {
-		fuzzWrite(t, base, "PATCH", "application/apply-patch+yaml", "?fieldManager=fuzz", body)
-		fuzzWrite(t, base, "PATCH", "application/apply-patch+yaml", "?fieldManager=other&force=true", body)
+	f.Fuzz(func(t *testing.T, body string) { fuzzWrite(t, base, k, body) })
+}
+
+// FuzzWrite fuzzes the whole write path at once: each input is a body
+// and the write kind that sends it (create, update, each patch format,
+// apply), so that one run covers what the targets below cover one at a
+// time, and a body found for one kind is tried on the others.
+func FuzzWrite(f *testing.F) {
+	for i, k := range writeKinds {
+		for _, s := range k.seeds {
+			f.Add(uint8(i), s)
+		}
+	}
+	base := fuzzServer(f)
+	f.Fuzz(func(t *testing.T, kind uint8, body string) {
+		fuzzWrite(t, base, writeKinds[int(kind)%len(writeKinds)], body)
 	})
 }
 
-// FuzzCreate fuzzes POST to a collection: FuzzCreateBody's bodies on one
-// server shared by the iterations, so that the fuzzer runs many more.
-func FuzzCreate(f *testing.F) {
-	for _, s := range []string{
-		podBody(`{"generateName":"g-"}`, ""), `{"metadata":{"name":"p"}}`, `{"metadata":5}`, `{"apiVersion":7}`, `[]`, `null`,
-		`{"kind":"Foo","apiVersion":"samplecontroller.k8s.io/v1alpha1","metadata":{"generateName":"f-"},"spec":{"x":[{}]}}`,
-		`{"metadata":{"name":"p","labels":{"a":{}}}}`, `{"metadata":{"generateName":"g-","finalizers":[1]}}`,
-	} {
-		f.Add(s)
-	}
-	base := fuzzServer(f)
-	f.Fuzz(func(t *testing.T, body string) {
-		c := &client{t: t, base: base}
-		for _, tg := range fuzzTargets {
-			r := c.do("POST", tg.path, "", body)
-			if r.code >= 500 {
-				t.Fatalf("POST %s %q: %d %s", tg.path, body, r.code, r.body)
-			}
-			if r.code >= 400 && !bytes.Contains(r.body, []byte(`"kind":"Status"`)) {
-				t.Fatalf("POST %s %q: error without a Status: %s", tg.path, body, r.body)
-			}
-		}
-	})
-}
+// FuzzCreate fuzzes POST to a collection on one server shared by the
+// iterations (FuzzCreateBody starts one per body).
+func FuzzCreate(f *testing.F) { fuzzKind(f, "create") }
+
+// FuzzUpdate fuzzes PUT of a whole object.
+func FuzzUpdate(f *testing.F) { fuzzKind(f, "update") }
+
+// FuzzJSONPatch fuzzes RFC 6902 JSON patches.
+func FuzzJSONPatch(f *testing.F) { fuzzKind(f, "json-patch") }
+
+// FuzzMergePatch fuzzes RFC 7386 JSON merge patches.
+func FuzzMergePatch(f *testing.F) { fuzzKind(f, "merge-patch") }
+
+// FuzzStrategicMergePatch fuzzes strategic merge patches, directives
+// included.
+func FuzzStrategicMergePatch(f *testing.F) { fuzzKind(f, "strategic-merge-patch") }
+
+// FuzzApply fuzzes server-side apply configurations.
+func FuzzApply(f *testing.F) { fuzzKind(f, "apply") }
 
 // TestJSONPatchTestWithoutValue: a "test" operation without a value, on
 // which json-patch panics (FuzzJSONPatch's crasher), is a 422 that says

@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/listwatch/listwatch/apiserver/internal/registry"
-	"github.com/listwatch/listwatch/apiserver/internal/respond"
 	"github.com/listwatch/listwatch/apiserver/internal/wire"
 	"github.com/listwatch/listwatch/storage"
 	"github.com/listwatch/listwatch/watchcache"
@@ -111,9 +110,6 @@ func parseListOptions(r *resource, q url.Values, watch, watchList bool) (listOpt
 	if v := q.Get("timeoutSeconds"); v != "" {
 		if o.timeoutSeconds, err = strconv.ParseInt(v, 10, 64); err != nil {
 			return o, apierrors.NewBadRequest(err.Error())
-		}
-		if o.timeoutSeconds < 0 {
-			return o, respond.BadRequest("invalid timeoutSeconds %q", v)
 		}
 	}
 	if v := q.Get("allowWatchBookmarks"); v != "" {

@@ -46,6 +46,8 @@ func (s *Server) handleWatch(w http.ResponseWriter, r *http.Request, req request
 			return err
 		}
 	}
+	// As kube-apiserver's: none is a random one, and a negative one has
+	// passed already (the stream ends at once, empty).
 	timeout := time.Duration(o.timeoutSeconds) * time.Second
 	if timeout == 0 {
 		timeout = minWatchTimeout + rand.N(minWatchTimeout)

@@ -26,6 +26,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -72,7 +73,8 @@ type Case struct {
 // Path, query values and the strings of Body (keys and values) may hold
 // placeholders: {{ns}} is the case's namespace, {{name:S}}, {{uid:S}} and
 // {{rv:S}} are the name, uid and resourceVersion of the object an earlier
-// step S answered with.
+// step S answered with; {{nest:N}} is a JSON object nested N levels deep
+// (Nest).
 type Step struct {
 	Name   string `json:"name"`
 	Method string `json:"method"`
@@ -274,6 +276,10 @@ func (s *Step) check(earlier map[string]bool) error {
 		for _, m := range placeholder.FindAllStringSubmatch(str, -1) {
 			switch {
 			case (m[1] == "ns" || m[1] == "webhook" || m[1] == "cabundle" || m[1] == "unreachable") && m[2] == "" && !strings.Contains(m[0], ":"):
+			case m[1] == "nest":
+				if n, err := strconv.Atoi(m[2]); err != nil || n < 1 || n > maxNest {
+					bad = errors.Join(bad, fmt.Errorf("placeholder %s: want a depth from 1 to %d", m[0], maxNest))
+				}
 			case m[1] == "name" || m[1] == "uid" || m[1] == "rv":
 				if !earlier[m[2]] {
 					bad = errors.Join(bad, fmt.Errorf("placeholder %s names no earlier step", m[0]))
@@ -485,6 +491,19 @@ func (r *run) sendAs(ctx context.Context, method, path string, query url.Values,
 	return resp, nil
 }
 
+// maxNest bounds the depth of a {{nest:N}} placeholder, a little past
+// the 10,000 levels where Kubernetes' decoders stop.
+const maxNest = 20000
+
+// Nest is what the placeholder {{nest:N}} stands for: a JSON object
+// nested N levels deep, {"a":{"a":...{"a":"v"}...}}, for steps that send
+// deep documents in a rawBody.
+func Nest(n string) string {
+	depth, _ := strconv.Atoi(n)
+	depth = min(max(depth, 0), maxNest)
+	return strings.Repeat(`{"a":`, depth) + `"v"` + strings.Repeat(`}`, depth)
+}
+
 // substitute replaces the placeholders of s.
 func (r *run) substitute(s string) string {
 	return placeholder.ReplaceAllStringFunc(s, func(m string) string {
@@ -510,6 +529,8 @@ func (r *run) substitute(s string) string {
 				return ref.rv
 			}
 			return "1"
+		case "nest":
+			return Nest(sub[2])
 		}
 		return m
 	})

@@ -19,6 +19,7 @@ import (
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	kubejson "k8s.io/apimachinery/pkg/runtime/serializer/json"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	sigsjson "sigs.k8s.io/json"
@@ -79,7 +80,7 @@ func ToJSON(r *registry.Resource, format Format, body []byte) ([]byte, error) {
 	case YAML:
 		js, err := utilyaml.ToJSON(body)
 		if err != nil {
-			return nil, CannotHandle(r, err)
+			return nil, Unrecognized(r, err, body)
 		}
 		return js, nil
 	case Protobuf:
@@ -221,6 +222,15 @@ func Request(w http.ResponseWriter, r *http.Request, res *registry.Resource, bod
 			}
 		}
 	} else {
+		// kube-apiserver's decoder of custom resources reads a JSON
+		// body's apiVersion and kind first, with encoding/json, and words
+		// a body that does not parse so (nested past 10,000 levels, say)
+		// as one of no known kind.
+		if format == JSON {
+			if _, kerr := kubejson.DefaultMetaFactory.Interpret(js); kerr != nil {
+				return nil, nil, Unrecognized(res, kerr, body)
+			}
+		}
 		u, err = Body(res, js)
 	}
 	if err != nil {

@@ -2,6 +2,7 @@ package decode
 
 import (
 	"bytes"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 
@@ -36,11 +37,25 @@ func NewObject(u *unstructured.Unstructured, ext runtime.Object) (registry.Objec
 }
 
 // Body parses a request body as an object of r, checking that its
-// apiVersion and kind, when present, are r's.
+// apiVersion and kind, when present, are r's, and that a custom resource
+// can be stored (CheckStorable) and nests no deeper than MaxDepth.
 func Body(r *registry.Resource, body []byte) (*unstructured.Unstructured, error) {
+	if r.Custom {
+		if err := CheckStorable(body); err != nil {
+			return nil, err
+		}
+	}
 	obj, err := parseObject(r, body)
 	if err != nil {
 		return nil, err
+	}
+	if r.Custom {
+		// Built-in objects are bounded by their Go types, but for the
+		// few fields that hold any JSON (a definition's schemas, raw
+		// extensions), which are left as kube-apiserver has them.
+		if d := ObjectDepth(obj); d > MaxDepth {
+			return nil, TooDeep("the object", d)
+		}
 	}
 	u := &unstructured.Unstructured{Object: obj}
 	if err := checkKind(r, u); err != nil {
@@ -123,6 +138,30 @@ func parseObject(r *registry.Resource, body []byte) (map[string]any, error) {
 	return obj, nil
 }
 
+// Unrecognized is kube-apiserver's answer to a body its decoder could not
+// read far enough to learn its kind: a 400 quoting the decoder's error and
+// the body's first 30 bytes (in hex unless it starts as a JSON object),
+// as its handlers' transformDecodeError words it.
+func Unrecognized(r *registry.Resource, err error, body []byte) error {
+	const summaryBytes = 30
+	var summary string
+	switch {
+	case len(body) == 0:
+		summary = "<empty>"
+	case body[0] == '{' && len(body) > summaryBytes:
+		summary = string(body[:summaryBytes]) + " ..."
+	case body[0] == '{':
+		summary = string(body)
+	case len(body) > summaryBytes:
+		summary = hex.EncodeToString(body[:summaryBytes]) + " ..."
+	default:
+		summary = hex.EncodeToString(body)
+	}
+	return respond.BadRequest("the object provided is unrecognized (must be of type %s): %v (%s)", r.GVK.Kind, err, summary)
+}
+
+// CannotHandle is kube-apiserver's answer to a body of a known kind its
+// decoder refuses.
 func CannotHandle(r *registry.Resource, err error) error {
 	return respond.BadRequest("%s in version %q cannot be handled as a %s: %v", r.GVK.Kind, r.GVK.Version, r.GVK.Kind, err)
 }

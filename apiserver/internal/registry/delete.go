@@ -50,6 +50,28 @@ func (r *Resource) DeleteAdmission(w Write, opts *metav1.DeleteOptions) kube.Del
 	return kube.DeleteAdmission{}
 }
 
+// DeleteWarner is implemented by the rules of a resource whose deletes
+// warn of the options they were given, as kube-apiserver's storage of the
+// resource does.
+type DeleteWarner interface {
+	// DeleteWarnings are the warnings of a delete, or of a
+	// deletecollection, with opts.
+	DeleteWarnings(opts *metav1.DeleteOptions) []string
+}
+
+// WarnDelete hands warn the warnings r's rules give a delete or a
+// deletecollection with opts, before anything is deleted (a delete of a
+// missing object is warned of too, as kube-apiserver warns).
+func (r *Resource) WarnDelete(warn func(string), opts *metav1.DeleteOptions) {
+	dw, ok := r.WriteRules().(DeleteWarner)
+	if !ok || warn == nil {
+		return
+	}
+	for _, text := range dw.DeleteWarnings(opts) {
+		warn(text)
+	}
+}
+
 // Now is the server's clock at the second precision of metav1.Time.
 func Now() metav1.Time { return metav1.NewTime(time.Now().UTC().Truncate(time.Second)) }
 

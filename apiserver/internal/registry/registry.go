@@ -216,8 +216,9 @@ func equivalentResources(out []*Resource) runtime.EquivalentResourceMapper {
 // strategies (see Rules); services' are set by the server, which holds
 // their allocators.
 var specialRules = map[schema.GroupVersionResource]func(r *Resource) Rules{
-	{Version: "v1", Resource: "namespaces"}: func(r *Resource) Rules { return NamespaceRules{BuiltinRules{r.Kube}, r} },
-	{Version: "v1", Resource: "pods"}:       func(r *Resource) Rules { return PodRules{BuiltinRules{r.Kube}, r} },
+	{Version: "v1", Resource: "namespaces"}:           func(r *Resource) Rules { return NamespaceRules{BuiltinRules{r.Kube}, r} },
+	{Version: "v1", Resource: "pods"}:                 func(r *Resource) Rules { return PodRules{BuiltinRules{r.Kube}, r} },
+	{Group: "batch", Version: "v1", Resource: "jobs"}: func(r *Resource) Rules { return JobRules{BuiltinRules{r.Kube}, r} },
 	{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}: func(r *Resource) Rules {
 		return CRDRules{BuiltinRules{r.Kube}, r}
 	},

@@ -49,7 +49,8 @@ type Resource struct {
 	// rather than a Status.
 	ReturnDeleted bool
 	// OrphanByDefault: a delete without a propagation policy orphans
-	// dependents (the legacy default of replicationcontrollers).
+	// dependents (the legacy default of v1 replicationcontrollers and
+	// batch/v1 jobs, as their strategies decide it).
 	OrphanByDefault bool
 	// Graceful: delete of an object bound to a node waits for the node
 	// agent (pods).

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -102,7 +103,7 @@ func StatusOf(err error) metav1.Status {
 	case errors.Is(err, storage.ErrTooLarge):
 		// kube-apiserver answers etcd's refusal with a 500; the request is
 		// what is wrong, and a client should not retry it.
-		se = apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("the object is over the storage limit of %d bytes", storage.MaxValueBytes))
+		se = ObjectTooLarge()
 	default:
 		se = apierrors.NewInternalError(errors.New(innermost(err)))
 	}
@@ -182,13 +183,25 @@ const (
 	MediaProtobuf = "application/vnd.kubernetes.protobuf"
 )
 
+// ObjectTooLarge is the 413 answering a write of an object over
+// storage.MaxValueBytes.
+func ObjectTooLarge() error {
+	return apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("the object is over the storage limit of %d bytes", storage.MaxValueBytes))
+}
+
 // Warning adds a Warning header carrying msg, as kube-apiserver sends the
-// warnings of its decoders and strategies; nothing when w is nil.
+// warnings of its decoders and strategies, once however often it is
+// given (kube's warning recorder drops repeats too); nothing when w is
+// nil.
 func Warning(w http.ResponseWriter, msg string) {
 	if w == nil {
 		return
 	}
-	w.Header().Add("Warning", "299 - "+strconv.Quote(msg))
+	v := "299 - " + strconv.Quote(msg)
+	if slices.Contains(w.Header().Values("Warning"), v) {
+		return
+	}
+	w.Header().Add("Warning", v)
 }
 
 // BadRequest is a 400 BadRequest with a formatted message.
