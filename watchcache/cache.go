@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/listwatch/listwatch/internal/defaults"
 	"github.com/listwatch/listwatch/storage"
 )
 
@@ -206,24 +207,12 @@ func New[T Object](cfg Config[T]) (*Cache[T], error) {
 			return nil, err
 		}
 	}
-	if cfg.WindowSize <= 0 {
-		cfg.WindowSize = DefaultWindowSize
-	}
-	if cfg.WindowBytes <= 0 {
-		cfg.WindowBytes = DefaultWindowBytes
-	}
-	if cfg.WatcherBuffer <= 0 {
-		cfg.WatcherBuffer = DefaultWatcherBuffer
-	}
-	if cfg.BookmarkInterval <= 0 {
-		cfg.BookmarkInterval = DefaultBookmarkInterval
-	}
-	if cfg.FreshTimeout <= 0 {
-		cfg.FreshTimeout = DefaultFreshTimeout
-	}
-	if cfg.ProgressTimeout <= 0 {
-		cfg.ProgressTimeout = DefaultProgressTimeout
-	}
+	defaults.Positive(&cfg.WindowSize, DefaultWindowSize)
+	defaults.Positive(&cfg.WindowBytes, DefaultWindowBytes)
+	defaults.Positive(&cfg.WatcherBuffer, DefaultWatcherBuffer)
+	defaults.Positive(&cfg.BookmarkInterval, DefaultBookmarkInterval)
+	defaults.Positive(&cfg.FreshTimeout, DefaultFreshTimeout)
+	defaults.Positive(&cfg.ProgressTimeout, DefaultProgressTimeout)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}

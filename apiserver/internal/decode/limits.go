@@ -28,8 +28,25 @@ const MaxDepth = 100
 // in one pass without decoding it; b is valid JSON.
 func Depth(b []byte) int {
 	depth, deepest := 0, 0
+	scan(b, func(c byte, inString bool) {
+		switch {
+		case inString:
+		case c == '{' || c == '[':
+			depth++
+			deepest = max(deepest, depth)
+		case c == '}' || c == ']':
+			depth--
+		}
+	})
+	return deepest
+}
+
+// scan calls f with each byte of the JSON document b and whether it is
+// part of a string, its quotes included.
+func scan(b []byte, f func(c byte, inString bool)) {
 	inString, escaped := false, false
 	for _, c := range b {
+		in := inString
 		switch {
 		case inString:
 			switch {
@@ -41,15 +58,10 @@ func Depth(b []byte) int {
 				inString = false
 			}
 		case c == '"':
-			inString = true
-		case c == '{' || c == '[':
-			depth++
-			deepest = max(deepest, depth)
-		case c == '}' || c == ']':
-			depth--
+			inString, in = true, true
 		}
+		f(c, in)
 	}
-	return deepest
 }
 
 // ObjectDepth is how deeply obj, a decoded object, nests its maps and
@@ -102,25 +114,11 @@ func TooDeep(what string, depth int) error {
 // whitespace between its tokens; b is valid JSON.
 func CompactSize(b []byte) int {
 	n := 0
-	inString, escaped := false, false
-	for _, c := range b {
-		switch {
-		case inString:
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
-		case c == '"':
-			inString = true
-		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
-			continue
+	scan(b, func(c byte, inString bool) {
+		if inString || (c != ' ' && c != '\t' && c != '\n' && c != '\r') {
+			n++
 		}
-		n++
-	}
+	})
 	return n
 }
 

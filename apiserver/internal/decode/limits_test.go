@@ -89,3 +89,21 @@ func FuzzDepth(f *testing.F) {
 		}
 	})
 }
+
+// TestCompactSize: the compact size counts every byte but the whitespace
+// between tokens, which strings keep.
+func TestCompactSize(t *testing.T) {
+	for _, tc := range []struct {
+		doc  string
+		want int
+	}{
+		{`{}`, 2},
+		{" { \"a\" : [ 1 , 2 ] }\n", len(`{"a":[1,2]}`)},
+		{`{"a b": " \" c "}`, len(`{"a b":" \" c "}`)},
+		{"[\"\\\\\", 1]", len("[\"\\\\\",1]")},
+	} {
+		if got := CompactSize([]byte(tc.doc)); got != tc.want {
+			t.Errorf("CompactSize(%q) = %d, want %d", tc.doc, got, tc.want)
+		}
+	}
+}
