@@ -254,6 +254,15 @@ func (c *Cache[T]) Run(ctx context.Context) error {
 // Ready is closed once the cache holds its first list, or Run has ended.
 func (c *Cache[T]) Ready() <-chan struct{} { return c.ready }
 
+// begin starts a list or a watch: the error of its options' validation,
+// invalid, if any, else awaitReady's.
+func (c *Cache[T]) begin(ctx context.Context, invalid error) error {
+	if invalid != nil {
+		return invalid
+	}
+	return c.awaitReady(ctx)
+}
+
 // awaitReady waits until the cache is ready or ctx ends.
 func (c *Cache[T]) awaitReady(ctx context.Context) error {
 	select {

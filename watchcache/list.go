@@ -64,10 +64,7 @@ func (r *ListResult[T]) Objects() []T {
 // List returns the objects selected by opts, in key order; see the package
 // documentation for where each resourceVersion is served from.
 func (c *Cache[T]) List(ctx context.Context, opts ListOptions) (*ListResult[T], error) {
-	if err := validateList(opts); err != nil {
-		return nil, err
-	}
-	if err := c.awaitReady(ctx); err != nil {
+	if err := c.begin(ctx, validateList(opts)); err != nil {
 		return nil, err
 	}
 	p := page[T]{pred: newPredicate[T](opts.Label, opts.Field, c.cfg.Prefix, opts.Namespace), limit: opts.Limit, prefix: c.cfg.Prefix}

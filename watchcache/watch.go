@@ -192,10 +192,7 @@ func (p predicate[T]) convert(rec *record[T]) *Event[T] {
 // ends when ctx ends, Stop is called, or the cache ends it (see
 // Watcher.Err).
 func (c *Cache[T]) Watch(ctx context.Context, opts WatchOptions) (*Watcher[T], error) {
-	if err := validateWatch(opts); err != nil {
-		return nil, err
-	}
-	if err := c.awaitReady(ctx); err != nil {
+	if err := c.begin(ctx, validateWatch(opts)); err != nil {
 		return nil, err
 	}
 	rv, err := ParseResourceVersion(opts.ResourceVersion)
