@@ -20,10 +20,17 @@ func benchSend(b testing.TB, srv *Server, method, path, contentType, body string
 	b.Helper()
 	req := httptest.NewRequest(method, path, bytes.NewReader([]byte(body)))
 	req.Header.Set("Content-Type", contentType)
+	return benchServe(b, srv, req, code)
+}
+
+// benchServe serves req through srv's routes in-process and checks the
+// answer's code (0 accepts any); it returns the answer's body.
+func benchServe(b testing.TB, srv *Server, req *http.Request, code int) []byte {
+	b.Helper()
 	rec := httptest.NewRecorder()
 	srv.Handler().ServeHTTP(rec, req)
 	if code != 0 && rec.Code != code {
-		b.Fatalf("%s %s: %d %s, want %d", method, path, rec.Code, rec.Body.Bytes(), code)
+		b.Fatalf("%s %s: %d %s, want %d", req.Method, req.URL.Path, rec.Code, rec.Body.Bytes(), code)
 	}
 	return rec.Body.Bytes()
 }

@@ -186,11 +186,7 @@ func heapSend(b testing.TB, srv *Server, method, path, userAgent, body string, c
 	if userAgent != "" {
 		req.Header.Set("User-Agent", userAgent)
 	}
-	rec := httptest.NewRecorder()
-	srv.Handler().ServeHTTP(rec, req)
-	if code != 0 && rec.Code != code {
-		b.Fatalf("%s %s: %d %s, want %d", method, path, rec.Code, rec.Body.Bytes(), code)
-	}
+	benchServe(b, srv, req, code)
 }
 
 // heapPodName names the i-th pod as a ReplicaSet's: its generateName and

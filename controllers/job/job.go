@@ -135,8 +135,11 @@ func New(jobs cache.Informer[*batchv1.Job], pods cache.Informer[*corev1.Pod], c 
 	defaults.Positive(&opts.Controller.Workers, DefaultWorkers)
 	defaults.Positive(&opts.PodFailureBackoff, DefaultPodFailureBackoff)
 	defaults.Positive(&opts.MaxPodFailureBackoff, MaxPodFailureBackoff)
-	if opts.SyncBatchPeriod == 0 {
+	switch {
+	case opts.SyncBatchPeriod == 0:
 		opts.SyncBatchPeriod = DefaultSyncBatchPeriod
+	case opts.SyncBatchPeriod < 0:
+		opts.SyncBatchPeriod = 0
 	}
 	if err := controller.AddPodsByControllerIndex(pods.GetIndexer()); err != nil {
 		return nil, fmt.Errorf("job: %w", err)
@@ -263,7 +266,7 @@ func (jc *Controller) updateJob(old, cur *batchv1.Job) {
 // enqueueBatched queues key once the batch period has passed; a key
 // already due sooner keeps its time.
 func (jc *Controller) enqueueBatched(key string) {
-	jc.Queue().AddAfter(key, max(jc.opts.SyncBatchPeriod, 0))
+	jc.Queue().AddAfter(key, jc.opts.SyncBatchPeriod)
 }
 
 // deleteJob queues the Job's key, so that its records are dropped, and
