@@ -20,8 +20,6 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/listwatch/listwatch/internal/ctxtime"
 )
@@ -97,14 +95,11 @@ type LeaderElector struct {
 	cfg Config
 	log *slog.Logger
 
-	mu       sync.Mutex
-	observed *coordinationv1.Lease // last Lease read or written
-	// observedAt is when this replica, on its own clock, last saw the Lease's
-	// record change; takeover is allowed LeaseDuration after it.
-	observedAt time.Time
-	leader     string // holder last reported to OnNewLeader
-	leading    bool
-	ran        bool
+	lease *lease
+
+	mu      sync.Mutex
+	leading bool
+	ran     bool
 }
 
 // New validates cfg and returns a LeaderElector.
@@ -134,7 +129,18 @@ func New(cfg Config) (*LeaderElector, error) {
 	}
 	log := cmp.Or(cfg.Logger, slog.Default())
 	log = log.With("lease", cfg.Namespace+"/"+cfg.Name, "identity", cfg.Identity)
-	return &LeaderElector{cfg: cfg, log: log}, nil
+	le := &LeaderElector{cfg: cfg, log: log}
+	le.lease = &lease{
+		client: cfg.Client, namespace: cfg.Namespace, name: cfg.Name, identity: cfg.Identity,
+		duration: cfg.LeaseDuration, log: log,
+		onHolder: func(holder string) {
+			log.Info("new leader observed", "leader", holder)
+			if f := cfg.Callbacks.OnNewLeader; f != nil {
+				f(holder)
+			}
+		},
+	}
+	return le, nil
 }
 
 // IsLeader reports whether this replica currently leads.
@@ -145,14 +151,7 @@ func (le *LeaderElector) IsLeader() bool {
 }
 
 // Leader returns the identity of the holder last observed, "" if none.
-func (le *LeaderElector) Leader() string {
-	le.mu.Lock()
-	defer le.mu.Unlock()
-	if le.observed == nil || le.observed.Spec.HolderIdentity == nil {
-		return ""
-	}
-	return *le.observed.Spec.HolderIdentity
-}
+func (le *LeaderElector) Leader() string { return le.lease.lastHolder() }
 
 // Run campaigns until this replica leads, then renews the Lease until ctx
 // ends or a renewal fails for RenewDeadline. It returns nil when ctx ended
@@ -182,7 +181,7 @@ func (le *LeaderElector) Run(ctx context.Context) error {
 	stopLeading()
 	callbacks.Wait()
 	if err == nil && !le.cfg.KeepOnCancel {
-		le.release()
+		le.lease.release(le.cfg.RetryPeriod)
 	}
 	if f := le.cfg.Callbacks.OnStoppedLeading; f != nil {
 		f()
@@ -197,7 +196,7 @@ func (le *LeaderElector) acquire(ctx context.Context) (time.Time, bool) {
 	le.log.Info("campaigning for leadership")
 	for {
 		start := time.Now()
-		if le.tryAcquireOrRenew(ctx) {
+		if le.lease.tryAcquireOrRenew(ctx) {
 			le.setLeading(true)
 			le.log.Info("became leader")
 			return start, true
@@ -223,7 +222,7 @@ func (le *LeaderElector) renew(ctx context.Context, last time.Time) error {
 		renewed := false
 		for {
 			start := time.Now()
-			if le.tryAcquireOrRenew(deadline) {
+			if le.lease.tryAcquireOrRenew(deadline) {
 				last, renewed = start, true
 				break
 			}
@@ -242,149 +241,8 @@ func (le *LeaderElector) renew(ctx context.Context, last time.Time) error {
 	}
 }
 
-// tryAcquireOrRenew makes one attempt to take or keep the Lease.
-func (le *LeaderElector) tryAcquireOrRenew(ctx context.Context) bool {
-	now := time.Now()
-	me := le.cfg.Identity
-	seconds := int32(le.cfg.LeaseDuration / time.Second)
-	if seconds < 1 {
-		seconds = 1
-	}
-	cur, err := le.cfg.Client.Get(ctx, le.cfg.Namespace, le.cfg.Name)
-	if apierrors.IsNotFound(err) {
-		lease := &coordinationv1.Lease{
-			ObjectMeta: metav1.ObjectMeta{Namespace: le.cfg.Namespace, Name: le.cfg.Name},
-			Spec: coordinationv1.LeaseSpec{
-				HolderIdentity:       &me,
-				LeaseDurationSeconds: &seconds,
-				AcquireTime:          &metav1.MicroTime{Time: now},
-				RenewTime:            &metav1.MicroTime{Time: now},
-				LeaseTransitions:     new(int32),
-			},
-		}
-		created, err := le.cfg.Client.Create(ctx, lease)
-		if err != nil {
-			le.log.Debug("creating the lease failed", "err", err)
-			return false
-		}
-		le.observe(created, now)
-		return true
-	}
-	if err != nil {
-		le.log.Debug("reading the lease failed", "err", err)
-		return false
-	}
-	le.observe(cur, now)
-
-	holder := holderOf(cur)
-	le.mu.Lock()
-	expires := le.observedAt.Add(le.cfg.LeaseDuration)
-	le.mu.Unlock()
-	if holder != "" && holder != me && now.Before(expires) {
-		return false
-	}
-
-	next := cur.DeepCopy()
-	spec := &next.Spec
-	if holder != me {
-		spec.AcquireTime = &metav1.MicroTime{Time: now}
-		transitions := int32(1)
-		if spec.LeaseTransitions != nil {
-			transitions += *spec.LeaseTransitions
-		}
-		spec.LeaseTransitions = &transitions
-	}
-	spec.HolderIdentity = &me
-	spec.LeaseDurationSeconds = &seconds
-	spec.RenewTime = &metav1.MicroTime{Time: now}
-	updated, err := le.cfg.Client.Update(ctx, next)
-	if err != nil {
-		le.log.Debug("updating the lease failed", "err", err)
-		return false
-	}
-	le.observe(updated, now)
-	return true
-}
-
-// release gives the Lease up so another replica need not wait for it to
-// expire: the holder is cleared and the duration shortened to one second.
-func (le *LeaderElector) release() {
-	le.mu.Lock()
-	cur := le.observed
-	le.mu.Unlock()
-	if cur == nil || holderOf(cur) != le.cfg.Identity {
-		return
-	}
-	// The run context has ended; the release gets a short one of its own.
-	ctx, cancel := context.WithTimeout(context.Background(), le.cfg.RetryPeriod)
-	defer cancel()
-	next := cur.DeepCopy()
-	empty, one := "", int32(1)
-	now := metav1.NewMicroTime(time.Now())
-	next.Spec.HolderIdentity = &empty
-	next.Spec.LeaseDurationSeconds = &one
-	next.Spec.RenewTime = &now
-	next.Spec.AcquireTime = &now
-	updated, err := le.cfg.Client.Update(ctx, next)
-	if apierrors.IsConflict(err) {
-		// A renewal cut short by the end of the run context may have
-		// reached the server after all, leaving observed one version
-		// behind: read the Lease again and release it if still ours.
-		if fresh, gerr := le.cfg.Client.Get(ctx, le.cfg.Namespace, le.cfg.Name); gerr == nil && holderOf(fresh) == le.cfg.Identity {
-			fresh.Spec.HolderIdentity = &empty
-			fresh.Spec.LeaseDurationSeconds = &one
-			fresh.Spec.RenewTime = &now
-			fresh.Spec.AcquireTime = &now
-			updated, err = le.cfg.Client.Update(ctx, fresh)
-		}
-	}
-	if err != nil {
-		le.log.Warn("releasing the lease failed", "err", err)
-	} else {
-		le.observe(updated, time.Now())
-		le.log.Info("released the lease")
-	}
-}
-
-// observe records lease as the latest seen. The takeover clock restarts only
-// when the holder or the renewal time changed: a Lease nobody renews must
-// expire even though this replica keeps reading it.
-func (le *LeaderElector) observe(lease *coordinationv1.Lease, now time.Time) {
-	le.mu.Lock()
-	changed := le.observed == nil || holderOf(le.observed) != holderOf(lease) ||
-		!renewTimeOf(le.observed).Equal(renewTimeOf(lease))
-	le.observed = lease
-	if changed {
-		le.observedAt = now
-	}
-	holder := holderOf(lease)
-	notify := holder != le.leader
-	le.leader = holder
-	le.mu.Unlock()
-	if notify {
-		le.log.Info("new leader observed", "leader", holder)
-		if f := le.cfg.Callbacks.OnNewLeader; f != nil {
-			f(holder)
-		}
-	}
-}
-
 func (le *LeaderElector) setLeading(v bool) {
 	le.mu.Lock()
 	le.leading = v
 	le.mu.Unlock()
-}
-
-func holderOf(l *coordinationv1.Lease) string {
-	if l.Spec.HolderIdentity == nil {
-		return ""
-	}
-	return *l.Spec.HolderIdentity
-}
-
-func renewTimeOf(l *coordinationv1.Lease) time.Time {
-	if l.Spec.RenewTime == nil {
-		return time.Time{}
-	}
-	return l.Spec.RenewTime.Time
 }

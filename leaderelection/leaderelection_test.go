@@ -7,7 +7,9 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -101,6 +103,26 @@ func (c *partitionable) Update(_ context.Context, l *coordinationv1.Lease) (*coo
 	l.ResourceVersion = strconv.Itoa(s.rv)
 	s.leases[key] = l
 	return l.DeepCopy(), nil
+}
+
+// List returns the Leases of namespace whose labels include the one
+// key=value of labelSelector, in name order.
+func (c *partitionable) List(_ context.Context, ns, labelSelector string) ([]coordinationv1.Lease, error) {
+	if c.cut.Load() {
+		return nil, errPartitioned
+	}
+	key, value, _ := strings.Cut(labelSelector, "=")
+	s := c.store
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []coordinationv1.Lease
+	for _, l := range s.leases {
+		if l.Namespace == ns && l.Labels[key] == value {
+			out = append(out, *l.DeepCopy())
+		}
+	}
+	slices.SortFunc(out, func(a, b coordinationv1.Lease) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
 }
 
 func (s *leaseStore) holder() string {
