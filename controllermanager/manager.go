@@ -35,6 +35,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 
 	"github.com/listwatch/listwatch/cache"
@@ -151,6 +152,15 @@ type Config struct {
 	// what each may do. The informers and the Lease keep Client's
 	// credentials, which must be allowed to impersonate.
 	ServiceAccountCredentials bool
+	// Shards, when above zero, splits the work of the shardable
+	// controllers (Shardable) over the replicas: each runs them once for
+	// every shard it holds, on informers that see only the objects of the
+	// namespaces that hash into that shard (ShardSelector), and the
+	// replicas share the shards out through Leases named after
+	// LeaderElection's (leaderelection.Sharder). The other controllers run
+	// whole, on the replica that holds LeaderElection's Lease. Every
+	// replica must be given the same Shards; leader election must be on.
+	Shards int
 	// StaleReadTimeout is stale-read protection's bound for every
 	// controller whose own Options leave it zero (controller.Options): zero
 	// is the controller package's default, 10s, and a negative value turns
@@ -178,9 +188,13 @@ type Manager struct {
 	listener     net.Listener
 
 	leading atomic.Bool
-	synced  atomic.Bool
 	running atomic.Bool
 	ran     atomic.Bool
+
+	// groups are the controller groups running: the whole manager's (or
+	// its unshardable part) while leading, and one per shard held.
+	groupsMu sync.Mutex
+	groups   map[*group]struct{}
 }
 
 // New checks cfg, builds the API client and opens the HTTP listener. The
@@ -244,7 +258,9 @@ func New(cfg Config) (*Manager, error) {
 		return cm.wrap(rt)
 	}
 	if cc.UserAgent == "" {
-		cc.UserAgent = client.DefaultUserAgent() + " controller-manager"
+		// The identity tells the replicas' requests apart in the server's
+		// logs (and which replica of a sharded group wrote what).
+		cc.UserAgent = client.DefaultUserAgent() + " controller-manager/" + m.identity
 	}
 	m.client, err = client.New(&cc)
 	if err != nil {
@@ -255,6 +271,12 @@ func New(cfg Config) (*Manager, error) {
 		if m.clients, err = controllerClients(&cc, names); err != nil {
 			return nil, fmt.Errorf("controllermanager: %w", err)
 		}
+	}
+	switch {
+	case cfg.Shards < 0:
+		return nil, fmt.Errorf("controllermanager: Shards must not be negative, not %d", cfg.Shards)
+	case cfg.Shards > 0 && cfg.LeaderElection.Disabled:
+		return nil, errors.New("controllermanager: Shards needs leader election: the replicas share the shards through Leases")
 	}
 	if !cfg.LeaderElection.Disabled {
 		// Bad durations are a configuration error: report it now, not
@@ -321,7 +343,27 @@ func (m *Manager) IsLeader() bool { return m.leading.Load() }
 
 // Ready reports what /readyz does: the controllers' caches have synced
 // while this replica leads (or leader election is off).
-func (m *Manager) Ready() bool { return m.leading.Load() && m.synced.Load() }
+func (m *Manager) Ready() bool { return m.notReady() == "" }
+
+// notReady says why /readyz fails, "" when it does not: no group of
+// controllers runs (waiting for the Lease, or for a shard), or one has
+// not synced its caches.
+func (m *Manager) notReady() string {
+	m.groupsMu.Lock()
+	defer m.groupsMu.Unlock()
+	if len(m.groups) == 0 {
+		if m.cfg.Shards > 0 {
+			return "holding no shard of " + m.leaseNamespace() + "/" + m.leaseName() + " and not leading"
+		}
+		return "not leading: waiting for the lease " + m.leaseNamespace() + "/" + m.leaseName()
+	}
+	for g := range m.groups {
+		if !g.synced.Load() {
+			return "caches not synced"
+		}
+	}
+	return ""
+}
 
 // Registry returns the registry /metrics serves.
 func (m *Manager) Registry() *prometheus.Registry { return m.registry }
@@ -348,45 +390,36 @@ func (m *Manager) Run(ctx context.Context) error {
 	defer stopHTTP()
 
 	m.log.Info("starting", "controllers", m.controllers, "server", m.client.Host(),
-		"leaderElection", !m.cfg.LeaderElection.Disabled, "identity", m.identity)
-	backoff := minRestartBackoff
-	for {
-		var err error
+		"leaderElection", !m.cfg.LeaderElection.Disabled, "identity", m.identity, "shards", m.cfg.Shards)
+	if m.cfg.Shards > 0 {
+		return m.runSharded(ctx)
+	}
+	m.runWhole(ctx, m.controllers)
+	return nil
+}
+
+// runWhole runs the controllers names as one group, behind leader
+// election unless it is disabled, until ctx ends: with new controllers and
+// caches at once when leadership was lost, after a backoff when they
+// failed (discovery failed, say) rather than end a process that may
+// recover.
+func (m *Manager) runWhole(ctx context.Context, names []string) {
+	m.keepRunning(ctx, func(ctx context.Context) error {
 		if m.cfg.LeaderElection.Disabled {
 			m.setLeading(true)
-			err = m.runControllers(ctx)
+			err := m.runControllers(ctx, &group{names: names})
 			m.setLeading(false)
 			if err == nil && ctx.Err() == nil {
 				err = errors.New("controllers stopped on their own")
 			}
-		} else {
-			le, lerr := m.newElector()
-			if lerr != nil {
-				return lerr
-			}
-			err = m.lead(ctx, le)
+			return err
 		}
-		switch {
-		case ctx.Err() != nil:
-			return nil
-		case err == nil:
-			// Leadership lost: campaign again at once, with new
-			// controllers and caches.
-			backoff = minRestartBackoff
-			continue
+		le, err := m.newElector()
+		if err != nil {
+			return err
 		}
-		// The controllers could not start (discovery failed, say): try
-		// again later rather than end a process that may recover.
-		m.log.Error("controllers failed; starting them again", "err", err, "after", backoff)
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil
-		case <-t.C:
-		}
-		backoff = min(2*backoff, maxRestartBackoff)
-	}
+		return m.lead(ctx, le, names)
+	})
 }
 
 // Bounds of the wait before controllers that failed are started again.
@@ -430,13 +463,13 @@ func (m *Manager) newElector() (*electorSlot, error) {
 // (nil), leadership is lost (nil, logged) or the controllers fail, in
 // which case the Lease is released and their error returned: a replica
 // that cannot run its controllers must not keep others from leading.
-func (m *Manager) lead(ctx context.Context, slot *electorSlot) error {
+func (m *Manager) lead(ctx context.Context, slot *electorSlot, names []string) error {
 	tctx, endTerm := context.WithCancel(ctx)
 	defer endTerm()
 	var runErr error
 	slot.onLeading = func(lctx context.Context) {
 		m.setLeading(true)
-		if runErr = m.runControllers(lctx); runErr != nil && lctx.Err() == nil {
+		if runErr = m.runControllers(lctx, &group{names: names}); runErr != nil && lctx.Err() == nil {
 			endTerm()
 		}
 	}
@@ -450,9 +483,6 @@ func (m *Manager) lead(ctx context.Context, slot *electorSlot) error {
 
 func (m *Manager) setLeading(v bool) {
 	m.leading.Store(v)
-	if !v {
-		m.synced.Store(false)
-	}
 	if v {
 		m.leaderGauge.Set(1)
 	} else {
@@ -478,14 +508,11 @@ func (m *Manager) serveHTTP() (stop func()) {
 		_, _ = w.Write([]byte("ok"))
 	})
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		switch {
-		case !m.leading.Load():
-			http.Error(w, "not leading: waiting for the lease "+m.leaseNamespace()+"/"+m.leaseName(), http.StatusServiceUnavailable)
-		case !m.synced.Load():
-			http.Error(w, "caches not synced", http.StatusServiceUnavailable)
-		default:
-			_, _ = w.Write([]byte("ok"))
+		if why := m.notReady(); why != "" {
+			http.Error(w, why, http.StatusServiceUnavailable)
+			return
 		}
+		_, _ = w.Write([]byte("ok"))
 	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	done := make(chan struct{})
@@ -505,15 +532,40 @@ func (m *Manager) serveHTTP() (stop func()) {
 	}
 }
 
-// runControllers builds the chosen controllers on a new shared informer
-// factory, starts the informers and the controllers, and stops them all
-// when ctx ends: the controllers first (they drain their queues), then
-// the informers and the event broadcaster.
-func (m *Manager) runControllers(ctx context.Context) error {
-	factory := informers.NewSharedInformerFactory(m.client, informers.Options{
-		Reflector: cache.ReflectorOptions{Logger: m.log},
-	})
+// group is a set of controllers run together on one informer factory:
+// all the manager's, its unshardable ones, or its shardable ones on one
+// shard.
+type group struct {
+	names []string
+	// shard is the shardSelector of the group's informers; "" sees every
+	// object.
+	shard  string
+	synced atomic.Bool
+}
+
+// runControllers builds g's controllers on a new shared informer factory,
+// starts the informers and the controllers, and stops them all when ctx
+// ends: the controllers first (they drain their queues), then the
+// informers and the event broadcaster.
+func (m *Manager) runControllers(ctx context.Context, g *group) error {
+	opts := informers.Options{Reflector: cache.ReflectorOptions{Logger: m.log}}
+	if g.shard != "" {
+		opts.TweakListOptions = func(o *metav1.ListOptions) { o.ShardSelector = g.shard }
+		opts.Reflector.Logger = m.log.With("shard", g.shard)
+	}
+	factory := informers.NewSharedInformerFactory(m.client, opts)
 	defer factory.Shutdown()
+	m.groupsMu.Lock()
+	if m.groups == nil {
+		m.groups = map[*group]struct{}{}
+	}
+	m.groups[g] = struct{}{}
+	m.groupsMu.Unlock()
+	defer func() {
+		m.groupsMu.Lock()
+		delete(m.groups, g)
+		m.groupsMu.Unlock()
+	}()
 
 	broadcaster := record.NewBroadcaster(record.ClientSink(m.client), m.eventOptions())
 	bctx, stopEvents := context.WithCancel(context.WithoutCancel(ctx))
@@ -524,8 +576,8 @@ func (m *Manager) runControllers(ctx context.Context) error {
 	defer func() { stopEvents(); eventsDone.Wait() }()
 
 	d := deps{m: m, factory: factory, events: broadcaster}
-	runs := make([]runner, len(m.controllers))
-	for i, name := range m.controllers {
+	runs := make([]runner, len(g.names))
+	for i, name := range g.names {
 		def, _ := lookup(name)
 		r, err := def.new(ctx, d)
 		if err != nil {
@@ -538,7 +590,7 @@ func (m *Manager) runControllers(ctx context.Context) error {
 	var wg sync.WaitGroup
 	errs := make([]error, len(runs))
 	for i, r := range runs {
-		name := m.controllers[i]
+		name := g.names[i]
 		wg.Go(func() {
 			if err := r.Run(ctx); err != nil && ctx.Err() == nil {
 				m.log.Error("controller stopped", "controller", name, "err", err)
@@ -555,11 +607,10 @@ func (m *Manager) runControllers(ctx context.Context) error {
 		}
 	}
 	if all {
-		m.synced.Store(true)
-		m.log.Info("caches synced; controllers running", "controllers", m.controllers)
+		g.synced.Store(true)
+		m.log.Info("caches synced; controllers running", "controllers", g.names, "shard", g.shard)
 	}
 	wg.Wait()
-	m.synced.Store(false)
 	return errors.Join(errs...)
 }
 

@@ -47,6 +47,8 @@ type cmOptions struct {
 	saCredentials bool
 	// staleReadTimeout is --stale-read-timeout.
 	staleReadTimeout time.Duration
+	// shards is --shards.
+	shards int
 }
 
 func defaultCMOptions() cmOptions {
@@ -97,6 +99,7 @@ func (o *cmOptions) addFlags(fs *flag.FlagSet, bindFlag string) {
 	fs.Float64Var(&o.qps, "kube-api-qps", o.qps, "requests per second to the API server (negative: no limit)")
 	fs.IntVar(&o.burst, "kube-api-burst", o.burst, "requests allowed in a burst above --kube-api-qps")
 	fs.DurationVar(&o.staleReadTimeout, "stale-read-timeout", o.staleReadTimeout, "how long a controller's sync of an object waits for its informers to show the controller's own last write of it (stale-read protection); then it syncs anyway and records a StaleReadTimeout event (negative: no protection)")
+	fs.IntVar(&o.shards, "shards", o.shards, "split the work of the namespaced controllers ("+strings.Join(shardable(), ", ")+") into this many shards, by namespace, shared out among the replicas through Leases; the others run on the elected leader (0: no sharding; every replica must be given the same number)")
 	fs.BoolVar(&o.saCredentials, "use-service-account-credentials", o.saCredentials, "run each controller as its own service account in kube-system (impersonated: the kubeconfig's user must be allowed to impersonate), so kube's bootstrap controller roles decide what it may do")
 }
 
@@ -135,7 +138,20 @@ func (o *cmOptions) config(cc *client.Config, log *slog.Logger) controllermanage
 		Logger:                    log,
 		ServiceAccountCredentials: o.saCredentials,
 		StaleReadTimeout:          o.staleReadTimeout,
+		Shards:                    o.shards,
 	}
+}
+
+// shardable lists the controllers --shards splits, in the order they
+// start.
+func shardable() []string {
+	var names []string
+	for _, n := range controllermanager.AllControllers() {
+		if _, ok := controllermanager.Shardable[n]; ok {
+			names = append(names, n)
+		}
+	}
+	return names
 }
 
 // splitList splits a comma-separated flag, dropping empty items.

@@ -52,6 +52,13 @@ func startE2ECluster(t *testing.T) *e2eCluster {
 // resources of crFile when it is not empty.
 func startTestCluster(t *testing.T, backend, crFile string) *e2eCluster {
 	t.Helper()
+	return startTestClusterWith(t, backend, crFile, nil)
+}
+
+// startTestClusterWith is startTestCluster with wrapRoutes around the
+// server's routes (serverConfig.wrapRoutes) when it is not nil.
+func startTestClusterWith(t *testing.T, backend, crFile string, wrapRoutes func(http.Handler) http.Handler) *e2eCluster {
+	t.Helper()
 	dir := t.TempDir()
 	token := "e2e-token"
 	var tokens filters.TokenFile
@@ -66,6 +73,7 @@ func startTestCluster(t *testing.T, backend, crFile string) *e2eCluster {
 		Tokens:              &tokens,
 		CertDir:             filepath.Join(dir, "pki"),
 		CustomResourcesFile: crFile,
+		wrapRoutes:          wrapRoutes,
 	}, quiet)
 	if err != nil {
 		t.Fatal(err)
@@ -221,9 +229,11 @@ type e2eManager struct {
 
 type managerOpts struct {
 	identity string
-	lease    string // Lease name; "" disables leader election
-	burst    int
-	api      *apiCounter
+	// controllers to run; every one when empty.
+	controllers []string
+	lease       string // Lease name; "" disables leader election
+	burst       int
+	api         *apiCounter
 }
 
 // Short durations keep the suite fast; the ratios are the defaults'.
@@ -246,7 +256,8 @@ func (c *e2eCluster) startManager(t *testing.T, o managerOpts) *e2eManager {
 	cc.REST.WrapTransport = o.api.wrap
 	log := slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})).With("manager", o.identity)
 	m, err := controllermanager.New(controllermanager.Config{
-		Client: cc,
+		Client:      cc,
+		Controllers: o.controllers,
 		LeaderElection: controllermanager.LeaderElection{
 			Disabled: o.lease == "", Name: o.lease, Identity: o.identity,
 			LeaseDuration: e2eLeaseDuration, RenewDeadline: e2eRenewDeadline, RetryPeriod: e2eRetryPeriod,
@@ -285,9 +296,10 @@ type managerProcess struct {
 }
 
 // startManagerProcess starts a controller-manager process with leader
-// election on lease (with the e2e durations), burst as burstReplicas and
-// no pod lifecycle delay. Its log is shown when the test fails.
-func (c *e2eCluster) startManagerProcess(t *testing.T, lease string, burst int) *managerProcess {
+// election on lease (with the e2e durations), burst as burstReplicas, no
+// pod lifecycle delay and the flags of extra. Its log is shown when the
+// test fails.
+func (c *e2eCluster) startManagerProcess(t *testing.T, lease string, burst int, extra ...string) *managerProcess {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "controller-manager",
 		"--kubeconfig", c.kubeconfig,
@@ -300,6 +312,7 @@ func (c *e2eCluster) startManagerProcess(t *testing.T, lease string, burst int) 
 		"--kube-api-qps", "-1",
 		"--bind-address", "",
 		"--log-level", "warn")
+	cmd.Args = append(cmd.Args, extra...)
 	cmd.Env = append(os.Environ(), execMainEnv+"=1")
 	var log lockedBuffer
 	cmd.Stdout, cmd.Stderr = &log, &log

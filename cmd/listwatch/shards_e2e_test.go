@@ -1,0 +1,323 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/sharding"
+	kubesharding "k8s.io/apiserver/pkg/sharding"
+
+	"github.com/listwatch/listwatch/client"
+	"github.com/listwatch/listwatch/controllermanager"
+)
+
+// TestShardedControllerManagers runs three controller-manager processes
+// with --shards 6 (the ReplicationManager, split by namespace) against
+// one API server, creates ReplicationControllers over many namespaces,
+// SIGKILLs one replica half-way, and checks that:
+//   - every RC converges, with exactly its one pod;
+//   - the killed replica's shards are taken over within the lease
+//     duration and two retry periods of the kill;
+//   - no object was written by a replica that did not hold its shard at
+//     that moment.
+//
+// The last is how the test proves that no two replicas wrote one object
+// in one interval: the server's routes are wrapped to record every write
+// (method, path, when it arrived, the User-Agent, which names the
+// replica) and every shard Lease written (its holder and acquireTime,
+// from the request body, kept when the server accepted it). From the
+// Leases each shard's tenures follow — a holder from its acquireTime to
+// the next one's — and every write of a replica to a namespace must fall
+// within one of that replica's tenures of the namespace's shard (decided
+// by kube's own shard selector parser, on controllermanager.ShardSelector).
+// Holders change on join, on the kill and never otherwise, so two replicas
+// writing one namespace's objects at once would show as a write outside
+// its writer's tenure.
+//
+// The size is 300 RCs over 30 namespaces; LISTWATCH_E2E_SHARDS=full runs
+// 3,000 over 60.
+func TestShardedControllerManagers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three controller-manager processes")
+	}
+	rcs, namespaces := 300, 30
+	if os.Getenv("LISTWATCH_E2E_SHARDS") == "full" {
+		rcs, namespaces = 3000, 60
+	}
+	const shards = 6
+	rec := &writeRecorder{}
+	c := startTestClusterWith(t, backendEtcd, "", rec.wrap)
+	// Pods are run, and namespaces given their default service account,
+	// by controllers in this process, so that every write of the three
+	// processes is the ReplicationManager's.
+	c.startManager(t, managerOpts{identity: "pods", controllers: []string{controllermanager.PodLifecycle, controllermanager.ServiceAccount}})
+	nsNames := make([]string, namespaces)
+	for i := range nsNames {
+		nsNames[i] = fmt.Sprintf("shard-e2e-%02d", i)
+		c.createNamespace(t, nsNames[i])
+	}
+
+	lease := "sharded-e2e"
+	procs := make([]*managerProcess, 3)
+	for i := range procs {
+		procs[i] = c.startManagerProcess(t, lease, 500, "--shards", fmt.Sprint(shards), "--controllers", controllermanager.Replication)
+	}
+	leases := client.For[*coordinationv1.Lease](c.client, "kube-system")
+	holders := func() map[string][]int {
+		l, err := leases.List(t.Context(), metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := map[string][]int{}
+		for _, item := range l.Items {
+			for s := range shards {
+				if item.Name == fmt.Sprintf("%s-shard-%d", lease, s) && item.Spec.HolderIdentity != nil && *item.Spec.HolderIdentity != "" {
+					h[*item.Spec.HolderIdentity] = append(h[*item.Spec.HolderIdentity], s)
+				}
+			}
+		}
+		return h
+	}
+	balanced := func(want int) func() (bool, string) {
+		return func() (bool, string) {
+			h := holders()
+			if len(h) != want {
+				return false, fmt.Sprint(h)
+			}
+			for _, s := range h {
+				if len(s) != shards/want {
+					return false, fmt.Sprint(h)
+				}
+			}
+			return true, ""
+		}
+	}
+	start := time.Now()
+	waitFor(t, time.Minute, "three replicas holding two shards each", balanced(3))
+	t.Logf("3 replicas balanced %v after start", time.Since(start).Round(time.Millisecond))
+	before := holders()
+
+	// Create the RCs from 16 writers; kill a replica half-way.
+	created := time.Now()
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range 16 {
+		wg.Go(func() {
+			for i := range next {
+				ns := nsNames[i%namespaces]
+				if _, err := c.rcs.Namespace(ns).Create(t.Context(), newRC(fmt.Sprintf("rc-%04d", i), 1), metav1.CreateOptions{}); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	var killed time.Time
+	for i := range rcs {
+		if i == rcs/2 {
+			procs[1].kill()
+			killed = time.Now()
+		}
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	waitFor(t, time.Minute, "two replicas holding three shards each", balanced(2))
+	// The killed replica is the holder of before that holds nothing now.
+	after := holders()
+	var victim string
+	for id := range before {
+		if _, ok := after[id]; !ok {
+			victim = id
+		}
+	}
+
+	waitFor(t, 5*time.Minute, "every RC converged", func() (bool, string) {
+		l, err := c.rcs.List(t.Context(), metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		ready := 0
+		for _, rc := range l.Items {
+			if rc.Status.Replicas == 1 && rc.Status.ReadyReplicas == 1 {
+				ready++
+			}
+		}
+		return ready == rcs, fmt.Sprintf("%d of %d RCs ready", ready, rcs)
+	})
+	converged := time.Since(created)
+	pods, err := c.pods.List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(pods.Items); n != rcs {
+		t.Errorf("%d pods for %d RCs of one replica each", n, rcs)
+	}
+
+	// The takeover of the killed replica's shards.
+	selectors := make([]sharding.Selector, shards)
+	for s := range selectors {
+		sel, err := kubesharding.Parse(controllermanager.ShardSelector(s, shards))
+		if err != nil {
+			t.Fatalf("kube's parser refuses shard %d's selector: %v", s, err)
+		}
+		selectors[s] = sel
+	}
+	tenures := rec.tenures(lease, shards)
+	var takeover time.Duration
+	for _, s := range before[victim] {
+		ts := tenures[s]
+		i := slices.IndexFunc(ts, func(te tenure) bool { return te.holder != victim && te.from.After(killed) })
+		if i < 0 {
+			t.Fatalf("shard %d of the killed replica %s was never taken over: %v", s, victim, ts)
+		}
+		takeover = max(takeover, ts[i].from.Sub(killed))
+	}
+	if limit := e2eLeaseDuration + 2*e2eRetryPeriod; takeover > limit {
+		t.Errorf("the killed replica's shards were taken over %v after the kill; want within %v", takeover, limit)
+	}
+
+	// Every write within its writer's tenure of the shard.
+	checked, byWriter := 0, map[string]int{}
+	for _, w := range rec.writesOf() {
+		s := slices.IndexFunc(selectors, func(sel sharding.Selector) bool {
+			ok, err := sel.Matches(&metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: w.namespace}})
+			return err == nil && ok
+		})
+		if s < 0 {
+			t.Fatalf("namespace %s is in no shard", w.namespace)
+		}
+		if h := holderAt(tenures[s], w.at); h != w.identity {
+			t.Errorf("%s %s by %s at %v: shard %d was held by %q then", w.method, w.path, w.identity, w.at.Format(time.StampMicro), s, h)
+		}
+		checked++
+		byWriter[w.identity]++
+	}
+	if checked < rcs {
+		t.Errorf("only %d writes of the replicas recorded for %d RCs", checked, rcs)
+	}
+	if len(byWriter) != 3 {
+		t.Errorf("writes by %d replicas, want all 3: %v", len(byWriter), byWriter)
+	}
+	t.Logf("%d RCs over %d namespaces converged %v after the first create; replica %s killed half-way, its shards taken over %v after the kill; %d writes checked against the shard Leases, by replica: %v",
+		rcs, namespaces, converged.Round(time.Millisecond), victim, takeover.Round(time.Millisecond), checked, byWriter)
+}
+
+// writeRecorder records, from inside the server's routes, the writes of
+// the controller-manager processes and the shard Leases they write.
+type writeRecorder struct {
+	mu     sync.Mutex
+	writes []recordedWrite
+	leases []leaseWrite
+}
+
+type recordedWrite struct {
+	method, path, namespace, identity string
+	at                                time.Time
+}
+
+type leaseWrite struct {
+	name, holder string
+	acquired     time.Time
+}
+
+func (r *writeRecorder) wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		_, identity, ok := strings.Cut(req.UserAgent(), " controller-manager/")
+		if !ok || req.Method == http.MethodGet {
+			next.ServeHTTP(w, req)
+			return
+		}
+		at := time.Now()
+		var body []byte
+		if req.Body != nil {
+			body, _ = io.ReadAll(req.Body)
+			req.Body = io.NopCloser(bytes.NewReader(body))
+		}
+		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
+		next.ServeHTTP(sw, req)
+		if sw.code >= 300 {
+			return
+		}
+		parts := strings.Split(strings.Trim(req.URL.Path, "/"), "/")
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		switch {
+		case len(parts) >= 6 && parts[len(parts)-2] == "leases" || len(parts) >= 5 && parts[len(parts)-1] == "leases":
+			var l coordinationv1.Lease
+			if json.Unmarshal(body, &l) == nil && l.Spec.AcquireTime != nil {
+				holder := ""
+				if l.Spec.HolderIdentity != nil {
+					holder = *l.Spec.HolderIdentity
+				}
+				r.leases = append(r.leases, leaseWrite{l.Name, holder, l.Spec.AcquireTime.Time})
+			}
+		case len(parts) >= 5 && parts[0] == "api" && parts[2] == "namespaces" && parts[4] != "events":
+			r.writes = append(r.writes, recordedWrite{req.Method, req.URL.Path, parts[3], identity, at})
+		}
+	})
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.code = code
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (r *writeRecorder) writesOf() []recordedWrite {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.writes)
+}
+
+// tenure is a holder's time with a shard, from its acquireTime.
+type tenure struct {
+	holder string
+	from   time.Time
+}
+
+// tenures returns each shard's tenures in order of acquireTime.
+func (r *writeRecorder) tenures(lease string, shards int) [][]tenure {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([][]tenure, shards)
+	for s := range shards {
+		name := fmt.Sprintf("%s-shard-%d", lease, s)
+		var ts []tenure
+		for _, l := range r.leases {
+			if l.name == name && !slices.ContainsFunc(ts, func(t tenure) bool { return t.from.Equal(l.acquired) }) {
+				ts = append(ts, tenure{l.holder, l.acquired})
+			}
+		}
+		slices.SortFunc(ts, func(a, b tenure) int { return a.from.Compare(b.from) })
+		out[s] = ts
+	}
+	return out
+}
+
+// holderAt is who held the shard at t: the holder of the last tenure from
+// before t.
+func holderAt(ts []tenure, t time.Time) string {
+	h := ""
+	for _, te := range ts {
+		if te.from.After(t) {
+			break
+		}
+		h = te.holder
+	}
+	return h
+}

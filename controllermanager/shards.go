@@ -1,0 +1,121 @@
+package controllermanager
+
+import (
+	"context"
+	"fmt"
+	"math/bits"
+	"sync"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/sharding"
+
+	"github.com/listwatch/listwatch/internal/ctxtime"
+	"github.com/listwatch/listwatch/leaderelection"
+)
+
+// Shardable lists the controllers Config.Shards splits, each with why it
+// can be split by namespace: everything one of its syncs reads or writes
+// is in the namespace of the object it syncs, so a replica that sees a
+// namespace whole sees all it needs. They are split by namespace, not by
+// uid, because an owner and the objects it owns (a ReplicaSet and its
+// pods) have different uids and must be seen together. The controllers
+// not listed read cluster-scoped objects (nodes, namespaces, cluster
+// roles, admission policies) or follow references across namespaces (the
+// garbage collector), and run whole.
+var Shardable = map[string]string{
+	Replication: "a ReplicationController's pods are in its namespace",
+	ReplicaSet:  "a ReplicaSet's pods are in its namespace",
+	Deployment:  "a Deployment's ReplicaSets and their pods are in its namespace",
+	Job:         "a Job's pods are in its namespace",
+	Endpoints:   "a Service's pods and Endpoints are in its namespace",
+}
+
+// ShardSelector is the shardSelector of shard (from 0) of shards: the
+// objects whose namespace's 64-bit FNV-1a hash falls in the shard's equal
+// part of the hash space. A namespace's objects all fall in one shard,
+// and stay there: a namespace cannot be renamed.
+func ShardSelector(shard, shards int) string {
+	bound := func(i int) string {
+		if i == shards {
+			return "0x10000000000000000" // 2^64, the end of the last shard
+		}
+		q, _ := bits.Div64(uint64(i), 0, uint64(shards))
+		return fmt.Sprintf("0x%016x", q)
+	}
+	return sharding.NewSelector(sharding.ShardRangeRequirement{
+		Key: "object.metadata.namespace", Start: bound(shard), End: bound(shard + 1),
+	}).String()
+}
+
+// runSharded runs the shardable controllers once per shard this replica
+// holds, and the others whole behind leader election, until ctx ends.
+func (m *Manager) runSharded(ctx context.Context) error {
+	var whole, split []string
+	for _, n := range m.controllers {
+		if _, ok := Shardable[n]; ok {
+			split = append(split, n)
+		} else {
+			whole = append(whole, n)
+		}
+	}
+	le := m.cfg.LeaderElection
+	sharder, err := leaderelection.NewSharder(leaderelection.ShardConfig{
+		Client: newLeaseClient(m.client), Namespace: m.leaseNamespace(), Name: m.leaseName(),
+		Identity: m.identity, Shards: m.cfg.Shards,
+		LeaseDuration: le.LeaseDuration, RenewDeadline: le.RenewDeadline, RetryPeriod: le.RetryPeriod,
+		Logger: m.log,
+		Run: func(ctx context.Context, shard int) {
+			g := &group{names: split, shard: ShardSelector(shard, m.cfg.Shards)}
+			m.keepRunning(ctx, func(ctx context.Context) error { return m.runControllers(ctx, g) })
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("controllermanager: %w", err)
+	}
+	var wg sync.WaitGroup
+	if len(whole) > 0 {
+		wg.Go(func() { m.runWhole(ctx, whole) })
+	}
+	if len(split) > 0 {
+		err = sharder.Run(ctx)
+	}
+	wg.Wait()
+	return err
+}
+
+// keepRunning runs run until ctx ends: again at once whenever it returns
+// nil first, after a backoff that doubles up to maxRestartBackoff
+// whenever it fails.
+func (m *Manager) keepRunning(ctx context.Context, run func(context.Context) error) {
+	backoff := minRestartBackoff
+	for {
+		err := run(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err == nil:
+			backoff = minRestartBackoff
+			continue
+		}
+		m.log.Error("controllers failed; starting them again", "err", err, "after", backoff)
+		if !ctxtime.Sleep(ctx, backoff) {
+			return
+		}
+		backoff = min(2*backoff, maxRestartBackoff)
+	}
+}
+
+// List lists the Leases of namespace that match labelSelector, for the
+// Sharder.
+func (l leaseClient) List(ctx context.Context, namespace, labelSelector string) ([]coordinationv1.Lease, error) {
+	list, err := l.leases.Namespace(namespace).List(ctx, metav1.ListOptions{LabelSelector: labelSelector})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]coordinationv1.Lease, len(list.Items))
+	for i, item := range list.Items {
+		out[i] = *item
+	}
+	return out, nil
+}
