@@ -157,7 +157,19 @@ func (ww *watchWriter) send(frame []byte) error {
 	if _, err := ww.w.Write(frame); err != nil {
 		return err
 	}
-	return ww.rc.Flush()
+	return ww.flush()
+}
+
+// flush sends what was written and then lifts the write deadline: it
+// bounds a write, not the quiet between events. Over HTTP/2 a deadline
+// left set resets the stream when it passes, even with no write under
+// way, which would end every watch a minute after its last event.
+func (ww *watchWriter) flush() error {
+	if err := ww.rc.Flush(); err != nil {
+		return err
+	}
+	_ = ww.rc.SetWriteDeadline(time.Time{})
+	return nil
 }
 
 // Batching bounds: a batch is written to the connection whenever it holds
@@ -220,7 +232,7 @@ drain:
 			return open, err
 		}
 	}
-	return open, ww.rc.Flush()
+	return open, ww.flush()
 }
 
 // frame returns ev framed for this watcher. Frames are memoized on the

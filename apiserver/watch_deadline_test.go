@@ -135,3 +135,57 @@ func terminatedWatchers(t *testing.T, srv *Server) float64 {
 	}
 	return total
 }
+
+// TestWatchIdleOverHTTP2: the write deadline bounds a write, not the
+// quiet between events. Over HTTP/2 a deadline left set after a write
+// resets the stream when it passes, idle or not; a watch quiet for five
+// times the deadline must still deliver the next event on the same
+// stream.
+func TestWatchIdleOverHTTP2(t *testing.T) {
+	const timeout = 200 * time.Millisecond
+	srv, err := New(Config{
+		Storage:                 backends[0].New(t),
+		DisableAdmissionPlugins: []string{"ServiceAccount"},
+		WatchWriteTimeout:       timeout,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := runtest.Start(t, srv)
+	hs := httptest.NewUnstartedServer(srv.Handler())
+	hs.EnableHTTP2 = true
+	hs.StartTLS()
+	defer func() { hs.CloseClientConnections(); hs.Close(); stop() }()
+	post := func(path, body string) {
+		t.Helper()
+		resp, err := hs.Client().Post(hs.URL+path, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusCreated {
+			t.Fatalf("POST %s: %s", path, resp.Status)
+		}
+	}
+	post("/api/v1/namespaces", `{"metadata":{"name":"default"}}`)
+
+	resp, err := hs.Client().Get(hs.URL + "/api/v1/namespaces/default/configmaps?watch=true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.ProtoMajor != 2 {
+		t.Fatalf("watch served over %s, want HTTP/2", resp.Proto)
+	}
+	rd := bufio.NewReader(resp.Body)
+	for i, name := range []string{"first", "after-quiet"} {
+		if i > 0 {
+			time.Sleep(5 * timeout)
+		}
+		post("/api/v1/namespaces/default/configmaps", fmt.Sprintf(`{"metadata":{"name":%q}}`, name))
+		line, err := rd.ReadBytes('\n')
+		if err != nil || !strings.Contains(string(line), fmt.Sprintf("%q", name)) {
+			t.Fatalf("event for %s: %q %v", name, line, err)
+		}
+	}
+}
