@@ -25,6 +25,7 @@ package main
 // the RC and polls its status are not counted.
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -299,9 +300,16 @@ func benchControlPlane(name string, w cpWorkload, n int) ([]Row, error) {
 			{Workload: name, Impl: implListwatch, Metric: w.metric + "=" + strconv.Itoa(n), Value: lw.wall.Seconds(), Unit: "s"},
 			{Workload: name, Impl: implListwatch, Metric: "cpu time", Value: lw.cpu.Seconds(), Unit: "s"},
 		}
+		for i, c := range lw.replicas {
+			rows = append(rows, Row{Workload: name, Impl: implListwatch, Metric: fmt.Sprintf("cpu time of replica %d of %d (most first)", i+1, len(lw.replicas)), Value: c.Seconds(), Unit: "s"})
+		}
 		var total float64
 		counts := medianCounts(lwReqs)
 		for _, k := range unionKeys(counts) {
+			if isSyncCount(k) {
+				rows = append(rows, Row{Workload: name, Impl: implListwatch, Metric: k, Value: float64(counts[k]), Unit: "count"})
+				continue
+			}
 			rows = append(rows, Row{Workload: name, Impl: implListwatch, Metric: "requests " + k, Value: float64(counts[k]), Unit: "count"})
 			total += float64(counts[k])
 		}
@@ -324,7 +332,7 @@ func benchControlPlane(name string, w cpWorkload, n int) ([]Row, error) {
 	lwMedian, floorMedian := medianCounts(lwReqs), medianCounts(floorReqs)
 	for _, k := range unionKeys(lwMedian, floorMedian) {
 		metric := "requests " + k
-		if strings.HasPrefix(k, staleSkipsPrefix) || strings.HasPrefix(k, staleTimeoutsPrefix) || strings.HasPrefix(k, syncsPrefix) {
+		if isSyncCount(k) {
 			rows = append(rows, Row{Workload: name, Impl: implListwatch, Metric: k, Value: float64(lwMedian[k]), Unit: "count"})
 			continue
 		}
@@ -344,9 +352,11 @@ func benchControlPlane(name string, w cpWorkload, n int) ([]Row, error) {
 }
 
 // cpRun is one side's measure: the time until the workload was done, and
-// the CPU the process spent meanwhile.
+// the CPU the process spent meanwhile, with that of the replica processes
+// (-replicas), which replicas also gives apart, most first.
 type cpRun struct {
 	wall, cpu time.Duration
+	replicas  []time.Duration
 }
 
 // medianRun is the median of runs' times and, apart, of their CPU times.
@@ -355,7 +365,15 @@ func medianRun(runs []cpRun) cpRun {
 	for i, r := range runs {
 		wall[i], cpu[i] = float64(r.wall), float64(r.cpu)
 	}
-	return cpRun{wall: time.Duration(median(wall)), cpu: time.Duration(median(cpu))}
+	out := cpRun{wall: time.Duration(median(wall)), cpu: time.Duration(median(cpu))}
+	for i := range runs[0].replicas {
+		at := make([]float64, len(runs))
+		for j, r := range runs {
+			at[j] = float64(r.replicas[i])
+		}
+		out.replicas = append(out.replicas, time.Duration(median(at)))
+	}
+	return out
 }
 
 // medianCounts is the median of each request count over the runs (one
@@ -410,8 +428,18 @@ func runControllersSide(w cpWorkload, n int) (cpRun, map[string]int64, error) {
 	defer stop()
 
 	cmCfg := cp.clientConfig(counter.wrap)
+	var only []string
+	if *cpReplicas > 0 {
+		if w.name != rcsWorkload.name {
+			return cpRun{}, nil, fmt.Errorf("-replicas applies to the controlplane-%s rows only", rcsWorkload.name)
+		}
+		// The replica processes run the ReplicationManager; this
+		// process the simulated nodes.
+		only = []string{controllermanager.PodLifecycle}
+	}
 	manager, stopManager, err := runManager(ctx, controllermanager.Config{
-		Client: cmCfg,
+		Client:      cmCfg,
+		Controllers: only,
 		// One replica alone: the Lease would only add its own requests.
 		LeaderElection: controllermanager.LeaderElection{Disabled: true},
 		Replication:    replication.Options{},
@@ -438,6 +466,17 @@ func runControllersSide(w cpWorkload, n int) (cpRun, map[string]int64, error) {
 	if err != nil {
 		return cpRun{}, nil, err
 	}
+	var pids []int
+	if *cpReplicas > 0 {
+		var stopReplicas func()
+		if pids, stopReplicas, err = startReplicas(cp, *cpReplicas); err != nil {
+			return cpRun{}, nil, fmt.Errorf("replicas: %w", err)
+		}
+		defer stopReplicas()
+		if err := awaitShardsBalanced(ctx, driver, *cpReplicas); err != nil {
+			return cpRun{}, nil, err
+		}
+	}
 	replicas := int32(n)
 	if w.prepare != nil {
 		if err := w.prepare(ctx, driver, replicas); err != nil {
@@ -447,6 +486,10 @@ func runControllersSide(w cpWorkload, n int) (cpRun, map[string]int64, error) {
 	}
 	endProfile := profileWindow("listwatch")
 	cpu0, _ := processCPU()
+	replicaCPU0 := make([]time.Duration, len(pids))
+	for i, pid := range pids {
+		replicaCPU0[i], _ = pidCPU(pid)
+	}
 	start := time.Now()
 	if err := w.start(ctx, driver, replicas); err != nil {
 		return cpRun{}, nil, fmt.Errorf("start %s: %w", w.name, err)
@@ -458,9 +501,18 @@ func runControllersSide(w cpWorkload, n int) (cpRun, map[string]int64, error) {
 	}
 	elapsed := time.Since(start)
 	cpu1, _ := processCPU()
+	run := cpRun{wall: elapsed, cpu: cpu1 - cpu0}
+	for i, pid := range pids {
+		c, _ := pidCPU(pid)
+		run.replicas = append(run.replicas, c-replicaCPU0[i])
+		run.cpu += c - replicaCPU0[i]
+	}
+	// Most first: a replica's place in the list is its rank, the same
+	// from round to round.
+	slices.SortFunc(run.replicas, func(a, b time.Duration) int { return cmp.Compare(b, a) })
 	reqs := counter.snapshot()
 	maps.Copy(reqs, controllerCounts(manager))
-	return cpRun{elapsed, cpu1 - cpu0}, reqs, nil
+	return run, reqs, nil
 }
 
 // Counts of runControllersSide that are no requests: the syncs each
@@ -471,6 +523,11 @@ const (
 	staleSkipsPrefix    = "stale syncs skipped by "
 	staleTimeoutsPrefix = "stale syncs timed out in "
 )
+
+// isSyncCount tells the counts of controllerCounts from those of requests.
+func isSyncCount(k string) bool {
+	return strings.HasPrefix(k, staleSkipsPrefix) || strings.HasPrefix(k, staleTimeoutsPrefix) || strings.HasPrefix(k, syncsPrefix)
+}
 
 // controllerCounts reads, from m's metrics, the syncs each controller ran
 // and those its stale-read protection put back.
@@ -629,7 +686,7 @@ func runFloorSide(w cpWorkload, n int) (cpRun, map[string]int64, error) {
 	if err != nil {
 		return cpRun{}, nil, err
 	}
-	return cpRun{elapsed, cpu1 - cpu0}, counter.snapshot(), nil
+	return cpRun{wall: elapsed, cpu: cpu1 - cpu0}, counter.snapshot(), nil
 }
 
 // floorPods creates n pods with the ReplicationManager's concurrency

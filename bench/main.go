@@ -94,6 +94,9 @@ func profileWindow(impl string) (end func()) {
 }
 
 func main() {
+	if spec := os.Getenv(replicaEnv); spec != "" {
+		os.Exit(runReplica(spec))
+	}
 	run()
 	os.Exit(exitCode)
 }
