@@ -49,6 +49,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/listwatch/listwatch/apiserver"
+	"github.com/listwatch/listwatch/apiserver/filters"
 	"github.com/listwatch/listwatch/apiserver/serve"
 	"github.com/listwatch/listwatch/client"
 	"github.com/listwatch/listwatch/controllermanager"
@@ -225,6 +226,9 @@ func start(dir string, opts Options) (_ *Environment, stop func(), _ error) {
 		AdminUser: User,
 		Manifests: manifests,
 		Logger:    log,
+		// Writes over the memory budget wait for one another, as
+		// kube-apiserver's API Priority and Fairness queues requests.
+		Filters: filters.Options{InFlightQueue: filters.PriorityAndFairnessQueue},
 	}
 	if !slices.Contains(opts.Controllers, controllermanager.ServiceAccount) {
 		// Nothing makes the namespaces' default service accounts, which

@@ -56,6 +56,11 @@ type Options struct {
 	// caps wait for a seat, as kube-apiserver's API Priority and Fairness
 	// queues them, rather than be refused at once.
 	InFlightQueue InFlightQueue
+	// MaxRequestMemory bounds what the writes being served at once are
+	// estimated to hold together (WithMemoryBudget): writes over it wait
+	// for one another as InFlightQueue says, or, with no queue, are
+	// refused. 0 means DefaultMaxRequestMemory, a negative value no bound.
+	MaxRequestMemory int64
 	// Metrics records request metrics; nil records none.
 	Metrics *Metrics
 	// Logger receives a debug record per request and an error per panic;
@@ -78,7 +83,8 @@ type Options struct {
 // logging (so that rejected requests are counted and logged too), panic
 // recovery, authentication, impersonation and authorization (before the
 // body is read, as in kube-apiserver), the request timeout, the body cap, the
-// in-flight cap and the cancellation of long-running requests on shutdown.
+// in-flight cap, the memory budget of writes and the cancellation of
+// long-running requests on shutdown.
 // The body is read before the request takes an in-flight slot, so that
 // clients that announce a body and never send it hold none; and a body
 // nobody reads (a request refused before it is read) is waited for no
@@ -93,6 +99,7 @@ func Chain(h http.Handler, o Options) http.Handler {
 	if o.Shutdown != nil {
 		h = WithLongRunningShutdown(h, o.Shutdown)
 	}
+	h = WithMemoryBudget(h, o.MaxRequestMemory, o.InFlightQueue)
 	h = WithMaxInFlightQueue(h, o.MaxRequestsInFlight, o.MaxMutatingRequestsInFlight, o.InFlightQueue, o.Metrics)
 	h = WithMaxRequestBody(h, o.MaxRequestBodyBytes)
 	if timeout > 0 {

@@ -62,7 +62,7 @@ func WithMaxRequestBody(h http.Handler, limit int64) http.Handler {
 			tooLarge(w, limit)
 			return
 		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.Body = bodyBytes{bytes.NewReader(body), body}
 		r.ContentLength = int64(len(body))
 		h.ServeHTTP(w, r)
 	})

@@ -3,9 +3,11 @@ package filters
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -25,6 +27,11 @@ type seatHarness struct {
 }
 
 func newSeatHarness(q InFlightQueue) *seatHarness {
+	return newHarness(Options{MaxMutatingRequestsInFlight: 2, InFlightQueue: q})
+}
+
+// newHarness is newSeatHarness with the filters of o.
+func newHarness(o Options) *seatHarness {
 	s := &seatHarness{release: make(chan struct{}), codes: map[string]int{}}
 	held := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
@@ -33,15 +40,23 @@ func newSeatHarness(q InFlightQueue) *seatHarness {
 		<-s.release
 		w.WriteHeader(http.StatusOK)
 	})
-	s.h = Chain(held, Options{MaxMutatingRequestsInFlight: 2, InFlightQueue: q})
+	s.h = Chain(held, o)
 	return s
 }
 
 // send starts a write named id with ctx and returns at once.
-func (s *seatHarness) send(ctx context.Context, id string) {
+func (s *seatHarness) send(ctx context.Context, id string) { s.sendBody(ctx, "POST", id, "") }
+
+// sendBody starts a request named id with ctx and body and returns at
+// once.
+func (s *seatHarness) sendBody(ctx context.Context, method, id, body string) {
 	go func() {
 		rec := httptest.NewRecorder()
-		req := httptest.NewRequestWithContext(ctx, "POST", "/api/v1/namespaces/default/configmaps?id="+id, nil)
+		var rd io.Reader
+		if body != "" {
+			rd = strings.NewReader(body)
+		}
+		req := httptest.NewRequestWithContext(ctx, method, "/api/v1/namespaces/default/configmaps?id="+id, rd)
 		s.h.ServeHTTP(rec, req)
 		s.mu.Lock()
 		s.codes[id] = rec.Code
@@ -220,4 +235,106 @@ func TestInFlightQueueReadsApart(t *testing.T) {
 			t.Fatalf("answers %v, want every request served", got)
 		}
 	})
+}
+
+// bodyOf is a JSON object of n values.
+func bodyOf(n int) string {
+	var b strings.Builder
+	b.WriteString("{")
+	for i := range n {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, `"k%d":%d`, i, i)
+	}
+	return b.String() + "}"
+}
+
+func TestMemoryEstimate(t *testing.T) {
+	for _, tt := range []struct {
+		body string
+		want int64
+	}{
+		{`{}`, MemoryPerValue + 4},
+		{`{"a":1}`, 2*MemoryPerValue + 14},
+		{bodyOf(1000), 2000 * MemoryPerValue},
+	} {
+		if got := MemoryEstimate([]byte(tt.body)); got < tt.want || got > tt.want+2*int64(len(tt.body)) {
+			t.Errorf("MemoryEstimate(%.20q…) = %d, want %d plus at most twice its %d bytes", tt.body, got, tt.want, len(tt.body))
+		}
+	}
+}
+
+// TestMemoryBudget: writes wait for one another when their estimates
+// together exceed the budget, in the order they came; one larger than
+// the budget runs alone; reads are not counted.
+func TestMemoryBudget(t *testing.T) {
+	big, small := bodyOf(600), bodyOf(1)
+	budget := 10 * MemoryEstimate([]byte(big)) / 6 // room for one big write and a few small ones
+	queue := InFlightQueue{Length: 10, Wait: time.Minute}
+	tests := []struct {
+		name string
+		q    InFlightQueue
+		run  func(t *testing.T, s *seatHarness)
+	}{
+		{"writes over the budget wait in the order they came", queue, func(t *testing.T, s *seatHarness) {
+			s.sendBody(t.Context(), "POST", "a", big)
+			s.sendBody(t.Context(), "POST", "b", big)
+			s.sendBody(t.Context(), "PUT", "c", small)
+			if entered, _ := s.state(); !slices.Equal(entered, []string{"a"}) {
+				t.Fatalf("entered %v; want a alone, b waiting for room and c behind it", entered)
+			}
+			s.releaseOne()
+			if entered, _ := s.state(); !slices.Equal(entered, []string{"a", "b", "c"}) {
+				t.Fatalf("entered %v; want b and then c once a was done", entered)
+			}
+			s.releaseOne()
+			s.releaseOne()
+		}},
+		{"a write larger than the budget runs alone", queue, func(t *testing.T, s *seatHarness) {
+			s.sendBody(t.Context(), "POST", "huge", bodyOf(5000))
+			s.sendBody(t.Context(), "PATCH", "small", small)
+			s.sendBody(t.Context(), "GET", "read", "")
+			if entered, _ := s.state(); !slices.Equal(entered, []string{"huge", "read"}) {
+				t.Fatalf("entered %v; want the huge write and the read", entered)
+			}
+			s.releaseOne()
+			s.releaseOne()
+			if entered, _ := s.state(); !slices.Equal(entered, []string{"huge", "read", "small"}) {
+				t.Fatalf("entered %v; want the small write after the huge one", entered)
+			}
+			s.releaseOne()
+		}},
+		{"no queue: a write over the budget is refused at once", InFlightQueue{}, func(t *testing.T, s *seatHarness) {
+			s.sendBody(t.Context(), "POST", "a", big)
+			s.sendBody(t.Context(), "POST", "b", big)
+			if _, codes := s.state(); codes["b"] != http.StatusTooManyRequests {
+				t.Fatalf("codes %v, want b refused with 429", codes)
+			}
+			s.releaseOne()
+		}},
+		{"a write that waited its bound is refused", InFlightQueue{Length: 10, Wait: 10 * time.Second}, func(t *testing.T, s *seatHarness) {
+			s.sendBody(t.Context(), "POST", "a", big)
+			s.sendBody(t.Context(), "POST", "b", big)
+			time.Sleep(11 * time.Second)
+			synctest.Wait()
+			if _, codes := s.state(); codes["b"] != http.StatusTooManyRequests {
+				t.Fatalf("codes %v, want b refused after 10s", codes)
+			}
+			s.releaseOne()
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := newHarness(Options{MaxRequestMemory: budget, InFlightQueue: tt.q})
+				tt.run(t, s)
+				synctest.Wait()
+				entered, codes := s.state()
+				if served := countCode(codes, http.StatusOK); served != len(entered) {
+					t.Errorf("%d served of %d entered: %v", served, len(entered), codes)
+				}
+			})
+		})
+	}
 }

@@ -77,6 +77,9 @@ type serverConfig struct {
 
 	MaxRequestsInFlight         int
 	MaxMutatingRequestsInFlight int
+	// MaxRequestMemory bounds what the writes served at once are
+	// estimated to hold (filters.Options.MaxRequestMemory).
+	MaxRequestMemory int64
 	// PriorityAndFairness queues the requests over the in-flight caps
 	// rather than refuse them at once (filters.InFlightQueue).
 	PriorityAndFairness bool
@@ -108,6 +111,7 @@ func (c *serverConfig) addFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.MaxRequestsInFlight, "max-requests-inflight", filters.DefaultMaxRequestsInFlight, "cap on concurrent read-only requests, watches excluded (0: none)")
 	fs.IntVar(&c.MaxMutatingRequestsInFlight, "max-mutating-requests-inflight", filters.DefaultMaxMutatingRequestsInFlight, "cap on concurrent writes (0: none)")
 	fs.BoolVar(&c.PriorityAndFairness, "enable-priority-and-fairness", true, "queue the requests over the in-flight caps for a seat, first come first served, as kube-apiserver's API Priority and Fairness (on by default there) queues them, answering 429 only when the queue is full or the wait too long; false answers 429 at once")
+	fs.Int64Var(&c.MaxRequestMemory, "max-request-memory", filters.DefaultMaxRequestMemory, "bytes the writes served at once are estimated to hold together at most (about 2 KiB per value of their bodies); writes over it queue as --enable-priority-and-fairness says (negative: no bound)")
 	fs.Int64Var(&c.MaxRequestBodyBytes, "max-request-body-bytes", filters.DefaultMaxRequestBodyBytes, "cap on request body size in bytes")
 	fs.DurationVar(&c.RequestTimeout, "request-timeout", filters.DefaultRequestTimeout, "bound on every request but watches, the reading of its body included")
 	featureGatesFlag(fs, &c.DisableWatchList)
@@ -326,6 +330,7 @@ func startServer(ctx context.Context, cfg serverConfig, log *slog.Logger) (_ *ru
 			RequestTimeout:              cfg.RequestTimeout,
 			MaxRequestsInFlight:         cfg.MaxRequestsInFlight,
 			MaxMutatingRequestsInFlight: cfg.MaxMutatingRequestsInFlight,
+			MaxRequestMemory:            cfg.MaxRequestMemory,
 			InFlightQueue:               inFlightQueue(cfg.PriorityAndFairness),
 		},
 		Metrics:         reg,

@@ -312,3 +312,58 @@ func TestProbeStalledUploads(t *testing.T) {
 		}
 	}
 }
+
+// TestProbeWideApplies: eight server-side applies at once of a custom
+// resource with 20,000 fields (0.3 MB each), which the field manager
+// makes costly (about 2 KiB per field), all succeed, and the server's
+// memory budget (--max-request-memory, here 100 MB, about one such
+// apply's estimate) makes them take turns: the server's peak RSS grows by
+// what about one of them holds, not eight.
+func TestProbeWideApplies(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a server process")
+	}
+	const fields, n, budgetMB = 20000, 8, 100
+	p := startProbeServer(t, fmt.Sprintf("--max-request-memory=%d", budgetMB<<20))
+	crd := `{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition","metadata":{"name":"wides.probe.io"},"spec":{"group":"probe.io","scope":"Namespaced","names":{"plural":"wides","singular":"wide","kind":"Wide"},"versions":[{"name":"v1","served":true,"storage":true,"schema":{"openAPIV3Schema":{"type":"object","x-kubernetes-preserve-unknown-fields":true}}}]}}`
+	if code, body := p.do(t, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", "application/json", crd); code != http.StatusCreated {
+		t.Fatalf("create CRD: %d %s", code, body)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if code, _ := p.do(t, "GET", "/apis/probe.io/v1/namespaces/default/wides", "", ""); code == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the CRD is not served")
+		}
+	}
+	var spec strings.Builder
+	for i := range fields {
+		if i > 0 {
+			spec.WriteString(",")
+		}
+		fmt.Fprintf(&spec, `"k%d":%d`, i, i)
+	}
+	before := p.memoryKB(t, "VmHWM")
+	var wg sync.WaitGroup
+	codes := make([]int, n)
+	start := time.Now()
+	for i := range n {
+		wg.Go(func() {
+			name := fmt.Sprintf("wide-%d", i)
+			body := `{"apiVersion":"probe.io/v1","kind":"Wide","metadata":{"name":"` + name + `"},"spec":{` + spec.String() + `}}`
+			var resp string
+			codes[i], resp = p.do(t, "PATCH", "/apis/probe.io/v1/namespaces/default/wides/"+name+"?fieldManager=probe", "application/apply-patch+yaml", body)
+			if codes[i] != http.StatusCreated {
+				t.Errorf("apply %d: %d %.300s", i, codes[i], resp)
+			}
+		})
+	}
+	wg.Wait()
+	peak := p.memoryKB(t, "VmHWM")
+	t.Logf("%d applies of %d fields at once: %v; peak RSS %d MB before, %d MB after (+%d MB)",
+		n, fields, time.Since(start).Round(time.Millisecond), before>>10, peak>>10, (peak-before)>>10)
+	if grown := (peak - before) >> 10; grown > 3*budgetMB/2 {
+		t.Errorf("peak RSS grew %d MB, want under %d MB: the applies did not take turns", grown, 3*budgetMB/2)
+	}
+}
