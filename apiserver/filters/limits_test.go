@@ -281,12 +281,15 @@ func TestMemoryBudget(t *testing.T) {
 			s.sendBody(t.Context(), "POST", "a", big)
 			s.sendBody(t.Context(), "POST", "b", big)
 			s.sendBody(t.Context(), "PUT", "c", small)
+			// c would fit beside a, but waits behind b.
 			if entered, _ := s.state(); !slices.Equal(entered, []string{"a"}) {
 				t.Fatalf("entered %v; want a alone, b waiting for room and c behind it", entered)
 			}
 			s.releaseOne()
-			if entered, _ := s.state(); !slices.Equal(entered, []string{"a", "b", "c"}) {
-				t.Fatalf("entered %v; want b and then c once a was done", entered)
+			// b and c are let in together; which enters the handler first
+			// is up to the scheduler.
+			if entered, _ := s.state(); len(entered) != 3 || !slices.Contains(entered, "b") || !slices.Contains(entered, "c") {
+				t.Fatalf("entered %v; want b and c once a was done", entered)
 			}
 			s.releaseOne()
 			s.releaseOne()
