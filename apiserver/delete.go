@@ -232,7 +232,7 @@ func (s *Server) handleDeleteCollection(w http.ResponseWriter, r *http.Request, 
 		return err
 	}
 	req.dryRun = req.dryRun || len(opts.DryRun) > 0
-	lo, err := parseListOptions(req.res, r.URL.Query(), false, !s.cfg.DisableWatchList)
+	lo, err := parseListOptions(req.res, r.URL.Query(), false, s.gates())
 	if err != nil {
 		return err
 	}
@@ -267,7 +267,7 @@ func (s *Server) handleDeleteCollection(w http.ResponseWriter, r *http.Request, 
 		}
 		out = append(out, u)
 	}
-	return writeObject(w, r, req.res, http.StatusOK, listObject(req.res, listResult{rev: res.rev}, out))
+	return writeObject(w, r, req.res, http.StatusOK, listObject(req.res, listResult{rev: res.rev, shardInfo: res.shardInfo}, out))
 }
 
 // writeDeleting stores desired, an object being deleted, over kv (which

@@ -73,15 +73,23 @@ func newClient(t *testing.T, st storage.Interface) *client {
 
 func newClientWith(t *testing.T, st storage.Interface, wc WatchCacheConfig) *client {
 	t.Helper()
-	srv, err := New(Config{
+	return newClientConfig(t, st, func(cfg *Config) { cfg.WatchCache = wc })
+}
+
+// newClientConfig is newClient with the server's Config changed by mod.
+func newClientConfig(t *testing.T, st storage.Interface, mod func(*Config)) *client {
+	t.Helper()
+	cfg := Config{
 		Storage:    st,
-		WatchCache: wc,
+		WatchCache: WatchCacheConfig{BookmarkInterval: 100 * time.Millisecond},
 		// No controller-manager makes the namespaces' default service
 		// accounts here: without it kube's own integration tests and
 		// envtest run kube-apiserver with ServiceAccount admission off,
 		// and so do these (admission_test.go tests it on).
 		DisableAdmissionPlugins: []string{"ServiceAccount"},
-	})
+	}
+	mod(&cfg)
+	srv, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

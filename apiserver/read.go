@@ -3,6 +3,7 @@ package apiserver
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -13,6 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/sharding"
+	kubesharding "k8s.io/apiserver/pkg/sharding"
 
 	"github.com/listwatch/listwatch/apiserver/internal/registry"
 	"github.com/listwatch/listwatch/apiserver/internal/wire"
@@ -78,16 +81,30 @@ type listOptions struct {
 	limit      int64
 	continueTo string
 	filter     filter
+	// shard is the parsed shardSelector; nil when there is none or the
+	// server ignores it (Config.DisableShardedListAndWatch).
+	shard sharding.Selector
 	// watch only
 	timeoutSeconds    int64
 	bookmarks         bool
 	sendInitialEvents *bool
 }
 
+// gates are the kube-apiserver feature gates that change how list options
+// are read.
+type gates struct {
+	watchList, shardedListAndWatch bool
+}
+
+// gates are the server's.
+func (s *Server) gates() gates {
+	return gates{watchList: !s.cfg.DisableWatchList, shardedListAndWatch: !s.cfg.DisableShardedListAndWatch}
+}
+
 // parseListOptions parses the list options of a list, a watch (watch) or
 // a deletecollection, and validates them as kube-apiserver does, with its
-// WatchList feature gate as watchList says.
-func parseListOptions(r *resource, q url.Values, watch, watchList bool) (listOptions, error) {
+// feature gates as g says.
+func parseListOptions(r *resource, q url.Values, watch bool, g gates) (listOptions, error) {
 	o := listOptions{
 		rv:         q.Get("resourceVersion"),
 		rvMatch:    metav1.ResourceVersionMatch(q.Get("resourceVersionMatch")),
@@ -130,8 +147,21 @@ func parseListOptions(r *resource, q url.Values, watch, watchList bool) (listOpt
 		ResourceVersionMatch: o.rvMatch,
 		Continue:             o.continueTo,
 		SendInitialEvents:    o.sendInitialEvents,
-	}, watchList); len(errs) > 0 {
+	}, g.watchList); len(errs) > 0 {
 		return o, apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: "ListOptions"}, "", errs)
+	}
+	if v := q.Get("shardSelector"); v != "" && g.shardedListAndWatch {
+		// Parsed by kube-apiserver's own parser, after the options'
+		// validation, where its registry parses it; what it refuses is
+		// a 500 quoting the parser, as kube-apiserver's registry
+		// returns its error unconverted.
+		if o.shard, err = kubesharding.Parse(v); err != nil {
+			return o, &apierrors.StatusError{ErrStatus: metav1.Status{
+				Status:  metav1.StatusFailure,
+				Code:    http.StatusInternalServerError,
+				Message: fmt.Sprintf("invalid shard selector: %v", err),
+			}}
+		}
 	}
 	return o, nil
 }
@@ -144,6 +174,10 @@ type listResult struct {
 	rev       int64
 	continue_ string
 	remaining *int64
+	// shardInfo echoes the list's shard selector, normalized as kube's
+	// Selector.String writes it; nil for an unsharded list and for custom
+	// resources.
+	shardInfo *metav1.ShardInfo
 }
 
 // list reads a page of req's collection through its watch cache, which
@@ -156,12 +190,20 @@ func (s *Server) list(ctx context.Context, req request, o listOptions) (listResu
 		Continue:             o.continueTo,
 		Label:                o.filter.labels,
 		Field:                o.filter.fields,
+		Shard:                o.shard,
 		Namespace:            req.namespace,
 	})
 	if err != nil {
 		return listResult{}, err
 	}
-	return listResult{items: res.Items, rev: res.ResourceVersion, continue_: res.Continue, remaining: res.RemainingItemCount}, nil
+	out := listResult{items: res.Items, rev: res.ResourceVersion, continue_: res.Continue, remaining: res.RemainingItemCount}
+	if o.shard != nil && !o.shard.Empty() && !req.res.Custom {
+		// kube-apiserver sets shardInfo on the lists that implement
+		// metav1.ShardedListInterface: every built-in <Kind>List, but
+		// not the UnstructuredList of a custom resource.
+		out.shardInfo = &metav1.ShardInfo{Selector: o.shard.String()}
+	}
+	return out, nil
 }
 
 // collectionOptions are the list options of a list or (watch) a watch of
@@ -170,7 +212,7 @@ func (s *Server) collectionOptions(r *http.Request, req request, watch bool) (li
 	if req.sub != "" {
 		return listOptions{}, methodNotAllowed(r, req)
 	}
-	return parseListOptions(req.res, r.URL.Query(), watch, !s.cfg.DisableWatchList)
+	return parseListOptions(req.res, r.URL.Query(), watch, s.gates())
 }
 
 func (s *Server) handleList(w http.ResponseWriter, r *http.Request, req request) error {
@@ -210,6 +252,9 @@ func listObject(r *resource, res listResult, objs []*unstructured.Unstructured) 
 	}
 	if res.remaining != nil {
 		md["remainingItemCount"] = *res.remaining
+	}
+	if res.shardInfo != nil {
+		md["shardInfo"] = map[string]any{"selector": res.shardInfo.Selector}
 	}
 	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": r.APIVersion(),

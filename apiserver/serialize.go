@@ -79,6 +79,9 @@ func writeJSONList(w http.ResponseWriter, r *resource, res listResult, items []w
 	if res.remaining != nil {
 		md["remainingItemCount"] = *res.remaining
 	}
+	if res.shardInfo != nil {
+		md["shardInfo"] = res.shardInfo
+	}
 	mdJSON, err := json.Marshal(md)
 	if err != nil {
 		return apierrors.NewInternalError(err)
@@ -115,7 +118,7 @@ func writeJSONList(w http.ResponseWriter, r *resource, res listResult, items []w
 // writeProtoList writes the <Kind>List message (metadata (1), items (2))
 // inside the envelope, item by item.
 func writeProtoList(w http.ResponseWriter, r *resource, res listResult, items []wire.Piece, total int) error {
-	lm := metav1.ListMeta{ResourceVersion: strconv.FormatInt(res.rev, 10), Continue: res.continue_, RemainingItemCount: res.remaining}
+	lm := metav1.ListMeta{ResourceVersion: strconv.FormatInt(res.rev, 10), Continue: res.continue_, RemainingItemCount: res.remaining, ShardInfo: res.shardInfo}
 	lmb, err := lm.Marshal()
 	if err != nil {
 		return apierrors.NewInternalError(err)

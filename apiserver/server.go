@@ -79,6 +79,15 @@ type Config struct {
 	// sendInitialEvents) as kube-apiserver does with its WatchList feature
 	// gate off: 422, which clients take as the sign to list instead.
 	DisableWatchList bool
+	// DisableShardedListAndWatch ignores the shardSelector of lists and
+	// watches, as kube-apiserver does with its ShardedListAndWatch feature
+	// gate off (its default in v1.37, where the gate is alpha): every
+	// object is served and lists carry no shardInfo. By default the server
+	// answers as kube-apiserver with the gate on (KEP-5866): the watch
+	// cache keeps only the objects whose uid or namespace hashes into the
+	// selector's ranges, and lists echo the selector in
+	// metadata.shardInfo.
+	DisableShardedListAndWatch bool
 }
 
 // Server serves the Kubernetes REST API over a storage backend.

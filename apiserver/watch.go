@@ -66,6 +66,7 @@ func (s *Server) handleWatch(w http.ResponseWriter, r *http.Request, req request
 		AllowBookmarks:       o.bookmarks,
 		Label:                o.filter.labels,
 		Field:                o.filter.fields,
+		Shard:                o.shard,
 		Namespace:            req.namespace,
 	})
 	var streamErr error

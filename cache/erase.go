@@ -37,7 +37,7 @@ func (e erased[T]) List(ctx context.Context, opts metav1.ListOptions) (*List[Obj
 			items[i] = obj
 		}
 	}
-	return &List[Object]{Items: items, ResourceVersion: l.ResourceVersion, Continue: l.Continue, RemainingItemCount: l.RemainingItemCount}, nil
+	return &List[Object]{Items: items, ResourceVersion: l.ResourceVersion, Continue: l.Continue, RemainingItemCount: l.RemainingItemCount, ShardInfo: l.ShardInfo}, nil
 }
 
 func (e erased[T]) Watch(ctx context.Context, opts metav1.ListOptions) (Watcher[Object], error) {
@@ -76,7 +76,7 @@ func (u unerased[T]) List(ctx context.Context, opts metav1.ListOptions) (*List[T
 		}
 		items[i] = t
 	}
-	return &List[T]{Items: items, ResourceVersion: l.ResourceVersion, Continue: l.Continue, RemainingItemCount: l.RemainingItemCount}, nil
+	return &List[T]{Items: items, ResourceVersion: l.ResourceVersion, Continue: l.Continue, RemainingItemCount: l.RemainingItemCount, ShardInfo: l.ShardInfo}, nil
 }
 
 func (u unerased[T]) Watch(ctx context.Context, opts metav1.ListOptions) (Watcher[T], error) {

@@ -17,6 +17,10 @@ type List[T Object] struct {
 	Continue string
 	// RemainingItemCount, when known, counts the items after this page.
 	RemainingItemCount *int64
+	// ShardInfo, on the answer to a list with a shardSelector from a
+	// server that applied it, echoes the selector (kube-apiserver sets it
+	// on built-in resources' lists only).
+	ShardInfo *metav1.ShardInfo
 }
 
 // EventType is the kind of a watch event, spelled as on the wire.

@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/sharding"
 
 	"github.com/listwatch/listwatch/internal/ctxtime"
 )
@@ -64,6 +65,14 @@ type ReflectorOptions struct {
 	// (WatchListSupporter).
 	DisableWatchList bool
 	WatchListTimeout time.Duration
+	// Shard, when set and not empty, makes the reflector hold one shard of
+	// the resource (KEP-5866): every list page and watch asks for it
+	// (shardSelector), and objects outside it that a server not sharding
+	// sends anyway are dropped in the client, so that the store holds
+	// the shard whatever the server. Build it with
+	// sharding.NewSelector (informers.Shard does); an object's shard never
+	// changes, since uid and namespace are immutable.
+	Shard sharding.Selector
 	// ExpectedGVK, when set, makes the reflector reject objects that say
 	// they are of another kind, which only untyped objects can be.
 	ExpectedGVK *schema.GroupVersionKind
@@ -130,6 +139,9 @@ func NewReflector[T Object](lw ListerWatcher[T], store ReflectorStore[T], opts R
 		r.onErr = r.logError
 	}
 	r.back = newBackoffState(opts.Backoff)
+	if opts.Shard != nil && !opts.Shard.Empty() {
+		r.lw = newSharded(lw, opts.Shard, r.log)
+	}
 	return r
 }
 

@@ -189,6 +189,7 @@ func fillList[T cache.Object](l *cache.List[T], m *metav1.ListMeta) {
 	l.ResourceVersion = m.ResourceVersion
 	l.Continue = m.Continue
 	l.RemainingItemCount = m.RemainingItemCount
+	l.ShardInfo = m.ShardInfo
 }
 
 // protoStream reads a protobuf message from a stream, field by field,

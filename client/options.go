@@ -32,6 +32,7 @@ func listQuery(o metav1.ListOptions) url.Values {
 	q := url.Values{}
 	setStr(q, "labelSelector", o.LabelSelector)
 	setStr(q, "fieldSelector", o.FieldSelector)
+	setStr(q, "shardSelector", o.ShardSelector)
 	setBool(q, "watch", o.Watch)
 	setBool(q, "allowWatchBookmarks", o.AllowWatchBookmarks)
 	setStr(q, "resourceVersion", o.ResourceVersion)

@@ -302,7 +302,7 @@ func (r *Resource[T]) ListAll(ctx context.Context, opts metav1.ListOptions) (*ca
 	}
 	for page := 2; all.Continue != ""; page++ {
 		next := metav1.ListOptions{LabelSelector: opts.LabelSelector, FieldSelector: opts.FieldSelector,
-			Limit: opts.Limit, Continue: all.Continue}
+			ShardSelector: opts.ShardSelector, Limit: opts.Limit, Continue: all.Continue}
 		l, err := r.List(ctx, next)
 		if err != nil {
 			return nil, fmt.Errorf("list page %d: %w", page, err)

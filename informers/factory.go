@@ -81,6 +81,15 @@ type Options struct {
 	Reflector cache.ReflectorOptions
 	// MutationDetection turns on every informer's mutation detector.
 	MutationDetection bool
+	// Shard, when set, makes every informer hold one shard of its
+	// resource (see Shard), for controllers whose replicas split the
+	// objects among them; ResourceShards overrides it per resource, nil
+	// holding the whole resource (for one a controller must see whole,
+	// such as the pods of a ReplicaSet when the ReplicaSets are sharded by
+	// uid). An invalid Shard makes the informer's lists fail with its
+	// error, which its SyncStatus tells.
+	Shard          *Shard
+	ResourceShards map[schema.GroupVersionResource]*Shard
 }
 
 // informerKey identifies a shared informer: the resource and the Go type of
@@ -214,8 +223,13 @@ func newTyped[T cache.Object](f *SharedInformerFactory, gvr schema.GroupVersionR
 	default:
 		erased = f.source.ListerWatcher(gvr, f.opts.Namespace, f.opts.TweakListOptions)
 	}
-	lw := cache.Unerase[T](erased)
 	ropts := f.opts.Reflector
+	if sel, err := f.opts.shardFor(gvr); err != nil {
+		erased = failing{err}
+	} else if sel != nil {
+		ropts.Shard = sel
+	}
+	lw := cache.Unerase[T](erased)
 	if ropts.Name == "" {
 		ropts.Name = gvr.String()
 		if gvr.Empty() {

@@ -315,7 +315,7 @@ func (c *Cache[T]) newItem(kv storage.KeyValue, like *Item[T]) (*Item[T], T, err
 		// The key's string too, rather than one per version.
 		same, kv.Key = like.attrs, like.key
 	}
-	it := &Item[T]{key: kv.Key, rev: kv.Revision, value: kv.Value, attrs: newAttrs(ls, fs, same), codec: &c.codec}
+	it := &Item[T]{key: kv.Key, rev: kv.Revision, value: kv.Value, attrs: newAttrs(ls, fs, hashesOf(obj), same), codec: &c.codec}
 	if c.cfg.Preset != nil {
 		c.cfg.Preset(kv, obj, &it.enc)
 	}

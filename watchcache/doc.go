@@ -76,6 +76,17 @@
 // changes outside its selector. Deletes carry the last state of the object
 // with the resourceVersion of the delete.
 //
+// Shards: a list's or a watch's Shard (KEP-5866's shardSelector, as
+// k8s.io/apiserver/pkg/sharding.Parse makes it) keeps the objects whose
+// 64-bit FNV-1a hash of metadata.uid or metadata.namespace (kube's
+// sharding.HashField) falls in one of its ranges, so that N clients each
+// asking for 1/N of the hash space each receive about 1/N of the objects
+// and events. The hashes are taken once per version, when the cache
+// decodes it, and kept with its labels and fields: a shard costs no
+// decoding and no storage read. uid and namespace are immutable, so every
+// version of an object hashes the same: an object never moves into or out
+// of a shard, and a sharded watcher sees all of an object's events or none.
+//
 // BOOKMARKs are sent every Config.BookmarkInterval to watchers that asked,
 // carrying the latest revision the cache has seen; a bookmark that does not
 // fit in a watcher's buffer is skipped, not fatal.

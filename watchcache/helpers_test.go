@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/listwatch/listwatch/internal/runtest"
@@ -27,11 +28,13 @@ const prefix = "/pods/"
 
 func podKey(ns, name string) string { return prefix + ns + "/" + name }
 
-// podValue encodes a pod as the API server stores it (no resourceVersion).
+// podValue encodes a pod as the API server stores it (no resourceVersion),
+// with a uid that is the same for every version of the pod, as a server
+// keeps it.
 func podValue(ns, name string, lbls map[string]string, phase corev1.PodPhase) []byte {
 	b, err := json.Marshal(&corev1.Pod{
 		TypeMeta:   metav1.TypeMeta{Kind: "Pod", APIVersion: "v1"},
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: lbls},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: lbls, UID: types.UID("uid-" + ns + "-" + name)},
 		Status:     corev1.PodStatus{Phase: phase},
 	})
 	if err != nil {

@@ -96,16 +96,18 @@ func (it *Item[T]) Object() T {
 type attrs struct {
 	kv []string
 	nl int
+	// hashes are what shard selectors read.
+	hashes shardHashes
 }
 
-// newAttrs returns the attributes of ls and fs, or same when it holds
+// newAttrs returns the attributes of ls, fs and h, or same when it holds
 // exactly them. The strings share one allocation, not one each as the
 // decoded object had them.
-func newAttrs(ls labels.Set, fs fields.Set, same *attrs) *attrs {
+func newAttrs(ls labels.Set, fs fields.Set, h shardHashes, same *attrs) *attrs {
 	kv := make([]string, 0, 2*(len(ls)+len(fs)))
 	kv = appendSorted(kv, ls)
 	kv = appendSorted(kv, fs)
-	if same != nil && same.nl == len(ls) && slices.Equal(same.kv, kv) {
+	if same != nil && same.nl == len(ls) && same.hashes == h && slices.Equal(same.kv, kv) {
 		return same
 	}
 	n := 0
@@ -121,7 +123,7 @@ func newAttrs(ls labels.Set, fs fields.Set, same *attrs) *attrs {
 	for i, s := range kv {
 		kv[i], all = all[:len(s)], all[len(s):]
 	}
-	return &attrs{kv: kv, nl: len(ls)}
+	return &attrs{kv: kv, nl: len(ls), hashes: h}
 }
 
 func appendSorted[M ~map[string]string](kv []string, m M) []string {

@@ -161,12 +161,12 @@ func TestAttrsShared(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := newPredicate[*corev1.Pod](l, f, prefix, "").matches(v3); got != tc.want {
+		if got := newPredicate[*corev1.Pod](l, f, nil, prefix, "").matches(v3); got != tc.want {
 			t.Errorf("%q %q matches = %v, want %v", tc.label, tc.field, got, tc.want)
 		}
 	}
 	for ns, want := range map[string]bool{"ns": true, "n": false, "ns/a": false, "": true} {
-		if got := newPredicate[*corev1.Pod](nil, nil, prefix, ns).matches(v3); got != want {
+		if got := newPredicate[*corev1.Pod](nil, nil, nil, prefix, ns).matches(v3); got != want {
 			t.Errorf("namespace %q matches = %v, want %v", ns, got, want)
 		}
 	}

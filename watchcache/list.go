@@ -1,6 +1,7 @@
 package watchcache
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -12,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/sharding"
 	kubestorage "k8s.io/apiserver/pkg/storage"
 
 	"github.com/listwatch/listwatch/storage"
@@ -30,6 +32,9 @@ type ListOptions struct {
 	// Label and Field select the objects listed; nil selects all.
 	Label labels.Selector
 	Field fields.Selector
+	// Shard selects the objects whose uid or namespace hashes into its
+	// ranges (WatchOptions.Shard); nil or empty selects all.
+	Shard sharding.Selector
 	// Namespace, when set, limits the list to one namespace.
 	Namespace string
 }
@@ -64,10 +69,11 @@ func (r *ListResult[T]) Objects() []T {
 // List returns the objects selected by opts, in key order; see the package
 // documentation for where each resourceVersion is served from.
 func (c *Cache[T]) List(ctx context.Context, opts ListOptions) (*ListResult[T], error) {
-	if err := c.begin(ctx, validateList(opts)); err != nil {
+	sh, err := newShard(opts.Shard)
+	if err := c.begin(ctx, cmp.Or(validateList(opts), err)); err != nil {
 		return nil, err
 	}
-	p := page[T]{pred: newPredicate[T](opts.Label, opts.Field, c.cfg.Prefix, opts.Namespace), limit: opts.Limit, prefix: c.cfg.Prefix}
+	p := page[T]{pred: newPredicate[T](opts.Label, opts.Field, sh, c.cfg.Prefix, opts.Namespace), limit: opts.Limit, prefix: c.cfg.Prefix}
 	if opts.Namespace != "" {
 		p.prefix += opts.Namespace + "/"
 	}

@@ -13,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/sharding"
+	kubesharding "k8s.io/apiserver/pkg/sharding"
 
 	"github.com/listwatch/listwatch/storage"
 )
@@ -61,6 +63,19 @@ func populate(t testing.TB, st storage.Interface, n int) {
 	}
 }
 
+// Shards as kube's parser makes them: the lower half of the uids' hashes
+// (34 of populate's first 50 pods), and namespaces ns0 and ns1 but not ns2
+// (their hashes are 0x20fc0a19…, 0x20fc0b19… and 0x20fc0819…).
+var (
+	uidHalf = must(kubesharding.Parse("shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')"))
+	nsHalf  = must(kubesharding.Parse("shardRange(object.metadata.namespace, '0x20fc0a0000000000', '0x10000000000000000')"))
+)
+
+// inShard is sel's Matches, kube's own evaluation of a shard selector.
+func inShard(sel sharding.Selector) func(*corev1.Pod) bool {
+	return func(p *corev1.Pod) bool { return must(sel.Matches(p)) }
+}
+
 func TestListMatchesStorage(t *testing.T) {
 	st := newStore(t)
 	populate(t, st, 30) // before the cache starts: its initial list
@@ -81,6 +96,9 @@ func TestListMatchesStorage(t *testing.T) {
 		{"label", ListOptions{ResourceVersion: "0", Label: sel}, func(p *corev1.Pod) bool { return p.Labels["tier"] == "a" }},
 		{"field", ListOptions{ResourceVersion: "0", Field: running}, func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning }},
 		{"namespace", ListOptions{ResourceVersion: "0", Namespace: "ns1"}, func(p *corev1.Pod) bool { return p.Namespace == "ns1" }},
+		{"shard by uid", ListOptions{ResourceVersion: "0", Shard: uidHalf}, inShard(uidHalf)},
+		{"shard by namespace", ListOptions{Shard: nsHalf}, inShard(nsHalf)},
+		{"shard and label", ListOptions{ResourceVersion: "0", Shard: uidHalf, Label: sel}, func(p *corev1.Pod) bool { return inShard(uidHalf)(p) && p.Labels["tier"] == "a" }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -151,6 +169,8 @@ func TestListPagingConsistent(t *testing.T) {
 		// fall back to storage.
 		{"storage", 1, ListOptions{ResourceVersion: "0"}, nil},
 		{"storage with selector", 1, ListOptions{ResourceVersion: "0", Namespace: "ns2"}, func(p *corev1.Pod) bool { return p.Namespace == "ns2" }},
+		{"cache with shard", 0, ListOptions{ResourceVersion: "0", Shard: uidHalf}, inShard(uidHalf)},
+		{"storage with shard", 1, ListOptions{ResourceVersion: "0", Shard: uidHalf}, inShard(uidHalf)},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			st := newStore(t)
@@ -192,7 +212,7 @@ func TestListPagingConsistent(t *testing.T) {
 				if res.Continue == "" {
 					break
 				}
-				opts = ListOptions{Continue: res.Continue, Limit: opts.Limit, Label: tt.opts.Label, Namespace: tt.opts.Namespace}
+				opts = ListOptions{Continue: res.Continue, Limit: opts.Limit, Label: tt.opts.Label, Namespace: tt.opts.Namespace, Shard: tt.opts.Shard}
 			}
 			want, _ := storageNames(t, st, rev, tt.keep)
 			if !slices.Equal(names(got), want) {

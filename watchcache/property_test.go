@@ -13,7 +13,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/sharding"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	kubesharding "k8s.io/apiserver/pkg/sharding"
 
 	"github.com/listwatch/listwatch/storage"
 )
@@ -22,11 +25,23 @@ import (
 type selection struct {
 	ns, app string
 	phase   corev1.PodPhase
+	// shard is evaluated by kube's own Selector.Matches.
+	shard sharding.Selector
 }
 
 func (s selection) matches(p *corev1.Pod) bool {
-	return p != nil && (s.ns == "" || p.Namespace == s.ns) && (s.app == "" || p.Labels["app"] == s.app) &&
+	if p == nil || s.shard != nil && !must(s.shard.Matches(p)) {
+		return false
+	}
+	return (s.ns == "" || p.Namespace == s.ns) && (s.app == "" || p.Labels["app"] == s.app) &&
 		(s.phase == "" || p.Status.Phase == s.phase)
+}
+
+func must[V any](v V, err error) V {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }
 
 func (s selection) options() WatchOptions {
@@ -38,6 +53,7 @@ func (s selection) options() WatchOptions {
 	if s.phase != "" {
 		o.Field = fields.OneTermEqualSelector("status.phase", string(s.phase))
 	}
+	o.Shard = s.shard
 	return o
 }
 
@@ -78,6 +94,15 @@ func propertyRun(t *testing.T, seed uint64) {
 	namespaces := []string{"ns0", "ns1", "ns2"}
 	apps := []string{"web", "db"}
 	phases := []corev1.PodPhase{corev1.PodPending, corev1.PodRunning}
+	// Halves of the hash space, of the uid or of the namespace, as kube's
+	// parser makes them, and one that takes ns0 and ns1 but not ns2
+	// (nsHalf): the halves take all three namespaces or none.
+	shards := []sharding.Selector{nsHalf}
+	for _, f := range []string{"uid", "namespace"} {
+		for _, r := range [][2]string{{"0x0000000000000000", "0x8000000000000000"}, {"0x8000000000000000", "0x10000000000000000"}} {
+			shards = append(shards, must(kubesharding.Parse(fmt.Sprintf("shardRange(object.metadata.%s, '%s', '%s')", f, r[0], r[1]))))
+		}
+	}
 	randSel := func() selection {
 		var s selection
 		if rng.IntN(2) == 0 {
@@ -88,6 +113,9 @@ func propertyRun(t *testing.T, seed uint64) {
 		}
 		if rng.IntN(3) == 0 {
 			s.phase = phases[rng.IntN(2)]
+		}
+		if rng.IntN(3) == 0 {
+			s.shard = shards[rng.IntN(len(shards))]
 		}
 		return s
 	}
@@ -180,6 +208,7 @@ func propertyRun(t *testing.T, seed uint64) {
 			for _, ph := range phases {
 				rev := put(t, st, ns, fmt.Sprintf("zz-%s-%s", app, ph), map[string]string{"app": app}, ph)
 				p := &corev1.Pod{}
+				p.UID = types.UID(fmt.Sprintf("uid-%s-zz-%s-%s", ns, app, ph))
 				p.Namespace, p.Labels, p.Status.Phase, p.ResourceVersion = ns, map[string]string{"app": app}, ph, fmt.Sprint(rev)
 				markers = append(markers, p)
 			}
@@ -192,6 +221,14 @@ func propertyRun(t *testing.T, seed uint64) {
 		for _, m := range markers {
 			if pw.sel.matches(m) {
 				fmt.Sscan(m.ResourceVersion, &end)
+			}
+		}
+		if pw.sel.shard != nil {
+			// No marker may be in its shard: its stream ends with
+			// the last event the model expects of it.
+			end = 0
+			if want := expectedStream(t, hist, pw); len(want) > 0 {
+				fmt.Sscan(want[len(want)-1].RV, &end)
 			}
 		}
 		dones[pw] <- end

@@ -1,6 +1,7 @@
 package watchcache
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/sharding"
 	"k8s.io/apimachinery/pkg/watch"
 )
 
@@ -37,6 +39,13 @@ type WatchOptions struct {
 	// Label and Field select the objects the watcher sees; nil selects all.
 	Label labels.Selector
 	Field fields.Selector
+	// Shard selects the objects whose uid or namespace hashes into its
+	// ranges (KEP-5866's shardSelector, as kube's
+	// k8s.io/apiserver/pkg/sharding.Parse makes it); nil or empty selects
+	// all. Neither field changes in an object's life, so a watcher sees
+	// every event of an object in its shard and none of the others: no
+	// object moves into or out of a shard.
+	Shard sharding.Selector
 	// Namespace, when set, limits the watch to one namespace.
 	Namespace string
 }
@@ -132,22 +141,23 @@ func (c *Cache[T]) deliverLocked(w *Watcher[T], rec *record[T]) {
 type predicate[T Object] struct {
 	label labels.Selector
 	field fields.Selector
+	shard *shard
 	// nsPrefix, for a namespace's selection, is the prefix of its keys
 	// (Prefix, namespace, "/": keys are Prefix, namespace, name, as in
 	// kube-apiserver's storage).
 	nsPrefix string
 }
 
-// newPredicate is the selection of l, f and the namespace ns (all: "") of
-// a cache whose keys start with prefix.
-func newPredicate[T Object](l labels.Selector, f fields.Selector, prefix, ns string) predicate[T] {
+// newPredicate is the selection of l, f, the shard sh (nil: all) and the
+// namespace ns (all: "") of a cache whose keys start with prefix.
+func newPredicate[T Object](l labels.Selector, f fields.Selector, sh *shard, prefix, ns string) predicate[T] {
 	if l != nil && l.Empty() {
 		l = nil
 	}
 	if f != nil && f.Empty() {
 		f = nil
 	}
-	p := predicate[T]{label: l, field: f}
+	p := predicate[T]{label: l, field: f, shard: sh}
 	if ns != "" {
 		p.nsPrefix = prefix + ns + "/"
 	}
@@ -155,7 +165,9 @@ func newPredicate[T Object](l labels.Selector, f fields.Selector, prefix, ns str
 }
 
 // all reports whether the predicate selects everything.
-func (p predicate[T]) all() bool { return p.label == nil && p.field == nil && p.nsPrefix == "" }
+func (p predicate[T]) all() bool {
+	return p.label == nil && p.field == nil && p.shard == nil && p.nsPrefix == ""
+}
 
 // matches reports whether it (nil: absent) is selected.
 func (p predicate[T]) matches(it *Item[T]) bool {
@@ -163,6 +175,9 @@ func (p predicate[T]) matches(it *Item[T]) bool {
 		return false
 	}
 	if p.nsPrefix != "" && !strings.HasPrefix(it.key, p.nsPrefix) {
+		return false
+	}
+	if p.shard != nil && !p.shard.matches(it.attrs.hashes) {
 		return false
 	}
 	if p.label != nil && !p.label.Matches((*labelsOf)(it.attrs)) {
@@ -192,7 +207,8 @@ func (p predicate[T]) convert(rec *record[T]) *Event[T] {
 // ends when ctx ends, Stop is called, or the cache ends it (see
 // Watcher.Err).
 func (c *Cache[T]) Watch(ctx context.Context, opts WatchOptions) (*Watcher[T], error) {
-	if err := c.begin(ctx, validateWatch(opts)); err != nil {
+	sh, err := newShard(opts.Shard)
+	if err := c.begin(ctx, cmp.Or(validateWatch(opts), err)); err != nil {
 		return nil, err
 	}
 	rv, err := ParseResourceVersion(opts.ResourceVersion)
@@ -235,7 +251,7 @@ func (c *Cache[T]) Watch(ctx context.Context, opts WatchOptions) (*Watcher[T], e
 		c:         c,
 		out:       make(chan *Event[T], c.cfg.WatcherBuffer),
 		stopc:     make(chan struct{}),
-		pred:      newPredicate[T](opts.Label, opts.Field, c.cfg.Prefix, opts.Namespace),
+		pred:      newPredicate[T](opts.Label, opts.Field, sh, c.cfg.Prefix, opts.Namespace),
 		bookmarks: opts.AllowBookmarks,
 	}
 	c.mu.Lock()

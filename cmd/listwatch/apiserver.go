@@ -89,6 +89,9 @@ type serverConfig struct {
 	DisableAdmissionPlugins []string
 	// DisableWatchList turns streaming lists off (--feature-gates=WatchList=false).
 	DisableWatchList bool
+	// DisableShardedListAndWatch makes the server ignore shardSelector
+	// (--feature-gates=ShardedListAndWatch=false).
+	DisableShardedListAndWatch bool
 
 	// wrapRoutes, when set, wraps the routes inside the filter chain: a
 	// test holds requests in their in-flight slots with it.
@@ -114,7 +117,7 @@ func (c *serverConfig) addFlags(fs *flag.FlagSet) {
 	fs.Int64Var(&c.MaxRequestMemory, "max-request-memory", filters.DefaultMaxRequestMemory, "bytes the writes served at once are estimated to hold together at most (about 2 KiB per value of their bodies); writes over it queue as --enable-priority-and-fairness says (negative: no bound)")
 	fs.Int64Var(&c.MaxRequestBodyBytes, "max-request-body-bytes", filters.DefaultMaxRequestBodyBytes, "cap on request body size in bytes")
 	fs.DurationVar(&c.RequestTimeout, "request-timeout", filters.DefaultRequestTimeout, "bound on every request but watches, the reading of its body included")
-	featureGatesFlag(fs, &c.DisableWatchList)
+	featureGatesFlag(fs, &c.DisableWatchList, &c.DisableShardedListAndWatch)
 	fs.Func("disable-admission-plugins", "comma-separated admission plugins not to run, as kube-apiserver's (ServiceAccount, where no controller-manager makes the default service accounts)", func(v string) error {
 		c.DisableAdmissionPlugins = nil
 		for _, p := range strings.Split(v, ",") {
@@ -127,14 +130,15 @@ func (c *serverConfig) addFlags(fs *flag.FlagSet) {
 }
 
 // featureGatesFlag adds --feature-gates to fs, which sets
-// *disableWatchList.
-func featureGatesFlag(fs *flag.FlagSet, disableWatchList *bool) {
-	fs.Func("feature-gates", "comma-separated feature=true|false pairs, as kube-apiserver's; the one known is WatchList (streaming lists, on by default)", func(v string) error {
+// *disableWatchList and *disableSharded.
+func featureGatesFlag(fs *flag.FlagSet, disableWatchList, disableSharded *bool) {
+	fs.Func("feature-gates", "comma-separated feature=true|false pairs, as kube-apiserver's; those known are WatchList (streaming lists, on by default) and ShardedListAndWatch (shardSelector on lists and watches, KEP-5866: on by default here, though alpha and off by default in kube-apiserver)", func(v string) error {
 		g, err := featureGates(v)
 		if err != nil {
 			return err
 		}
 		*disableWatchList = !g.Enabled(watchListGate)
+		*disableSharded = !g.Enabled(shardedListAndWatchGate)
 		return nil
 	})
 }
@@ -146,6 +150,10 @@ func featureGates(v string) (featuregate.FeatureGate, error) {
 	g := featuregate.NewFeatureGate()
 	if err := g.Add(map[featuregate.Feature]featuregate.FeatureSpec{
 		watchListGate: {Default: true, PreRelease: featuregate.Beta},
+		// Alpha in kube-apiserver v1.37, and off there by default; on
+		// here, so that sharded controllers work against `up` and
+		// envtest with no flag.
+		shardedListAndWatchGate: {Default: true, PreRelease: featuregate.Alpha},
 	}); err != nil {
 		return nil, err
 	}
@@ -155,8 +163,15 @@ func featureGates(v string) (featuregate.FeatureGate, error) {
 	return g, nil
 }
 
-// watchListGate turns streaming lists on and off (apiserver.Config.DisableWatchList).
-const watchListGate featuregate.Feature = "WatchList"
+// The feature gates --feature-gates knows.
+const (
+	// watchListGate turns streaming lists on and off
+	// (apiserver.Config.DisableWatchList).
+	watchListGate featuregate.Feature = "WatchList"
+	// shardedListAndWatchGate turns shardSelector on and off
+	// (apiserver.Config.DisableShardedListAndWatch).
+	shardedListAndWatchGate featuregate.Feature = "ShardedListAndWatch"
+)
 
 // serviceRangeFlags adds --service-cluster-ip-range and
 // --service-node-port-range to fs.
@@ -314,9 +329,10 @@ func startServer(ctx context.Context, cfg serverConfig, log *slog.Logger) (_ *ru
 		API: apiserver.Config{
 			Storage:               store,
 			ServiceClusterIPRange: cfg.ServiceClusterIPRange, ServiceNodePortRange: cfg.ServiceNodePortRange,
-			DisableAdmissionPlugins:  cfg.DisableAdmissionPlugins,
-			DisableWatchList:         cfg.DisableWatchList,
-			ServiceAccountSigningKey: saKey,
+			DisableAdmissionPlugins:    cfg.DisableAdmissionPlugins,
+			DisableWatchList:           cfg.DisableWatchList,
+			DisableShardedListAndWatch: cfg.DisableShardedListAndWatch,
+			ServiceAccountSigningKey:   saKey,
 		},
 		BindAddress:        cfg.BindAddress,
 		Port:               cfg.SecurePort,

@@ -66,6 +66,9 @@ type upConfig struct {
 	ServiceClusterIPRange, ServiceNodePortRange string
 	// DisableWatchList turns streaming lists off (--feature-gates=WatchList=false).
 	DisableWatchList bool
+	// DisableShardedListAndWatch makes the server ignore shardSelector
+	// (--feature-gates=ShardedListAndWatch=false).
+	DisableShardedListAndWatch bool
 	// Output is how `up` says it is ready: "text" for people, "json" for
 	// scripts (one line: url, kubeconfig, pid).
 	Output string
@@ -87,7 +90,7 @@ func runUp(ctx context.Context, args []string) error {
 	fs.StringVar(&cfg.CustomResourcesFile, "custom-resources", "", "YAML or JSON file, or directory of them, of CustomResourceDefinitions and other objects applied at start-up (as envtest's CRD paths)")
 	fs.DurationVar(&cfg.CompactionInterval, "compaction-interval", 5*time.Minute, "interval of storage compaction (0: never)")
 	serviceRangeFlags(fs, &cfg.ServiceClusterIPRange, &cfg.ServiceNodePortRange)
-	featureGatesFlag(fs, &cfg.DisableWatchList)
+	featureGatesFlag(fs, &cfg.DisableWatchList, &cfg.DisableShardedListAndWatch)
 	fs.StringVar(&cfg.Output, "output", "text", `how to say the cluster is ready on stdout: "text", or "json" (one line {"url","kubeconfig","pid"}, for scripts)`)
 	exitWithParent := fs.Bool("exit-with-parent", false, "stop, as on Ctrl-C, when the process that started this one exits (for test scripts that may die without stopping it)")
 	for _, c := range components {
@@ -164,6 +167,7 @@ func up(ctx context.Context, cfg upConfig, out io.Writer, log *slog.Logger) erro
 		PriorityAndFairness:         true,
 		MaxRequestBodyBytes:         filters.DefaultMaxRequestBodyBytes,
 		DisableWatchList:            cfg.DisableWatchList,
+		DisableShardedListAndWatch:  cfg.DisableShardedListAndWatch,
 	}, log)
 	if err != nil {
 		return err

@@ -53,6 +53,12 @@ const ViewDiscovery = "discovery"
 // them in the order its informers hand out the bindings, which is random.
 const ViewRules = "rules"
 
+// ViewWatch is the view of a watch step: its answer, a stream of JSON
+// watch events (a watch with a timeoutSeconds, which ends it), is
+// compared as the list of its events, each masked. An answer that is not
+// 200 is compared as any other.
+const ViewWatch = "watch"
+
 // Case is one case file: steps run in order in one fresh namespace.
 type Case struct {
 	// Name is the file name without ".yaml", e.g. "core-pods".
@@ -268,19 +274,19 @@ func (s *Step) check(earlier map[string]bool) error {
 			return fmt.Errorf("contentType %q: want one of json, merge-patch, strategic-merge-patch, json-patch or a media type", s.ContentType)
 		}
 	}
-	if s.View != "" && s.View != ViewDiscovery && s.View != ViewRules {
-		return fmt.Errorf("view %q: want %q or %q", s.View, ViewDiscovery, ViewRules)
+	if s.View != "" && s.View != ViewDiscovery && s.View != ViewRules && s.View != ViewWatch {
+		return fmt.Errorf("view %q: want %q, %q or %q", s.View, ViewDiscovery, ViewRules, ViewWatch)
 	}
 	var bad error
 	checkString := func(str string) {
 		for _, m := range placeholder.FindAllStringSubmatch(str, -1) {
 			switch {
-			case (m[1] == "ns" || m[1] == "webhook" || m[1] == "cabundle" || m[1] == "unreachable") && m[2] == "" && !strings.Contains(m[0], ":"):
+			case (m[1] == "ns" || m[1] == "webhook" || m[1] == "cabundle" || m[1] == "unreachable" || m[1] == "nshash" || m[1] == "nshashend") && m[2] == "" && !strings.Contains(m[0], ":"):
 			case m[1] == "nest":
 				if n, err := strconv.Atoi(m[2]); err != nil || n < 1 || n > maxNest {
 					bad = errors.Join(bad, fmt.Errorf("placeholder %s: want a depth from 1 to %d", m[0], maxNest))
 				}
-			case m[1] == "name" || m[1] == "uid" || m[1] == "rv":
+			case m[1] == "name" || m[1] == "uid" || m[1] == "rv" || m[1] == "uidhash" || m[1] == "uidhashend" || m[1] == "continue":
 				if !earlier[m[2]] {
 					bad = errors.Join(bad, fmt.Errorf("placeholder %s names no earlier step", m[0]))
 				}
@@ -351,8 +357,9 @@ type Target struct {
 	Token string
 }
 
-// objectRef is what later steps may refer to of an answered object.
-type objectRef struct{ name, uid, rv string }
+// objectRef is what later steps may refer to of an answered object (or
+// list: its continue token).
+type objectRef struct{ name, uid, rv, cont string }
 
 // run is the state of one case's run.
 type run struct {
@@ -531,6 +538,10 @@ func (r *run) substitute(s string) string {
 			return "1"
 		case "nest":
 			return Nest(sub[2])
+		case "continue":
+			return ref.cont
+		case "uidhash", "uidhashend", "nshash", "nshashend":
+			return r.shardBound(m, sub[1], ref.uid)
 		}
 		return m
 	})
@@ -600,6 +611,15 @@ func (r *run) once(ctx context.Context, s *Step) Response {
 	for _, w := range resp.Header.Values("Warning") {
 		out.Warnings = append(out.Warnings, r.mask.String(w))
 	}
+	if s.View == ViewWatch && resp.StatusCode == http.StatusOK {
+		events, ok := decodeStream(data)
+		if !ok {
+			out.Text = r.mask.String(strings.TrimSpace(string(data)))
+			return out
+		}
+		out.Body = r.mask.Mask(events)
+		return out
+	}
 	decoded, ok := decodeJSON(data)
 	if !ok {
 		out.Text = r.mask.String(strings.TrimSpace(string(data)))
@@ -634,6 +654,25 @@ func decodeJSON(data []byte) (any, bool) {
 	return v, true
 }
 
+// decodeStream decodes a stream of JSON values (the events of a watch), as
+// decodeJSON decodes one; an empty stream is an empty list.
+func decodeStream(data []byte) ([]any, bool) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	out := []any{}
+	for {
+		var v any
+		err := dec.Decode(&v)
+		if err == io.EOF {
+			return out, true
+		}
+		if err != nil {
+			return nil, false
+		}
+		out = append(out, v)
+	}
+}
+
 // learn keeps the name, uid and resourceVersion of an answered object for
 // later steps' placeholders, and tells the masker of the generated names
 // and allocated values in it.
@@ -647,7 +686,7 @@ func (r *run) learn(step string, v any) {
 		return
 	}
 	str := func(k string) string { s, _ := md[k].(string); return s }
-	r.refs[step] = objectRef{name: str("name"), uid: str("uid"), rv: str("resourceVersion")}
+	r.refs[step] = objectRef{name: str("name"), uid: str("uid"), rv: str("resourceVersion"), cont: str("continue")}
 	r.mask.Learn(obj)
 }
 

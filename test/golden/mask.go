@@ -18,6 +18,7 @@ const (
 	MaskPort            = "<port>"
 	MaskSuffix          = "<suffix>"
 	MaskNamespace       = "{{ns}}"
+	MaskContinue        = "<continue>"
 )
 
 var (
@@ -295,6 +296,12 @@ func (m *Masker) walkMap(obj map[string]any, key string, inStatus bool) map[stri
 		case k == "resourceVersion":
 			if s, ok := e.(string); ok && s != "" {
 				out[k] = MaskResourceVersion
+				continue
+			}
+		case key == "metadata" && k == "continue":
+			// A list's continue token holds a resourceVersion.
+			if s, ok := e.(string); ok && s != "" {
+				out[k] = MaskContinue
 				continue
 			}
 		case key == "metadata" && (k == "creationTimestamp" || k == "deletionTimestamp"):
