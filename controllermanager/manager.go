@@ -35,7 +35,6 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 
 	"github.com/listwatch/listwatch/cache"
@@ -537,9 +536,9 @@ func (m *Manager) serveHTTP() (stop func()) {
 // shard.
 type group struct {
 	names []string
-	// shard is the shardSelector of the group's informers; "" sees every
-	// object.
-	shard  string
+	// shard is the part of every resource the group's informers hold;
+	// nil: all of it.
+	shard  *informers.Shard
 	synced atomic.Bool
 }
 
@@ -548,12 +547,14 @@ type group struct {
 // ends: the controllers first (they drain their queues), then the
 // informers and the event broadcaster.
 func (m *Manager) runControllers(ctx context.Context, g *group) error {
-	opts := informers.Options{Reflector: cache.ReflectorOptions{Logger: m.log}}
-	if g.shard != "" {
-		opts.TweakListOptions = func(o *metav1.ListOptions) { o.ShardSelector = g.shard }
-		opts.Reflector.Logger = m.log.With("shard", g.shard)
+	log := m.log
+	if g.shard != nil {
+		log = log.With("shard", g.shard.Index)
 	}
-	factory := informers.NewSharedInformerFactory(m.client, opts)
+	factory := informers.NewSharedInformerFactory(m.client, informers.Options{
+		Reflector: cache.ReflectorOptions{Logger: log},
+		Shard:     g.shard,
+	})
 	defer factory.Shutdown()
 	m.groupsMu.Lock()
 	if m.groups == nil {
@@ -608,7 +609,7 @@ func (m *Manager) runControllers(ctx context.Context, g *group) error {
 	}
 	if all {
 		g.synced.Store(true)
-		m.log.Info("caches synced; controllers running", "controllers", g.names, "shard", g.shard)
+		log.Info("caches synced; controllers running", "controllers", g.names)
 	}
 	wg.Wait()
 	return errors.Join(errs...)

@@ -3,19 +3,18 @@ package controllermanager
 import (
 	"context"
 	"fmt"
-	"math/bits"
 	"sync"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/sharding"
 
+	"github.com/listwatch/listwatch/informers"
 	"github.com/listwatch/listwatch/internal/ctxtime"
 	"github.com/listwatch/listwatch/leaderelection"
 )
 
-// Shardable lists the controllers Config.Shards splits, each with why it
-// can be split by namespace: everything one of its syncs reads or writes
+// Shardable lists the controllers Config.Shards splits
+// (informers.ShardByNamespace), each with why it can be split by namespace: everything one of its syncs reads or writes
 // is in the namespace of the object it syncs, so a replica that sees a
 // namespace whole sees all it needs. They are split by namespace, not by
 // uid, because an owner and the objects it owns (a ReplicaSet and its
@@ -29,23 +28,6 @@ var Shardable = map[string]string{
 	Deployment:  "a Deployment's ReplicaSets and their pods are in its namespace",
 	Job:         "a Job's pods are in its namespace",
 	Endpoints:   "a Service's pods and Endpoints are in its namespace",
-}
-
-// ShardSelector is the shardSelector of shard (from 0) of shards: the
-// objects whose namespace's 64-bit FNV-1a hash falls in the shard's equal
-// part of the hash space. A namespace's objects all fall in one shard,
-// and stay there: a namespace cannot be renamed.
-func ShardSelector(shard, shards int) string {
-	bound := func(i int) string {
-		if i == shards {
-			return "0x10000000000000000" // 2^64, the end of the last shard
-		}
-		q, _ := bits.Div64(uint64(i), 0, uint64(shards))
-		return fmt.Sprintf("0x%016x", q)
-	}
-	return sharding.NewSelector(sharding.ShardRangeRequirement{
-		Key: "object.metadata.namespace", Start: bound(shard), End: bound(shard + 1),
-	}).String()
 }
 
 // runSharded runs the shardable controllers once per shard this replica
@@ -66,7 +48,7 @@ func (m *Manager) runSharded(ctx context.Context) error {
 		LeaseDuration: le.LeaseDuration, RenewDeadline: le.RenewDeadline, RetryPeriod: le.RetryPeriod,
 		Logger: m.log,
 		Run: func(ctx context.Context, shard int) {
-			g := &group{names: split, shard: ShardSelector(shard, m.cfg.Shards)}
+			g := &group{names: split, shard: &informers.Shard{Key: informers.ShardByNamespace, Count: m.cfg.Shards, Index: []int{shard}}}
 			m.keepRunning(ctx, func(ctx context.Context) error { return m.runControllers(ctx, g) })
 		},
 	})

@@ -259,10 +259,13 @@ func (s *Sharder) step(ctx context.Context) {
 	}
 }
 
-// renewHeld renews the Leases of the shards held, from their records in
-// current (read again where current has none), each success pushing the
-// shard's deadline back.
+// renewHeld renews the Leases of the shards held, all at once, from their
+// records in current (read again where current has none), each success
+// pushing the shard's deadline back. At once: a replica holding many
+// shards of a slow server must not let the last one's deadline pass while
+// it renews the first.
 func (s *Sharder) renewHeld(ctx context.Context, current map[string]*coordinationv1.Lease) {
+	var wg sync.WaitGroup
 	for _, i := range s.Owned() {
 		s.mu.Lock()
 		h := s.held[i]
@@ -270,18 +273,21 @@ func (s *Sharder) renewHeld(ctx context.Context, current map[string]*coordinatio
 		if h == nil {
 			continue // lost meanwhile
 		}
-		l := s.shards[i]
-		start := time.Now()
-		var ok bool
-		if rec := current[l.name]; rec != nil {
-			ok = l.takeOrRenew(ctx, rec, start)
-		} else {
-			ok = l.tryAcquireOrRenew(ctx)
-		}
-		if ok {
-			h.lost.Reset(time.Until(start.Add(s.cfg.RenewDeadline)))
-		}
+		l, rec := s.shards[i], current[s.shards[i].name]
+		wg.Go(func() {
+			start := time.Now()
+			var ok bool
+			if rec != nil {
+				ok = l.takeOrRenew(ctx, rec, start)
+			} else {
+				ok = l.tryAcquireOrRenew(ctx)
+			}
+			if ok {
+				h.lost.Reset(time.Until(start.Add(s.cfg.RenewDeadline)))
+			}
+		})
 	}
+	wg.Wait()
 }
 
 // start runs shard i's work, its deadline RenewDeadline after taken, the
