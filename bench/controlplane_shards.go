@@ -50,7 +50,10 @@ func init() {
 	}
 }
 
-func shardNamespace(i int) string { return fmt.Sprintf("cp-rcs-%02d", i%cpShardNamespaces) }
+// shardNamespace names the namespace of RC i. The names differ at their
+// start: kube's FNV-1a hash barely moves its high bits for a change in
+// the last bytes, so cp-rcs-00 to cp-rcs-23 would share one shard of 6.
+func shardNamespace(i int) string { return fmt.Sprintf("%02d-cp-rcs", i%cpShardNamespaces) }
 
 // rcsWorkload: cpShardRCs RCs over cpShardNamespaces namespaces, n pods
 // in all, to every RC's readyReplicas.
