@@ -79,8 +79,8 @@ func tooLarge(w http.ResponseWriter, limit int64) {
 // requests or mutating writes are already being served (0: no cap on that
 // kind). Long-running requests (watches) are neither capped nor counted:
 // they hold their slot for minutes and would starve everything else, which
-// is why kube-apiserver exempts them too. m, when not nil, gets the
-// in-flight gauge.
+// is why kube-apiserver exempts them too; nor are requests on Leases
+// (isLease). m, when not nil, gets the in-flight gauge.
 func WithMaxInFlight(h http.Handler, readOnly, mutating int, m *Metrics) http.Handler {
 	return WithMaxInFlightQueue(h, readOnly, mutating, InFlightQueue{}, m)
 }
@@ -124,7 +124,7 @@ func WithMaxInFlightQueue(h http.Handler, readOnly, mutating int, q InFlightQueu
 	roSeats, mutSeats := newSeats(readOnly, q), newSeats(mutating, q)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ri := requestInfoOf(r)
-		if ri.IsLongRunning() {
+		if ri.IsLongRunning() || isLease(ri) {
 			h.ServeHTTP(w, r)
 			return
 		}
@@ -146,6 +146,16 @@ func WithMaxInFlightQueue(h http.Handler, readOnly, mutating int, q InFlightQueu
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// isLease tells the requests on Leases, which neither cap holds: they are
+// leader election's renewals and nodes' heartbeats, few and small, that
+// must not wait behind a burst of other writes (a replica whose renewal
+// waits past its deadline stops working), as kube-apiserver's API
+// Priority and Fairness serves them at priority levels of their own
+// (leader-election, node-high).
+func isLease(ri RequestInfo) bool {
+	return ri.IsResourceRequest && ri.APIGroup == "coordination.k8s.io" && ri.Resource == "leases"
 }
 
 // seats are the in-flight slots of one kind of request, with the queue of

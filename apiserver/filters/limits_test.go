@@ -341,3 +341,36 @@ func TestMemoryBudget(t *testing.T) {
 		})
 	}
 }
+
+// TestInFlightLeasesApart: requests on Leases are served while the writes'
+// seats are all taken, as kube-apiserver's APF serves leader election and
+// node heartbeats at their own priority levels.
+func TestInFlightLeasesApart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newSeatHarness(InFlightQueue{Length: 5, Wait: time.Minute})
+		s.send(t.Context(), "a")
+		s.send(t.Context(), "b")
+		s.send(t.Context(), "c")
+		lease := func(id string) {
+			go func() {
+				rec := httptest.NewRecorder()
+				req := httptest.NewRequestWithContext(t.Context(), "PUT", "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/lw?id="+id, nil)
+				s.h.ServeHTTP(rec, req)
+				s.mu.Lock()
+				s.codes[id] = rec.Code
+				s.mu.Unlock()
+			}()
+			synctest.Wait()
+		}
+		lease("renewal")
+		if entered, _ := s.state(); !slices.Equal(entered, []string{"a", "b", "renewal"}) {
+			t.Fatalf("entered %v; want the renewal served beside a and b, c waiting", entered)
+		}
+		for range 4 {
+			s.releaseOne()
+		}
+		if _, codes := s.state(); countCode(codes, http.StatusOK) != 4 {
+			t.Fatalf("answered %v, want all four served", codes)
+		}
+	})
+}
