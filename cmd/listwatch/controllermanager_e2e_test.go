@@ -231,9 +231,11 @@ type managerOpts struct {
 	identity string
 	// controllers to run; every one when empty.
 	controllers []string
-	lease       string // Lease name; "" disables leader election
-	burst       int
-	api         *apiCounter
+	// nodes are the simulated nodes; podlifecycle's three when empty.
+	nodes []string
+	lease string // Lease name; "" disables leader election
+	burst int
+	api   *apiCounter
 }
 
 // Short durations keep the suite fast; the ratios are the defaults'.
@@ -264,7 +266,7 @@ func (c *e2eCluster) startManager(t *testing.T, o managerOpts) *e2eManager {
 		},
 		BindAddress:  "127.0.0.1:0",
 		Replication:  replication.Options{BurstReplicas: o.burst},
-		PodLifecycle: podlifecycle.Options{StartDelay: time.Nanosecond, TerminationDelay: time.Nanosecond},
+		PodLifecycle: podlifecycle.Options{Nodes: o.nodes, StartDelay: time.Nanosecond, TerminationDelay: time.Nanosecond},
 		Logger:       log,
 	})
 	if err != nil {

@@ -68,7 +68,13 @@ func TestShardedControllerManagers(t *testing.T) {
 	// Pods are run, and namespaces given their default service account,
 	// by controllers in this process, so that every write of the three
 	// processes is the ReplicationManager's.
-	c.startManager(t, managerOpts{identity: inProcessIdentity, controllers: []string{controllermanager.PodLifecycle, controllermanager.ServiceAccount}})
+	// A node holds 110 pods.
+	nodes := make([]string, rcs/100+1)
+	for i := range nodes {
+		nodes[i] = fmt.Sprintf("node-%d", i+1)
+	}
+	c.startManager(t, managerOpts{identity: inProcessIdentity, nodes: nodes,
+		controllers: []string{controllermanager.PodLifecycle, controllermanager.ServiceAccount}})
 	nsNames := make([]string, namespaces)
 	for i := range nsNames {
 		// Names that differ at their start: kube's FNV-1a hash hardly
