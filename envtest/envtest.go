@@ -25,7 +25,10 @@
 // has it), and what kube-apiserver makes at start: the namespaces
 // default, kube-system, kube-public and kube-node-lease, the "kubernetes"
 // Service, the bootstrap RBAC policy (package serve and the apiserver's
-// own start-up, as `listwatch up` has them). Every
+// own start-up, as `listwatch up` has them). Like `listwatch up`, it
+// answers lists and watches with a shardSelector as kube-apiserver v1.37
+// with its alpha ShardedListAndWatch gate on, so that sharded informers
+// (informers.Shard) can be tested. Every
 // Start is a server of its own, isolated from the others, so tests that
 // start one each may run in parallel. Everything stops when the test ends
 // (t.Cleanup), leaving no goroutine behind.

@@ -68,6 +68,10 @@ func TestAPIServerFlags(t *testing.T) {
 				c.PriorityAndFairness = false
 			}},
 		{name: "bad duration", args: []string{"--compaction-interval=soon"}, wantErr: true},
+		{name: "feature gates off", args: []string{"--feature-gates=WatchList=false,ShardedListAndWatch=false"},
+			change: func(c *serverConfig) { c.DisableWatchList, c.DisableShardedListAndWatch = true, true }},
+		{name: "feature gates on", args: []string{"--feature-gates=ShardedListAndWatch=true"}, change: func(*serverConfig) {}},
+		{name: "unknown feature gate", args: []string{"--feature-gates=Sharded=true"}, wantErr: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
