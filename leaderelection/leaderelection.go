@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -97,9 +98,19 @@ type LeaderElector struct {
 
 	lease *lease
 
+	once    runOnce
 	mu      sync.Mutex
 	leading bool
-	ran     bool
+}
+
+// runOnce refuses a second Run.
+type runOnce struct{ ran atomic.Bool }
+
+func (o *runOnce) start() error {
+	if !o.ran.CompareAndSwap(false, true) {
+		return errors.New("leaderelection: Run called twice")
+	}
+	return nil
 }
 
 // New validates cfg and returns a LeaderElector.
@@ -159,14 +170,9 @@ func (le *LeaderElector) Leader() string { return le.lease.lastHolder() }
 // renewal failed. It returns only after OnStartedLeading has returned. A
 // LeaderElector runs once.
 func (le *LeaderElector) Run(ctx context.Context) error {
-	le.mu.Lock()
-	if le.ran {
-		le.mu.Unlock()
-		return errors.New("leaderelection: Run called twice")
+	if err := le.once.start(); err != nil {
+		return err
 	}
-	le.ran = true
-	le.mu.Unlock()
-
 	acquired, ok := le.acquire(ctx)
 	if !ok {
 		return nil

@@ -84,7 +84,7 @@ type Sharder struct {
 	// lost are the shards whose work was stopped by their deadline, until
 	// that work has ended: a shard taken again waits for it.
 	lost map[int]*heldShard
-	ran  bool
+	once runOnce
 }
 
 // heldShard is a shard this replica holds and runs.
@@ -161,14 +161,9 @@ func (s *Sharder) ownedLocked() []int {
 // ends, then stops the work of every shard held, releases their Leases and
 // its member Lease, and returns nil. A Sharder runs once.
 func (s *Sharder) Run(ctx context.Context) error {
-	s.mu.Lock()
-	if s.ran {
-		s.mu.Unlock()
-		return errors.New("leaderelection: Run called twice")
+	if err := s.once.start(); err != nil {
+		return err
 	}
-	s.ran = true
-	s.mu.Unlock()
-
 	s.log.Info("joining the group", "shards", s.cfg.Shards)
 	for {
 		s.step(ctx)
