@@ -21,6 +21,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -244,7 +245,7 @@ func New(cfg Config) (*Manager, error) {
 		return cm.wrap(rt)
 	}
 	if cc.UserAgent == "" {
-		cc.UserAgent = client.DefaultUserAgent() + " controller-manager"
+		cc.UserAgent = UserAgent()
 	}
 	m.client, err = client.New(&cc)
 	if err != nil {
@@ -270,6 +271,14 @@ func New(cfg Config) (*Manager, error) {
 		}
 	}
 	return m, nil
+}
+
+// UserAgent is the controller-manager's default user agent: it begins as
+// kube-controller-manager's, so that the API server names the controllers'
+// writes (managedFields' manager, audit, metrics) as it names kube's, and
+// ends with listwatch's own.
+func UserAgent() string {
+	return "kube-controller-manager/" + podlifecycle.KubeletVersion + " (" + runtime.GOOS + "/" + runtime.GOARCH + ") " + client.DefaultUserAgent()
 }
 
 // defaultIdentity is hostname_random: the host says where the replica
@@ -628,7 +637,7 @@ var controllers = []controllerDef{
 		if opts.Events == nil {
 			opts.Events = func(component, host string) controller.EventRecorder {
 				if host == "" {
-					return d.events.NewRecorder(component)
+					return d.events.NewHostnameRecorder(component)
 				}
 				return d.events.NewHostRecorder(component, host)
 			}
