@@ -43,6 +43,7 @@ import (
 	"github.com/listwatch/listwatch/controller"
 	"github.com/listwatch/listwatch/controllers/admissionpolicystatus"
 	"github.com/listwatch/listwatch/controllers/clusterroleaggregation"
+	"github.com/listwatch/listwatch/controllers/cronjob"
 	"github.com/listwatch/listwatch/controllers/deployment"
 	"github.com/listwatch/listwatch/controllers/endpoints"
 	"github.com/listwatch/listwatch/controllers/garbagecollector"
@@ -52,6 +53,7 @@ import (
 	"github.com/listwatch/listwatch/controllers/replicaset"
 	"github.com/listwatch/listwatch/controllers/replication"
 	"github.com/listwatch/listwatch/controllers/serviceaccount"
+	"github.com/listwatch/listwatch/controllers/ttlafterfinished"
 	"github.com/listwatch/listwatch/informers"
 	"github.com/listwatch/listwatch/leaderelection"
 	"github.com/listwatch/listwatch/record"
@@ -73,6 +75,10 @@ const (
 	ClusterRoleAggregation = "clusterroleaggregation"
 	// Job is kube's job controller.
 	Job = "job"
+	// CronJob is kube's cronjob controller.
+	CronJob = "cronjob"
+	// TTLAfterFinished is kube's ttl-after-finished controller.
+	TTLAfterFinished = "ttl-after-finished"
 	// AdmissionPolicyStatus is kube's validatingadmissionpolicy-status
 	// controller.
 	AdmissionPolicyStatus = "validatingadmissionpolicystatus"
@@ -130,6 +136,11 @@ type Config struct {
 	Deployment deployment.Options
 	// Job tunes the Job controller (workers, the backoff of failed pods).
 	Job job.Options
+	// CronJob tunes the CronJob controller (workers, its clock).
+	CronJob cronjob.Options
+	// TTLAfterFinished tunes the TTL-after-finished controller (workers,
+	// its clock).
+	TTLAfterFinished ttlafterfinished.Options
 	// PodLifecycle tunes the simulated nodes.
 	PodLifecycle podlifecycle.Options
 	// Namespace tunes the namespace controller.
@@ -672,6 +683,19 @@ var controllers = []controllerDef{
 		}
 		opts.Controller = d.options("job-controller", opts.Controller)
 		return job.New(informers.For[*batchv1.Job](d.factory), informers.For[*corev1.Pod](d.factory), job.NewClient(d.clientOf(Job)), opts)
+	}},
+	{CronJob, func(_ context.Context, d deps) (runner, error) {
+		opts := d.m.cfg.CronJob
+		if opts.Recorder == nil {
+			opts.Recorder = d.events.NewRecorder("cronjob-controller")
+		}
+		opts.Controller = d.options("cronjob-controller", opts.Controller)
+		return cronjob.New(informers.For[*batchv1.CronJob](d.factory), informers.For[*batchv1.Job](d.factory), cronjob.NewClient(d.clientOf(CronJob)), opts)
+	}},
+	{TTLAfterFinished, func(_ context.Context, d deps) (runner, error) {
+		opts := d.m.cfg.TTLAfterFinished
+		opts.Controller = d.options("ttl-after-finished-controller", opts.Controller)
+		return ttlafterfinished.New(informers.For[*batchv1.Job](d.factory), ttlafterfinished.NewClient(d.clientOf(TTLAfterFinished)), opts)
 	}},
 	{ClusterRoleAggregation, func(_ context.Context, d deps) (runner, error) {
 		return clusterroleaggregation.New(informers.For[*rbacv1.ClusterRole](d.factory), clusterroleaggregation.NewClient(d.clientOf(ClusterRoleAggregation)),

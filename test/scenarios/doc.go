@@ -27,6 +27,8 @@
 //   - the minutes in the name of a Job a CronJob made ("<cronjob>-<minutes
 //     since the epoch>"): {{minutes}}, kept as part of the name so that the
 //     naming rule is compared;
+//   - the names of a Job's pods, "<job>-" and kube's five random
+//     characters, also once the pods are gone (in events): <job>-<suffix>;
 //   - an Event's name, "<object>.<16 hex digits of the time>": the
 //     object's part (masked as any other name) and <time>;
 //   - the simulated nodes' names and addresses (node-N, hostIP, podIP):

@@ -22,6 +22,7 @@ import (
 	"github.com/listwatch/listwatch/cache"
 	"github.com/listwatch/listwatch/client"
 	"github.com/listwatch/listwatch/controllermanager"
+	"github.com/listwatch/listwatch/controllers/cronjob"
 	"github.com/listwatch/listwatch/controllers/podlifecycle"
 	"github.com/listwatch/listwatch/envtest"
 	"github.com/listwatch/listwatch/test/golden"
@@ -104,6 +105,7 @@ func startTarget(t *testing.T) *target {
 		env := envtest.Start(t, envtest.Options{
 			Controllers:  controllermanager.AllControllers(),
 			PodLifecycle: standIn,
+			CronJob:      cronjob.Options{Now: clock.Now},
 		})
 		return &target{c: env.Client, replay: &replay{cronClock: clock}}
 	}
@@ -297,6 +299,22 @@ func snapshot(ctx context.Context, c *client.Client, ns string) (map[string]any,
 			`"reportingInstance":"default-scheduler-`+host+`"`, `"reportingInstance":"default-scheduler-<host>"`)
 	}
 	rewrite := strings.NewReplacer(rewrites...)
+	// The pods of a Job are named from it with kube's five random
+	// characters; once a pod is gone, only its Job's name tells that in
+	// the events that name it.
+	jobNames := map[string]bool{}
+	for _, j := range jobs {
+		jobNames[rewrite.Replace(j.Name)] = true
+	}
+	for _, e := range events {
+		if e.InvolvedObject.Kind == "Job" {
+			jobNames[rewrite.Replace(e.InvolvedObject.Name)] = true
+		}
+	}
+	var podNames []*regexp.Regexp
+	for n := range jobNames {
+		podNames = append(podNames, regexp.MustCompile(`\b(`+regexp.QuoteMeta(n)+`)-[bcdfghjklmnpqrstvwxz2456789]{5}\b`))
+	}
 	m := golden.NewMasker(ns)
 	decoded := map[string][]map[string]any{}
 	add := func(kind string, objs []any) error {
@@ -307,6 +325,9 @@ func snapshot(ctx context.Context, c *client.Client, ns string) (map[string]any,
 				return err
 			}
 			s := rewrite.Replace(string(b))
+			for _, re := range podNames {
+				s = re.ReplaceAllString(s, "${1}-"+golden.MaskSuffix)
+			}
 			s = nodeName.ReplaceAllString(s, "<node>")
 			s = hostIP.ReplaceAllString(s, "<hostIP>")
 			s = podIP.ReplaceAllString(s, "<podIP>")

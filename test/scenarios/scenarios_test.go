@@ -2,6 +2,7 @@ package scenarios
 
 import (
 	"context"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -28,6 +29,61 @@ var scenarios = []scenario{
 		},
 		done: func(ctx context.Context, c *client.Client, ns string) (bool, error) {
 			return jobFinished(ctx, c, ns, "pi")
+		},
+	},
+	{
+		// A Job with ttlSecondsAfterFinished 0 is deleted, its pods
+		// first, once it completes.
+		name: "job-ttl-after-finished",
+		create: func(ctx context.Context, c *client.Client, ns string, _ *replay) error {
+			_, err := client.For[*batchv1.Job](c, ns).Create(ctx, &batchv1.Job{
+				ObjectMeta: metav1.ObjectMeta{Name: "short-lived"},
+				Spec: batchv1.JobSpec{
+					TTLSecondsAfterFinished: new(int32(0)),
+					Template:                podTemplate(),
+				},
+			}, metav1.CreateOptions{})
+			return err
+		},
+		done: func(ctx context.Context, c *client.Client, ns string) (bool, error) {
+			jobs, err := client.For[*batchv1.Job](c, ns).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return false, err
+			}
+			pods, err := client.For[*corev1.Pod](c, ns).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return false, err
+			}
+			return len(jobs.Items) == 0 && len(pods.Items) == 0, nil
+		},
+	},
+	{
+		// A CronJob of every minute runs its first Job to Complete.
+		name: "cronjob-first-run",
+		create: func(ctx context.Context, c *client.Client, ns string, env *replay) error {
+			if env != nil {
+				// kube's run waits for the next minute; listwatch's
+				// CronJob controller is a second from it.
+				next := time.Now().Truncate(time.Minute).Add(time.Minute)
+				env.cronClock.advanceTo(next.Add(-time.Second))
+			}
+			_, err := client.For[*batchv1.CronJob](c, ns).Create(ctx, &batchv1.CronJob{
+				ObjectMeta: metav1.ObjectMeta{Name: "hello"},
+				Spec: batchv1.CronJobSpec{
+					Schedule: "*/1 * * * *",
+					JobTemplate: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{
+						Template: podTemplate(),
+					}},
+				},
+			}, metav1.CreateOptions{})
+			return err
+		},
+		done: func(ctx context.Context, c *client.Client, ns string) (bool, error) {
+			cj, err := client.For[*batchv1.CronJob](c, ns).Get(ctx, "hello", metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			return cj.Status.LastSuccessfulTime != nil && len(cj.Status.Active) == 0, nil
 		},
 	},
 }
