@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/listwatch/listwatch/client"
+	"github.com/listwatch/listwatch/controllers/podlifecycle"
 )
 
 // scenarios are the goldens, each recorded in testdata/<name>.json.
@@ -29,6 +30,93 @@ var scenarios = []scenario{
 		},
 		done: func(ctx context.Context, c *client.Client, ns string) (bool, error) {
 			return jobFinished(ctx, c, ns, "pi")
+		},
+	},
+	{
+		// An Indexed Job whose first pod fails with exit code 42 is
+		// failed by its podFailurePolicy, with no retry.
+		name: "job-indexed-pod-failure-policy",
+		create: func(ctx context.Context, c *client.Client, ns string, _ *replay) error {
+			tmpl := podTemplate()
+			tmpl.Annotations = map[string]string{podlifecycle.ExitCodeAnnotation: "42"}
+			_, err := client.For[*batchv1.Job](c, ns).Create(ctx, &batchv1.Job{
+				ObjectMeta: metav1.ObjectMeta{Name: "indexed"},
+				Spec: batchv1.JobSpec{
+					Completions:    new(int32(3)),
+					Parallelism:    new(int32(1)),
+					CompletionMode: new(batchv1.IndexedCompletion),
+					PodFailurePolicy: &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{{
+						Action:      batchv1.PodFailurePolicyActionFailJob,
+						OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{Operator: batchv1.PodFailurePolicyOnExitCodesOpIn, Values: []int32{42}},
+					}}},
+					Template: tmpl,
+				},
+			}, metav1.CreateOptions{})
+			return err
+		},
+		done: func(ctx context.Context, c *client.Client, ns string) (bool, error) {
+			return jobFinished(ctx, c, ns, "indexed")
+		},
+	},
+	{
+		// A Job whose pod fails, with backoffLimit 0, fails at once.
+		name: "job-backoff-limit-exceeded",
+		create: func(ctx context.Context, c *client.Client, ns string, _ *replay) error {
+			tmpl := podTemplate()
+			tmpl.Annotations = map[string]string{podlifecycle.ExitCodeAnnotation: "1"}
+			_, err := client.For[*batchv1.Job](c, ns).Create(ctx, &batchv1.Job{
+				ObjectMeta: metav1.ObjectMeta{Name: "failing"},
+				Spec:       batchv1.JobSpec{BackoffLimit: new(int32(0)), Template: tmpl},
+			}, metav1.CreateOptions{})
+			return err
+		},
+		done: func(ctx context.Context, c *client.Client, ns string) (bool, error) {
+			return jobFinished(ctx, c, ns, "failing")
+		},
+	},
+	{
+		// A Job created suspended makes no pod and says why.
+		name: "job-suspended",
+		create: func(ctx context.Context, c *client.Client, ns string, _ *replay) error {
+			_, err := client.For[*batchv1.Job](c, ns).Create(ctx, &batchv1.Job{
+				ObjectMeta: metav1.ObjectMeta{Name: "paused"},
+				Spec:       batchv1.JobSpec{Suspend: new(true), Template: podTemplate()},
+			}, metav1.CreateOptions{})
+			return err
+		},
+		done: func(ctx context.Context, c *client.Client, ns string) (bool, error) {
+			j, err := client.For[*batchv1.Job](c, ns).Get(ctx, "paused", metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			for _, c := range j.Status.Conditions {
+				if c.Type == batchv1.JobSuspended && c.Status == corev1.ConditionTrue {
+					return true, nil
+				}
+			}
+			return false, nil
+		},
+	},
+	{
+		// A Job whose pod outruns activeDeadlineSeconds fails, its pod
+		// deleted.
+		name: "job-active-deadline",
+		create: func(ctx context.Context, c *client.Client, ns string, _ *replay) error {
+			tmpl := podTemplate()
+			tmpl.Annotations = map[string]string{podlifecycle.RunDurationAnnotation: "1h"}
+			_, err := client.For[*batchv1.Job](c, ns).Create(ctx, &batchv1.Job{
+				ObjectMeta: metav1.ObjectMeta{Name: "slow"},
+				Spec:       batchv1.JobSpec{ActiveDeadlineSeconds: new(int64(2)), Template: tmpl},
+			}, metav1.CreateOptions{})
+			return err
+		},
+		done: func(ctx context.Context, c *client.Client, ns string) (bool, error) {
+			finished, err := jobFinished(ctx, c, ns, "slow")
+			if err != nil || !finished {
+				return false, err
+			}
+			pods, err := client.For[*corev1.Pod](c, ns).List(ctx, metav1.ListOptions{})
+			return err == nil && len(pods.Items) == 0, err
 		},
 	},
 	{
