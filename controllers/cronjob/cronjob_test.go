@@ -489,3 +489,48 @@ func TestMissingJob(t *testing.T) {
 		}
 	})
 }
+
+// TestJobAlreadyExists: the Job of a schedule time that exists already
+// is taken into status.active if the CronJob controls it (an earlier sync
+// made it and its status write was lost), and left alone otherwise.
+func TestJobAlreadyExists(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		controlled bool
+	}{{"controlled", true}, {"someone else's", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				cj := newCronJob("*/1 * * * *")
+				m1 := time.Now().Truncate(time.Minute).Add(time.Minute)
+				existing := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: nameAt(m1), UID: "uid-existing"}}
+				if tc.controlled {
+					existing.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(cj, controllerKind)}
+				}
+				a, stop := run(t, cj, existing)
+				defer stop()
+				sleep(61 * time.Second)
+				if got := a.jobNames(); !slices.Equal(got, []string{nameAt(m1)}) {
+					t.Fatalf("jobs %v", got)
+				}
+				st := a.cronJob(t).Status
+				events := a.takeEvents()
+				if slices.ContainsFunc(events, func(e string) bool { return len(e) > 16 && e[:16] == "SuccessfulCreate" }) {
+					t.Errorf("events %q: no Job was created", events)
+				}
+				if !tc.controlled {
+					if len(st.Active) != 0 || st.LastScheduleTime != nil {
+						t.Errorf("status %+v, want none", st)
+					}
+					return
+				}
+				if len(st.Active) != 1 || st.Active[0].UID != "uid-existing" || st.LastScheduleTime == nil || !st.LastScheduleTime.Time.Equal(m1) {
+					t.Errorf("status %+v", st)
+				}
+				// Until then, kube's warning that the Job is not listed.
+				if want := "UnexpectedJob: Saw a job that the controller did not create or forgot: " + nameAt(m1); len(events) == 0 || events[0] != want {
+					t.Errorf("events %q, want %q first", events, want)
+				}
+			})
+		})
+	}
+}
