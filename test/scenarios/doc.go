@@ -25,8 +25,9 @@
 //     conditions' transition times, the CronJob's scheduled-timestamp
 //     annotation): <timestamp>;
 //   - the minutes in the name of a Job a CronJob made ("<cronjob>-<minutes
-//     since the epoch>"): {{minutes}}, kept as part of the name so that the
-//     naming rule is compared;
+//     since the epoch>"): {{minutes}} for the earliest, {{minutes+N}} for
+//     N minutes later, kept as part of the name so that the naming rule
+//     and the minutes between Jobs are compared;
 //   - the names of a Job's pods, "<job>-" and kube's five random
 //     characters, also once the pods are gone (in events): <job>-<suffix>;
 //   - an Event's name, "<object>.<16 hex digits of the time>": the

@@ -5,10 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -62,8 +64,19 @@ type scenario struct {
 	// create makes the scenario's objects in namespace ns. On listwatch,
 	// env is the replay's environment (nil when recording).
 	create func(ctx context.Context, c *client.Client, ns string, env *replay) error
-	// done reports whether the end state is reached.
+	// done reports whether the end state is reached (of create, when
+	// then follows).
 	done func(ctx context.Context, c *client.Client, ns string) (bool, error)
+	// then are further steps, each done in turn once the state before
+	// it is reached.
+	then []step
+}
+
+// step is one action of a scenario after its creation, and the state it
+// leads to.
+type step struct {
+	do    func(ctx context.Context, c *client.Client, ns string, env *replay) error
+	until func(ctx context.Context, c *client.Client, ns string) (bool, error)
 }
 
 // Golden is a scenario's recording: its masked objects, by kind.
@@ -158,6 +171,12 @@ func (tg *target) run(t *testing.T, s scenario) {
 		t.Fatal(err)
 	}
 	waitFor(t, doneTimeout, "the end state", func() (bool, error) { return s.done(ctx, tg.c, ns) })
+	for i, st := range s.then {
+		if err := st.do(ctx, tg.c, ns, tg.replay); err != nil {
+			t.Fatalf("step %d: %v", i+1, err)
+		}
+		waitFor(t, doneTimeout, fmt.Sprintf("the end state of step %d", i+1), func() (bool, error) { return st.until(ctx, tg.c, ns) })
+	}
 	path := filepath.Join("testdata", s.name+".json")
 	if tg.replay == nil {
 		got := settled(t, tg.c, ns)
@@ -283,32 +302,58 @@ func snapshot(ctx context.Context, c *client.Client, ns string) (map[string]any,
 	if err != nil {
 		return nil, err
 	}
-	// The names of Jobs a CronJob made end in the minutes of their
-	// scheduled time.
-	var rewrites []string
-	for _, j := range jobs {
-		if ref := metav1.GetControllerOfNoCopy(j); ref != nil && ref.Kind == "CronJob" {
-			if rest, ok := strings.CutPrefix(j.Name, ref.Name+"-"); ok && rest != "" {
-				rewrites = append(rewrites, j.Name, ref.Name+"-{{minutes}}")
+	kinds := []struct {
+		name string
+		objs []any
+	}{{"cronjobs", anys(cronJobs)}, {"jobs", anys(jobs)}, {"pods", anys(pods)}, {"events", anys(events)}}
+	raw := map[string][]string{}
+	var all []string
+	for _, k := range kinds {
+		raw[k.name] = []string{}
+		for _, o := range k.objs {
+			b, err := json.Marshal(o)
+			if err != nil {
+				return nil, err
 			}
+			raw[k.name] = append(raw[k.name], string(b))
+			all = append(all, string(b))
 		}
 	}
+	// The names of Jobs a CronJob made end in the minutes of their
+	// scheduled time.
+	cronNames := map[string]bool{}
+	for _, cj := range cronJobs {
+		cronNames[cj.Name] = true
+	}
+	for _, j := range jobs {
+		if ref := metav1.GetControllerOfNoCopy(j); ref != nil && ref.Kind == "CronJob" {
+			cronNames[ref.Name] = true
+		}
+	}
+	for _, e := range events {
+		if e.InvolvedObject.Kind == "CronJob" {
+			cronNames[e.InvolvedObject.Name] = true
+		}
+	}
+	minutes := minutesRewriter(cronNames, all)
+	var rewrites []string
 	// The stand-in scheduler's events name the host it runs on.
 	if host, err := os.Hostname(); err == nil && host != "" {
 		rewrites = append(rewrites, `"host":"`+host+`"`, `"host":"<host>"`,
 			`"reportingInstance":"default-scheduler-`+host+`"`, `"reportingInstance":"default-scheduler-<host>"`)
 	}
-	rewrite := strings.NewReplacer(rewrites...)
+	replacer := strings.NewReplacer(rewrites...)
+	rewrite := func(s string) string { return replacer.Replace(minutes(s)) }
 	// The pods of a Job are named from it with kube's five random
 	// characters; once a pod is gone, only its Job's name tells that in
 	// the events that name it.
 	jobNames := map[string]bool{}
 	for _, j := range jobs {
-		jobNames[rewrite.Replace(j.Name)] = true
+		jobNames[rewrite(j.Name)] = true
 	}
 	for _, e := range events {
 		if e.InvolvedObject.Kind == "Job" {
-			jobNames[rewrite.Replace(e.InvolvedObject.Name)] = true
+			jobNames[rewrite(e.InvolvedObject.Name)] = true
 		}
 	}
 	var podNames []*regexp.Regexp
@@ -317,14 +362,10 @@ func snapshot(ctx context.Context, c *client.Client, ns string) (map[string]any,
 	}
 	m := golden.NewMasker(ns)
 	decoded := map[string][]map[string]any{}
-	add := func(kind string, objs []any) error {
+	add := func(kind string, objs []string) error {
 		decoded[kind] = []map[string]any{}
 		for _, o := range objs {
-			b, err := json.Marshal(o)
-			if err != nil {
-				return err
-			}
-			s := rewrite.Replace(string(b))
+			s := rewrite(o)
 			for _, re := range podNames {
 				s = re.ReplaceAllString(s, "${1}-"+golden.MaskSuffix)
 			}
@@ -349,11 +390,8 @@ func snapshot(ctx context.Context, c *client.Client, ns string) (map[string]any,
 		}
 		return nil
 	}
-	for _, k := range []struct {
-		name string
-		objs []any
-	}{{"cronjobs", anys(cronJobs)}, {"jobs", anys(jobs)}, {"pods", anys(pods)}, {"events", anys(events)}} {
-		if err := add(k.name, k.objs); err != nil {
+	for _, k := range kinds {
+		if err := add(k.name, raw[k.name]); err != nil {
 			return nil, err
 		}
 	}
@@ -381,6 +419,41 @@ func snapshot(ctx context.Context, c *client.Client, ns string) (map[string]any,
 		out[kind] = masked
 	}
 	return out, nil
+}
+
+// minutesRewriter returns what replaces, in a string, the minutes that
+// end the names of the Jobs of the CronJobs named: {{minutes}} for the
+// earliest minute found in all, {{minutes+N}} for N minutes after it.
+func minutesRewriter(cronJobs map[string]bool, all []string) func(string) string {
+	var res []*regexp.Regexp
+	var bases []int64
+	for name := range cronJobs {
+		re := regexp.MustCompile(`\b(` + regexp.QuoteMeta(name) + `)-(\d{7,})\b`)
+		base := int64(-1)
+		for _, s := range all {
+			for _, m := range re.FindAllStringSubmatch(s, -1) {
+				if n, err := strconv.ParseInt(m[2], 10, 64); err == nil && (base < 0 || n < base) {
+					base = n
+				}
+			}
+		}
+		if base >= 0 {
+			res, bases = append(res, re), append(bases, base)
+		}
+	}
+	return func(s string) string {
+		for i, re := range res {
+			s = re.ReplaceAllStringFunc(s, func(m string) string {
+				sub := re.FindStringSubmatch(m)
+				n, _ := strconv.ParseInt(sub[2], 10, 64)
+				if k := n - bases[i]; k > 0 {
+					return fmt.Sprintf("%s-{{minutes+%d}}", sub[1], k)
+				}
+				return sub[1] + "-{{minutes}}"
+			})
+		}
+		return s
+	}
 }
 
 // sortByJSON orders objs by their JSON.
@@ -453,6 +526,16 @@ type shiftedClock struct {
 
 // Now is the shifted time.
 func (c *shiftedClock) Now() time.Time { return time.Now().Add(time.Duration(c.shift.Load())) }
+
+// nearNextMinute moves the CronJob controller's clock, on listwatch, to
+// a second before the minute after t: kube's recording waited for that
+// minute in real time. It does nothing when recording (r is nil).
+func (r *replay) nearNextMinute(t time.Time) {
+	if r == nil {
+		return
+	}
+	r.cronClock.advanceTo(t.Truncate(time.Minute).Add(time.Minute - time.Second))
+}
 
 // advanceTo shifts the clock so that it reads at least t now.
 func (c *shiftedClock) advanceTo(t time.Time) {

@@ -6,7 +6,9 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/listwatch/listwatch/client"
 	"github.com/listwatch/listwatch/controllers/podlifecycle"
@@ -145,16 +147,13 @@ var scenarios = []scenario{
 			return len(jobs.Items) == 0 && len(pods.Items) == 0, nil
 		},
 	},
+	concurrencyScenario("cronjob-replace", batchv1.ReplaceConcurrent),
+	concurrencyScenario("cronjob-forbid", batchv1.ForbidConcurrent),
 	{
 		// A CronJob of every minute runs its first Job to Complete.
 		name: "cronjob-first-run",
 		create: func(ctx context.Context, c *client.Client, ns string, env *replay) error {
-			if env != nil {
-				// kube's run waits for the next minute; listwatch's
-				// CronJob controller is a second from it.
-				next := time.Now().Truncate(time.Minute).Add(time.Minute)
-				env.cronClock.advanceTo(next.Add(-time.Second))
-			}
+			env.nearNextMinute(time.Now())
 			_, err := client.For[*batchv1.CronJob](c, ns).Create(ctx, &batchv1.CronJob{
 				ObjectMeta: metav1.ObjectMeta{Name: "hello"},
 				Spec: batchv1.CronJobSpec{
@@ -174,6 +173,81 @@ var scenarios = []scenario{
 			return cj.Status.LastSuccessfulTime != nil && len(cj.Status.Active) == 0, nil
 		},
 	},
+}
+
+// concurrencyScenario is a CronJob of every minute, of the given
+// concurrencyPolicy, whose Jobs run for ten minutes: its first Job runs,
+// and at the second minute the policy decides (Replace: the first Job
+// deleted and a second made; Forbid: the minute skipped, with kube's
+// JobAlreadyActive event). Between the two, the CronJob is annotated on
+// both sides: on listwatch, that is what makes its controller look again
+// once its clock is moved to the second minute.
+func concurrencyScenario(name string, policy batchv1.ConcurrencyPolicy) scenario {
+	const cronJob = "every-minute"
+	var first string // the first Job's name
+	cronJobs := func(c *client.Client, ns string) *client.Resource[*batchv1.CronJob] { return client.For[*batchv1.CronJob](c, ns) }
+	return scenario{
+		name: name,
+		create: func(ctx context.Context, c *client.Client, ns string, env *replay) error {
+			env.nearNextMinute(time.Now())
+			tmpl := podTemplate()
+			tmpl.Annotations = map[string]string{podlifecycle.RunDurationAnnotation: "10m"}
+			_, err := cronJobs(c, ns).Create(ctx, &batchv1.CronJob{
+				ObjectMeta: metav1.ObjectMeta{Name: cronJob},
+				Spec: batchv1.CronJobSpec{
+					Schedule:          "*/1 * * * *",
+					ConcurrencyPolicy: policy,
+					JobTemplate:       batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: tmpl}},
+				},
+			}, metav1.CreateOptions{})
+			return err
+		},
+		done: func(ctx context.Context, c *client.Client, ns string) (bool, error) {
+			cj, err := cronJobs(c, ns).Get(ctx, cronJob, metav1.GetOptions{})
+			if err != nil || len(cj.Status.Active) != 1 {
+				return false, err
+			}
+			first = cj.Status.Active[0].Name
+			return true, nil
+		},
+		then: []step{{
+			do: func(ctx context.Context, c *client.Client, ns string, env *replay) error {
+				cj, err := cronJobs(c, ns).Get(ctx, cronJob, metav1.GetOptions{})
+				if err != nil {
+					return err
+				}
+				env.nearNextMinute(cj.Status.LastScheduleTime.Time)
+				_, err = cronJobs(c, ns).Patch(ctx, cronJob, types.MergePatchType, []byte(`{"metadata":{"annotations":{"scenario.listwatch.io/step":"second-minute"}}}`), metav1.PatchOptions{})
+				return err
+			},
+			until: func(ctx context.Context, c *client.Client, ns string) (bool, error) {
+				cj, err := cronJobs(c, ns).Get(ctx, cronJob, metav1.GetOptions{})
+				if err != nil {
+					return false, err
+				}
+				if policy == batchv1.ForbidConcurrent {
+					events, err := client.For[*corev1.Event](c, ns).List(ctx, metav1.ListOptions{})
+					if err != nil {
+						return false, err
+					}
+					for _, e := range events.Items {
+						if e.Reason == "JobAlreadyActive" {
+							return true, nil
+						}
+					}
+					return false, nil
+				}
+				if len(cj.Status.Active) != 1 || cj.Status.Active[0].Name == first {
+					return false, nil
+				}
+				_, err = client.For[*batchv1.Job](c, ns).Get(ctx, first, metav1.GetOptions{})
+				if apierrors.IsNotFound(err) {
+					return true, nil
+				}
+				return false, err
+			},
+		}},
+	}
 }
 
 // podTemplate is the scenarios' pod: one container, not restarted, which
