@@ -51,7 +51,8 @@
 // <cronjob>-{{minutes}}, so the shift shows in no compared field.
 //
 // The replay waits for the scenario's end state, then until the masked
-// objects equal the golden (for at most a minute), and fails with the
-// differences of its last look: what converges to kube's state passes,
-// whatever order listwatch took to get there.
+// objects equal the golden (for at most a minute) and stay equal for a
+// second, and fails with the differences of its last look: what converges
+// to kube's state and stays there passes, whatever order listwatch took to
+// get there.
 package scenarios

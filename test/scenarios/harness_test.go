@@ -47,6 +47,10 @@ const (
 	// state is reached on kube, before they are recorded: the events and
 	// status writes that follow the end state are part of it.
 	settle = 5 * time.Second
+	// stayEqual is how long the objects must stay equal to the golden,
+	// once they are, on listwatch: a state passed through on the way to
+	// another does not pass.
+	stayEqual = time.Second
 	poll   = 50 * time.Millisecond
 )
 
@@ -194,20 +198,30 @@ func (tg *target) run(t *testing.T, s scenario) {
 	want := readGolden(t, path)
 	var diff []string
 	deadline := time.Now().Add(replayTimeout)
+	var equalSince time.Time
 	for {
 		got, err := snapshot(ctx, tg.c, ns)
 		if err != nil {
 			t.Fatal(err)
 		}
 		diff = golden.Diff(golden.Response{Body: want.Objects}, golden.Response{Body: got})
-		if len(diff) == 0 || time.Now().After(deadline) {
+		switch {
+		case len(diff) > 0:
+			if !equalSince.IsZero() {
+				t.Errorf("the objects equalled kube-controller-manager %s's (%s), then left that state:\n  %s", KubeVersion, path, strings.Join(diff, "\n  "))
+				return
+			}
+		case equalSince.IsZero():
+			equalSince = time.Now()
+		case time.Since(equalSince) >= stayEqual:
+			return
+		}
+		if equalSince.IsZero() && time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(poll)
 	}
-	if len(diff) > 0 {
-		t.Errorf("the objects differ from kube-controller-manager %s's (%s):\n  %s", KubeVersion, path, strings.Join(diff, "\n  "))
-	}
+	t.Errorf("the objects differ from kube-controller-manager %s's (%s):\n  %s", KubeVersion, path, strings.Join(diff, "\n  "))
 }
 
 func readGolden(t *testing.T, path string) Golden {
