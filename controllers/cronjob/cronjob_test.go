@@ -23,7 +23,9 @@ import (
 
 	"github.com/listwatch/listwatch/cache"
 	"github.com/listwatch/listwatch/cache/cachetest"
+	"github.com/listwatch/listwatch/client"
 	"github.com/listwatch/listwatch/controller"
+	"github.com/listwatch/listwatch/informers"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -52,7 +54,7 @@ func (a *api) GetCronJob(_ context.Context, ns, name string) (*batchv1.CronJob, 
 	return cj.DeepCopy(), nil
 }
 
-func (a *api) UpdateStatus(_ context.Context, cj *batchv1.CronJob) (*batchv1.CronJob, error) {
+func (a *api) UpdateStatus(ctx context.Context, cj *batchv1.CronJob) (*batchv1.CronJob, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	cur, ok := a.cronJobs.Get(cj.Namespace, cj.Name)
@@ -62,7 +64,17 @@ func (a *api) UpdateStatus(_ context.Context, cj *batchv1.CronJob) (*batchv1.Cro
 	next := cur.DeepCopy()
 	next.Status = *cj.Status.DeepCopy()
 	next.ResourceVersion = cj.ResourceVersion
-	return a.cronJobs.Update(next)
+	return recorded(ctx, cronJobsResource, next, a.cronJobs.Update)
+}
+
+// recorded makes a write as the API client would: it tells the sync's
+// stale-read protection what the write returned.
+func recorded[T cache.Object](ctx context.Context, gr schema.GroupResource, obj T, write func(T) (T, error)) (T, error) {
+	out, err := write(obj)
+	if err == nil {
+		client.RecordWrite(ctx, gr, out)
+	}
+	return out, err
 }
 
 func (a *api) GetJob(_ context.Context, ns, name string) (*batchv1.Job, error) {
@@ -73,12 +85,12 @@ func (a *api) GetJob(_ context.Context, ns, name string) (*batchv1.Job, error) {
 	return j.DeepCopy(), nil
 }
 
-func (a *api) CreateJob(_ context.Context, ns string, j *batchv1.Job) (*batchv1.Job, error) {
+func (a *api) CreateJob(ctx context.Context, ns string, j *batchv1.Job) (*batchv1.Job, error) {
 	j = j.DeepCopy()
 	j.Namespace = ns
 	j.UID = types.UID("uid-" + j.Name)
 	j.CreationTimestamp = metav1.Now()
-	return a.jobs.Create(j)
+	return recorded(ctx, jobsResource, j, a.jobs.Create)
 }
 
 func (a *api) DeleteJob(_ context.Context, ns, name string) error {
@@ -146,7 +158,10 @@ func (a *api) finish(t *testing.T, name string, ok bool) {
 // stop.
 func run(t *testing.T, cj *batchv1.CronJob, jobs ...*batchv1.Job) (*api, func()) {
 	t.Helper()
-	a := &api{cronJobs: cachetest.New[*batchv1.CronJob](), jobs: cachetest.New[*batchv1.Job]()}
+	a := &api{
+		cronJobs: cachetest.New(cachetest.WithResource[*batchv1.CronJob](cronJobsResource)),
+		jobs:     cachetest.New(cachetest.WithResource[*batchv1.Job](jobsResource)),
+	}
 	if _, err := a.cronJobs.Create(cj); err != nil {
 		t.Fatal(err)
 	}
@@ -155,24 +170,30 @@ func run(t *testing.T, cj *batchv1.CronJob, jobs ...*batchv1.Job) (*api, func())
 			t.Fatal(err)
 		}
 	}
-	opts := cache.SharedInformerOptions{Reflector: cache.ReflectorOptions{Logger: quiet}}
-	ci := cache.NewSharedIndexInformer[*batchv1.CronJob](a.cronJobs, opts)
-	ji := cache.NewSharedIndexInformer[*batchv1.Job](a.jobs, opts)
-	c, err := New(ci, ji, a, Options{Recorder: a, Controller: controller.Options{Logger: quiet}})
+	// The factory's informers, as the controller-manager's, state their
+	// stores' resourceVersions, so the controller's syncs wait for its
+	// own writes (stale-read protection).
+	factory := informers.NewSharedInformerFactory(informers.SourceFunc(
+		func(gvr schema.GroupVersionResource, _ string, _ func(*metav1.ListOptions)) cache.ListerWatcher[cache.Object] {
+			if gvr.Resource == "cronjobs" {
+				return cache.Erase(a.cronJobs)
+			}
+			return cache.Erase(a.jobs)
+		}), informers.Options{Reflector: cache.ReflectorOptions{Logger: quiet}})
+	c, err := New(informers.For[*batchv1.CronJob](factory), informers.For[*batchv1.Job](factory), a, Options{Recorder: a, Controller: controller.Options{Logger: quiet}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
+	factory.Start(ctx)
 	var wg sync.WaitGroup
-	wg.Go(func() { ci.Run(ctx) })
-	wg.Go(func() { ji.Run(ctx) })
 	wg.Go(func() {
 		if err := c.Run(ctx); err != nil {
 			t.Errorf("Run: %v", err)
 		}
 	})
 	synctest.Wait()
-	return a, func() { cancel(); wg.Wait() }
+	return a, func() { cancel(); wg.Wait(); factory.Shutdown() }
 }
 
 // newCronJob is a CronJob created now, as the API server defaults it.
