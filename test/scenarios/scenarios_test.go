@@ -208,7 +208,15 @@ func concurrencyScenario(name string, policy batchv1.ConcurrencyPolicy) scenario
 				return false, err
 			}
 			first = cj.Status.Active[0].Name
-			return true, nil
+			// The first Job settled (its pod ready), as it has long been
+			// on kube at the second minute: a change of it after that
+			// minute would sync the CronJob again (for Forbid, a second
+			// JobAlreadyActive).
+			j, err := client.For[*batchv1.Job](c, ns).Get(ctx, first, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return false, nil
+			}
+			return err == nil && j.Status.Ready != nil && *j.Status.Ready == 1, err
 		},
 		then: []step{{
 			do: func(ctx context.Context, c *client.Client, ns string, env *replay) error {
