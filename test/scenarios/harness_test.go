@@ -51,7 +51,7 @@ const (
 	// once they are, on listwatch: a state passed through on the way to
 	// another does not pass.
 	stayEqual = time.Second
-	poll   = 50 * time.Millisecond
+	poll      = 50 * time.Millisecond
 )
 
 // standIn is the stand-in scheduler and kubelets' timing on both sides.

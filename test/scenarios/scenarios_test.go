@@ -185,7 +185,9 @@ var scenarios = []scenario{
 func concurrencyScenario(name string, policy batchv1.ConcurrencyPolicy) scenario {
 	const cronJob = "every-minute"
 	var first string // the first Job's name
-	cronJobs := func(c *client.Client, ns string) *client.Resource[*batchv1.CronJob] { return client.For[*batchv1.CronJob](c, ns) }
+	cronJobs := func(c *client.Client, ns string) *client.Resource[*batchv1.CronJob] {
+		return client.For[*batchv1.CronJob](c, ns)
+	}
 	return scenario{
 		name: name,
 		create: func(ctx context.Context, c *client.Client, ns string, env *replay) error {
