@@ -10,43 +10,55 @@ import (
 	"github.com/listwatch/listwatch/cache"
 )
 
-// PodsByControllerIndex is the name of the pod index AddPodsByControllerIndex
-// adds: a pod with a controller reference filed under
-// "namespace/controllerUID", so that a controller reads its own pods
-// rather than every pod of their namespace.
-const PodsByControllerIndex = "controller.listwatch.io/pods-by-controller"
+// ByControllerIndex is the name of the index AddByControllerIndex adds:
+// an object with a controller reference filed under
+// "namespace/controllerUID", so that a controller reads its own objects
+// (a Job's pods, a CronJob's Jobs) rather than every object of their
+// namespace.
+const ByControllerIndex = "controller.listwatch.io/by-controller"
 
-func podsByControllerValue(namespace string, uid types.UID) string {
+// PodsByControllerIndex is ByControllerIndex on a pod informer.
+const PodsByControllerIndex = ByControllerIndex
+
+func byControllerValue(namespace string, uid types.UID) string {
 	return namespace + "/" + string(uid)
 }
 
-func indexPodsByController(p *corev1.Pod) ([]string, error) {
-	ref := metav1.GetControllerOfNoCopy(p)
+func indexByController[T cache.Object](obj T) ([]string, error) {
+	ref := metav1.GetControllerOfNoCopy(obj)
 	if ref == nil {
 		return nil, nil
 	}
-	return []string{podsByControllerValue(p.Namespace, ref.UID)}, nil
+	return []string{byControllerValue(obj.GetNamespace(), ref.UID)}, nil
 }
 
-// AddPodsByControllerIndex adds PodsByControllerIndex to a pod
-// informer's cache, unless it is there already (another controller over
-// the same shared informer added it).
-func AddPodsByControllerIndex(idx cache.Indexer[*corev1.Pod]) error {
-	if _, ok := idx.GetIndexers()[PodsByControllerIndex]; ok {
+// AddByControllerIndex adds ByControllerIndex to an informer's cache,
+// unless it is there already (another controller over the same shared
+// informer added it).
+func AddByControllerIndex[T cache.Object](idx cache.Indexer[T]) error {
+	if _, ok := idx.GetIndexers()[ByControllerIndex]; ok {
 		return nil
 	}
-	if err := idx.AddIndexers(cache.Indexers[*corev1.Pod]{PodsByControllerIndex: indexPodsByController}); err != nil {
-		if _, ok := idx.GetIndexers()[PodsByControllerIndex]; ok {
+	if err := idx.AddIndexers(cache.Indexers[T]{ByControllerIndex: indexByController[T]}); err != nil {
+		if _, ok := idx.GetIndexers()[ByControllerIndex]; ok {
 			// Added by another controller between the check and here.
 			return nil
 		}
-		return fmt.Errorf("adding index %s: %w", PodsByControllerIndex, err)
+		return fmt.Errorf("adding index %s: %w", ByControllerIndex, err)
 	}
 	return nil
 }
 
-// ControlledPods returns the pods of namespace whose controller has uid,
-// from a cache with PodsByControllerIndex.
+// Controlled returns the objects of namespace whose controller has uid,
+// from a cache with ByControllerIndex.
+func Controlled[T cache.Object](idx cache.Indexer[T], namespace string, uid types.UID) ([]T, error) {
+	return idx.ByIndex(ByControllerIndex, byControllerValue(namespace, uid))
+}
+
+// AddPodsByControllerIndex is AddByControllerIndex on a pod informer.
+func AddPodsByControllerIndex(idx cache.Indexer[*corev1.Pod]) error { return AddByControllerIndex(idx) }
+
+// ControlledPods is Controlled on a pod informer's cache.
 func ControlledPods(idx cache.Indexer[*corev1.Pod], namespace string, uid types.UID) ([]*corev1.Pod, error) {
-	return idx.ByIndex(PodsByControllerIndex, podsByControllerValue(namespace, uid))
+	return Controlled(idx, namespace, uid)
 }

@@ -36,6 +36,8 @@ var controllerAccounts = map[string]string{
 	Deployment:             "deployment-controller",
 	ClusterRoleAggregation: "clusterrole-aggregation-controller",
 	Job:                    "job-controller",
+	CronJob:                "cronjob-controller",
+	TTLAfterFinished:       "ttl-after-finished-controller",
 	AdmissionPolicyStatus:  "validatingadmissionpolicy-status-controller",
 }
 

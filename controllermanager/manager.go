@@ -21,6 +21,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -42,6 +43,7 @@ import (
 	"github.com/listwatch/listwatch/controller"
 	"github.com/listwatch/listwatch/controllers/admissionpolicystatus"
 	"github.com/listwatch/listwatch/controllers/clusterroleaggregation"
+	"github.com/listwatch/listwatch/controllers/cronjob"
 	"github.com/listwatch/listwatch/controllers/deployment"
 	"github.com/listwatch/listwatch/controllers/endpoints"
 	"github.com/listwatch/listwatch/controllers/garbagecollector"
@@ -51,6 +53,7 @@ import (
 	"github.com/listwatch/listwatch/controllers/replicaset"
 	"github.com/listwatch/listwatch/controllers/replication"
 	"github.com/listwatch/listwatch/controllers/serviceaccount"
+	"github.com/listwatch/listwatch/controllers/ttlafterfinished"
 	"github.com/listwatch/listwatch/informers"
 	"github.com/listwatch/listwatch/leaderelection"
 	"github.com/listwatch/listwatch/record"
@@ -72,6 +75,10 @@ const (
 	ClusterRoleAggregation = "clusterroleaggregation"
 	// Job is kube's job controller.
 	Job = "job"
+	// CronJob is kube's cronjob controller.
+	CronJob = "cronjob"
+	// TTLAfterFinished is kube's ttl-after-finished controller.
+	TTLAfterFinished = "ttl-after-finished"
 	// AdmissionPolicyStatus is kube's validatingadmissionpolicy-status
 	// controller.
 	AdmissionPolicyStatus = "validatingadmissionpolicystatus"
@@ -129,6 +136,11 @@ type Config struct {
 	Deployment deployment.Options
 	// Job tunes the Job controller (workers, the backoff of failed pods).
 	Job job.Options
+	// CronJob tunes the CronJob controller (workers, its clock).
+	CronJob cronjob.Options
+	// TTLAfterFinished tunes the TTL-after-finished controller (workers,
+	// its clock).
+	TTLAfterFinished ttlafterfinished.Options
 	// PodLifecycle tunes the simulated nodes.
 	PodLifecycle podlifecycle.Options
 	// Namespace tunes the namespace controller.
@@ -259,7 +271,7 @@ func New(cfg Config) (*Manager, error) {
 	if cc.UserAgent == "" {
 		// The identity tells the replicas' requests apart in the server's
 		// logs (and which replica of a sharded group wrote what).
-		cc.UserAgent = client.DefaultUserAgent() + " controller-manager/" + m.identity
+		cc.UserAgent = UserAgent() + " controller-manager/" + m.identity
 	}
 	m.client, err = client.New(&cc)
 	if err != nil {
@@ -291,6 +303,14 @@ func New(cfg Config) (*Manager, error) {
 		}
 	}
 	return m, nil
+}
+
+// UserAgent is the controller-manager's default user agent: it begins as
+// kube-controller-manager's, so that the API server names the controllers'
+// writes (managedFields' manager, audit, metrics) as it names kube's, and
+// ends with listwatch's own.
+func UserAgent() string {
+	return "kube-controller-manager/" + podlifecycle.KubeletVersion + " (" + runtime.GOOS + "/" + runtime.GOARCH + ") " + client.DefaultUserAgent()
 }
 
 // defaultIdentity is hostname_random: the host says where the replica
@@ -680,7 +700,7 @@ var controllers = []controllerDef{
 		if opts.Events == nil {
 			opts.Events = func(component, host string) controller.EventRecorder {
 				if host == "" {
-					return d.events.NewRecorder(component)
+					return d.events.NewHostnameRecorder(component)
 				}
 				return d.events.NewHostRecorder(component, host)
 			}
@@ -715,6 +735,19 @@ var controllers = []controllerDef{
 		}
 		opts.Controller = d.options("job-controller", opts.Controller)
 		return job.New(informers.For[*batchv1.Job](d.factory), informers.For[*corev1.Pod](d.factory), job.NewClient(d.clientOf(Job)), opts)
+	}},
+	{CronJob, func(_ context.Context, d deps) (runner, error) {
+		opts := d.m.cfg.CronJob
+		if opts.Recorder == nil {
+			opts.Recorder = d.events.NewRecorder("cronjob-controller")
+		}
+		opts.Controller = d.options("cronjob-controller", opts.Controller)
+		return cronjob.New(informers.For[*batchv1.CronJob](d.factory), informers.For[*batchv1.Job](d.factory), cronjob.NewClient(d.clientOf(CronJob)), opts)
+	}},
+	{TTLAfterFinished, func(_ context.Context, d deps) (runner, error) {
+		opts := d.m.cfg.TTLAfterFinished
+		opts.Controller = d.options("ttl-after-finished-controller", opts.Controller)
+		return ttlafterfinished.New(informers.For[*batchv1.Job](d.factory), ttlafterfinished.NewClient(d.clientOf(TTLAfterFinished)), opts)
 	}},
 	{ClusterRoleAggregation, func(_ context.Context, d deps) (runner, error) {
 		return clusterroleaggregation.New(informers.For[*rbacv1.ClusterRole](d.factory), clusterroleaggregation.NewClient(d.clientOf(ClusterRoleAggregation)),

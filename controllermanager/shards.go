@@ -28,6 +28,9 @@ var Shardable = map[string]string{
 	Deployment:  "a Deployment's ReplicaSets and their pods are in its namespace",
 	Job:         "a Job's pods are in its namespace",
 	Endpoints:   "a Service's pods and Endpoints are in its namespace",
+	CronJob:     "a CronJob's Jobs are in its namespace",
+	// Its syncs read nothing but the Job they delete.
+	TTLAfterFinished: "a finished Job is deleted on its own",
 }
 
 // runSharded runs the shardable controllers once per shard this replica

@@ -56,9 +56,11 @@ import (
 	"github.com/listwatch/listwatch/apiserver/serve"
 	"github.com/listwatch/listwatch/client"
 	"github.com/listwatch/listwatch/controllermanager"
+	"github.com/listwatch/listwatch/controllers/cronjob"
 	"github.com/listwatch/listwatch/controllers/job"
 	"github.com/listwatch/listwatch/controllers/namespace"
 	"github.com/listwatch/listwatch/controllers/podlifecycle"
+	"github.com/listwatch/listwatch/controllers/ttlafterfinished"
 	"github.com/listwatch/listwatch/internal/defaults"
 	"github.com/listwatch/listwatch/internal/kubeconfig"
 	"github.com/listwatch/listwatch/internal/pki"
@@ -95,6 +97,13 @@ type Options struct {
 	// failing Jobs shortens PodFailureBackoff, kube's 10 s before a
 	// failed pod is replaced.
 	Job job.Options
+	// CronJob tunes the CronJob controller (controllermanager.CronJob):
+	// a test gives it a clock of its own (Now) to reach a schedule
+	// sooner.
+	CronJob cronjob.Options
+	// TTLAfterFinished tunes the TTL-after-finished controller
+	// (controllermanager.TTLAfterFinished).
+	TTLAfterFinished ttlafterfinished.Options
 	// Namespace tunes the namespace controller: a test that deletes
 	// namespaces shortens DeletionGracePeriod, the wait before a deleted
 	// namespace's content is removed (zero: kube's 5 s).
@@ -368,13 +377,15 @@ func runControllers(ctx context.Context, cfg *rest.Config, opts Options, log *sl
 		cfg.WrapTransport = opts.WrapControllersTransport
 	}
 	m, err := controllermanager.New(controllermanager.Config{
-		Client:         &client.Config{REST: cfg, QPS: -1},
-		Controllers:    opts.Controllers,
-		LeaderElection: controllermanager.LeaderElection{Disabled: true},
-		PodLifecycle:   lifecycle,
-		Job:            opts.Job,
-		Namespace:      opts.Namespace,
-		Logger:         log,
+		Client:           &client.Config{REST: cfg, QPS: -1},
+		Controllers:      opts.Controllers,
+		LeaderElection:   controllermanager.LeaderElection{Disabled: true},
+		PodLifecycle:     lifecycle,
+		Job:              opts.Job,
+		CronJob:          opts.CronJob,
+		TTLAfterFinished: opts.TTLAfterFinished,
+		Namespace:        opts.Namespace,
+		Logger:           log,
 	})
 	if err != nil {
 		return nil, err

@@ -65,42 +65,17 @@ log "building the bench"
 
 mkdir -p "$WORK/pki"
 make_pki "$WORK/pki"
-# kube-controller-manager has a token of its own, in system:masters: that
-# stands for the RBAC roles it is bound to in a cluster, which would only
-# add authorization's cost to both sides alike.
-KCM_TOKEN=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
-printf '%s,kube-controller-manager,kcm-uid,"system:masters"\n' "$KCM_TOKEN" >>"$WORK/pki/tokens.csv"
+KCM_TOKEN=$(add_kcm_token "$WORK/pki")
 
-# start_kcm starts kube-controller-manager against $API_PORT with the QPS
-# setting $2, its files in $1, and sets KCM_PORT.
-start_kcm() {
+# start_qps_kcm starts kube-controller-manager with the QPS setting $2
+# ("default" or a number for both --kube-api-qps and --kube-api-burst),
+# its files in $1.
+start_qps_kcm() {
 	local run=$1 qps=$2 limits=()
 	if [[ $qps != default ]]; then
 		limits=(--kube-api-qps "$qps" --kube-api-burst "$qps")
 	fi
-	KCM_PORT=$(free_port)
-	kubeconfig "$API_PORT" "$KCM_TOKEN" "$WORK/pki/ca.crt" >"$run/kcm.kubeconfig"
-	log "starting kube-controller-manager $KUBE_VERSION on 127.0.0.1:$KCM_PORT (qps $qps)"
-	"$BIN/kube-controller-manager" \
-		--kubeconfig "$run/kcm.kubeconfig" \
-		--leader-elect=false \
-		--service-account-private-key-file "$WORK/pki/sa.key" \
-		--root-ca-file "$WORK/pki/ca.crt" \
-		--bind-address 127.0.0.1 --secure-port "$KCM_PORT" --cert-dir "$run/kcm-pki" \
-		--authorization-always-allow-paths /healthz,/readyz,/livez,/metrics \
-		--profiling=false \
-		"${limits[@]}" \
-		>"$run/kube-controller-manager.log" 2>&1 &
-	PIDS+=("$!")
-	for _ in $(seq 600); do
-		if [[ $(curl -sk "https://127.0.0.1:$KCM_PORT/healthz" 2>/dev/null) == ok ]]; then
-			return 0
-		fi
-		sleep 0.1
-	done
-	log "kube-controller-manager not healthy; its log:"
-	tail -20 "$run/kube-controller-manager.log" >&2
-	return 1
+	start_kcm "$run" "$WORK/pki" "$KCM_TOKEN" "${limits[@]}"
 }
 
 # record appends the bench's JSON rows on stdin to $RESULTS with the
@@ -141,7 +116,7 @@ for ((round = 1; round <= ROUNDS; round++)); do
 			kubeconfig "$API_PORT" "$TOKEN" "$WORK/pki/ca.crt" >"$run/bench.kubeconfig"
 			flags=(-kubeconfig "$run/bench.kubeconfig")
 			if [[ $setting == kcm-qps-* ]]; then
-				start_kcm "$run" "${setting#kcm-qps-}"
+				start_qps_kcm "$run" "${setting#kcm-qps-}"
 				flags+=(-kcm-metrics "https://127.0.0.1:$KCM_PORT/metrics")
 			else
 				flags+=(-listwatch-controllers)

@@ -252,8 +252,17 @@ type Recorder struct {
 }
 
 // NewRecorder returns a Recorder whose events name component as their
-// source and reporting controller.
+// source and reporting controller, and no host or reporting instance, as
+// kube-controller-manager's controllers' events do.
 func (b *Broadcaster) NewRecorder(component string) *Recorder {
+	return &Recorder{b: b, source: corev1.EventSource{Component: component}}
+}
+
+// NewHostnameRecorder returns a Recorder whose events name component as
+// their source and this machine's hostname as its host, and
+// "<component>-<hostname>" as their reporting instance, as
+// kube-scheduler's do.
+func (b *Broadcaster) NewHostnameRecorder(component string) *Recorder {
 	host, _ := os.Hostname()
 	return &Recorder{b: b, source: corev1.EventSource{Component: component, Host: host}, instance: component + "-" + host}
 }

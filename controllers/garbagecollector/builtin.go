@@ -19,7 +19,7 @@ import (
 
 // sharedTyped are the Go types whose typed informers the other controllers
 // of this module hold (the ReplicationManager, the ReplicaSet and
-// Deployment controllers, the Job controller, the endpoints controller,
+// Deployment controllers, the Job and CronJob controllers, the endpoints controller,
 // the pod lifecycle controller and its nodes, the service account, root
 // CA, cluster role aggregation and admission policy status controllers):
 // the collector shares those rather than keeping a metadata
@@ -30,7 +30,7 @@ var sharedTyped = subscribersOf(
 	//lint:ignore SA1019 core/v1 Endpoints are still served, owned and informed on.
 	typed[*corev1.Endpoints], typed[*corev1.ServiceAccount], typed[*corev1.ConfigMap],
 	typed[*appsv1.Deployment], typed[*appsv1.ReplicaSet], typed[*rbacv1.ClusterRole],
-	typed[*batchv1.Job], typed[*corev1.Node], typed[*admissionregistrationv1.ValidatingAdmissionPolicy],
+	typed[*batchv1.Job], typed[*batchv1.CronJob], typed[*corev1.Node], typed[*admissionregistrationv1.ValidatingAdmissionPolicy],
 )
 
 // typed adds to m the Subscriber of the informer of T.

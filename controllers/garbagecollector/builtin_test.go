@@ -46,6 +46,7 @@ func TestBuiltinResources(t *testing.T) {
 		corev1.SchemeGroupVersion.WithResource("configmaps"):                                   synced[*corev1.ConfigMap],
 		rbacv1.SchemeGroupVersion.WithResource("clusterroles"):                                 synced[*rbacv1.ClusterRole],
 		batchv1.SchemeGroupVersion.WithResource("jobs"):                                        synced[*batchv1.Job],
+		batchv1.SchemeGroupVersion.WithResource("cronjobs"):                                    synced[*batchv1.CronJob],
 		corev1.SchemeGroupVersion.WithResource("nodes"):                                        synced[*corev1.Node],
 		admissionregistrationv1.SchemeGroupVersion.WithResource("validatingadmissionpolicies"): synced[*admissionregistrationv1.ValidatingAdmissionPolicy],
 	}
