@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/listwatch/listwatch/apiserver/internal/crd"
 	"github.com/listwatch/listwatch/apiserver/internal/registry"
 	"github.com/listwatch/listwatch/apiserver/internal/wire"
 	"github.com/listwatch/listwatch/storage"
@@ -27,9 +28,6 @@ func (s *Server) getObject(ctx context.Context, req request) (*unstructured.Unst
 		return nil, kv, s.storageErr(req, err)
 	}
 	u, err := req.res.DecodeKV(kv)
-	if err == nil {
-		req.res.DefaultOnRead(u)
-	}
 	return u, kv, err
 }
 
@@ -161,7 +159,40 @@ func (s *Server) list(ctx context.Context, req request, o listOptions) (listResu
 	if err != nil {
 		return listResult{}, err
 	}
+	if err := s.undecodable(ctx, req); err != nil {
+		return listResult{}, err
+	}
 	return listResult{items: res.Items, rev: res.ResourceVersion, continue_: res.Continue, remaining: res.RemainingItemCount}, nil
+}
+
+// undecodable is the error of a list of req's collection whose watch
+// cache left objects out that it could not decode (custom resources whose
+// conversion webhook fails): those still stored and still failing, as
+// kube-apiserver's list, which reads them from storage, answers them
+// (crd.CorruptObjects). nil when there are none.
+func (s *Server) undecodable(ctx context.Context, req request) error {
+	c := s.cacheFor(req.res)
+	keys := c.Undecodable(registry.PrefixFor(req.res, req.namespace))
+	var errs []error
+	for _, key := range keys {
+		kv, err := s.cfg.Storage.Get(ctx, key)
+		if errors.Is(err, storage.ErrNotFound) {
+			c.Forget(key)
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if _, err := req.res.DecodeListItem(kv); err != nil {
+			errs = append(errs, err)
+		} else {
+			c.Forget(key)
+		}
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return crd.CorruptObjects(req.res.GR(), errs)
 }
 
 // collectionOptions are the list options of a list or (watch) a watch of

@@ -601,6 +601,10 @@ func (r *run) once(ctx context.Context, s *Step) Response {
 		out.Warnings = append(out.Warnings, r.mask.String(w))
 	}
 	decoded, ok := decodeJSON(data)
+	if !ok && s.Query["watch"] == "true" {
+		// A watch answers a stream of events: compared as their list.
+		decoded, ok = decodeStream(data)
+	}
 	if !ok {
 		out.Text = r.mask.String(strings.TrimSpace(string(data)))
 		return out
@@ -632,6 +636,25 @@ func decodeJSON(data []byte) (any, bool) {
 		return nil, false
 	}
 	return v, true
+}
+
+// decodeStream decodes a stream of JSON values (a watch's events) as
+// the list of them.
+func decodeStream(data []byte) (any, bool) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var out []any
+	for {
+		var v any
+		err := dec.Decode(&v)
+		if err == io.EOF {
+			return out, len(out) > 0
+		}
+		if err != nil {
+			return nil, false
+		}
+		out = append(out, v)
+	}
 }
 
 // learn keeps the name, uid and resourceVersion of an answered object for
