@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -162,8 +163,14 @@ func TestConversionWebhook(t *testing.T) {
 			if _, err := v2.List(ctx, metav1.ListOptions{ResourceVersion: "0"}); err != nil {
 				t.Fatal(err)
 			}
+			rc := e.c.CoreV1().RESTClient()
+			tab, err := rc.Get().AbsPath("/apis/"+tt.group+"/v2/namespaces/default/gizmos").
+				SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").DoRaw(ctx)
+			if err != nil || !strings.Contains(string(tab), `"kind":"Table"`) {
+				t.Fatalf("table at v2: %s %v", tab, err)
+			}
 			if n := len(tt.hook.Requests(path)) - calls; n != 0 {
-				t.Errorf("lists at v2 from the watch cache called the webhook %d times", n)
+				t.Errorf("lists at v2 (objects, a Table) from the watch cache called the webhook %d times", n)
 			}
 
 			w, err := v2.Watch(ctx, metav1.ListOptions{ResourceVersion: list.GetResourceVersion()})

@@ -220,13 +220,27 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request, req request)
 	if enc == encTable {
 		objs := make([]*unstructured.Unstructured, len(res.items))
 		for i, it := range res.items {
-			if objs[i], err = it.Decode(); err != nil {
+			if objs[i], err = listedObject(req.res, it); err != nil {
 				return err
 			}
 		}
 		return writeTable(w, r, req.res, v, http.StatusOK, listObject(req.res, res, objs))
 	}
 	return writeList(w, req.res, enc, res)
+}
+
+// listedObject is the object of it, an item of a list of r: decoded from
+// its bytes, or, for a custom resource its cache converts by webhook, from
+// the JSON the cache made when it converted it (no further call).
+func listedObject(r *resource, it *wire.Item) (*unstructured.Unstructured, error) {
+	if r.CR == nil || !r.CR.ConvertsByWebhook() || r.CR.IsStorageVersion() {
+		return it.Decode()
+	}
+	js, err := wire.DecodedJSON(it)
+	if err != nil {
+		return nil, err
+	}
+	return registry.DecodeStored(js, it.Revision())
 }
 
 // listObject builds the <Kind>List of a page whose items are objs.
