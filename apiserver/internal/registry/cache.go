@@ -26,8 +26,8 @@ type Cache struct {
 	// hinted: r's writers leave hints (a built-in resource stored as it
 	// is served, whose cache holds the version their objects are).
 	hinted bool
-	// undecodable holds the keys whose last value did not decode (a
-	// custom resource whose conversion webhook fails), which the cache
+	// undecodable holds the keys of a custom resource whose last value
+	// did not decode (its conversion webhook fails), which the cache
 	// leaves out (Undecodable).
 	undecodableMu sync.Mutex
 	undecodable   map[string]struct{}
@@ -38,10 +38,15 @@ type Cache struct {
 func NewCache(r *Resource, decode func(storage.KeyValue) (*unstructured.Unstructured, error), cfg watchcache.Config[*unstructured.Unstructured]) (*Cache, error) {
 	c := &Cache{hinted: r.ServedAsStored()}
 	cfg.Prefix = PrefixFor(r, "")
-	cfg.Decode = func(kv storage.KeyValue) (*unstructured.Unstructured, error) {
-		u, err := decode(kv)
-		c.decoded(kv.Key, err == nil)
-		return u, err
+	cfg.Decode = decode
+	if r.CR != nil {
+		// A custom resource may fail to decode when its conversion
+		// webhook fails; its lists then answer as kube's (Undecodable).
+		cfg.Decode = func(kv storage.KeyValue) (*unstructured.Unstructured, error) {
+			u, err := decode(kv)
+			c.decoded(kv.Key, err == nil)
+			return u, err
+		}
 	}
 	cfg.Preset = c.hints.preset
 	if r.CR != nil && r.CR.ConvertsByWebhook() && !r.CR.IsStorageVersion() {
