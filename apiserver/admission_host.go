@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"context"
+	"fmt"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/informers"
@@ -9,6 +10,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/listwatch/listwatch/apiserver/admission"
+	"github.com/listwatch/listwatch/apiserver/internal/crd"
 	"github.com/listwatch/listwatch/apiserver/internal/kube"
 	"github.com/listwatch/listwatch/apiserver/internal/registry"
 )
@@ -35,10 +37,23 @@ func (s *Server) initSelf() error {
 // initAdmission builds the admission plugins; Run calls it before it
 // starts the informers and before any request is served (requests wait
 // for the watch caches Run starts next).
+// It makes the converters of custom resources too, whose webhooks are
+// resolved and called as the admission webhooks are.
 func (s *Server) initAdmission() error {
-	return s.self.InitAdmission(func(gvr schema.GroupVersionResource) bool {
+	err := s.self.InitAdmission(func(gvr schema.GroupVersionResource) bool {
 		return s.reg.Lookup(gvr.GroupVersion(), gvr.Resource) != nil
 	}, s.fresh, s.Authorizer())
+	if err != nil {
+		return err
+	}
+	services, auth, err := kube.WebhookResolvers(s.self.informers, s.self.Config())
+	if err != nil {
+		return fmt.Errorf("apiserver: %w", err)
+	}
+	if s.converters, err = crd.NewConverters(services, auth); err != nil {
+		return fmt.Errorf("apiserver: %w", err)
+	}
+	return nil
 }
 
 // closeSelf stops the informers and ends the loopback client's requests;

@@ -6,11 +6,9 @@ import (
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/listwatch/listwatch/apiserver/internal/crd"
 	"github.com/listwatch/listwatch/apiserver/internal/registry"
-	"github.com/listwatch/listwatch/storage"
 	"github.com/listwatch/listwatch/watchcache"
 )
 
@@ -99,7 +97,7 @@ func (s *Server) prepareCRD(crdObj *apiextensionsv1.CustomResourceDefinition) (*
 		if !v.Served {
 			continue
 		}
-		r, err := registry.NewCustom(in.crd, v.Name, structural, fp)
+		r, err := registry.NewCustom(in.crd, v.Name, structural, fp, s.converters)
 		if err != nil {
 			return fail(err)
 		}
@@ -204,17 +202,10 @@ func (s *Server) closeCustomCaches() {
 
 // newCustomCache runs the watch cache of a custom resource r, whose
 // objects are decoded as kube-apiserver's storage decodes custom resources
-// for r's version (conversion None, pruning, defaults), and returns it
-// once it holds its first list (or the server stops).
+// for r's version (conversion, pruning, defaults), and returns it once it
+// holds its first list (or the server stops).
 func (s *Server) newCustomCache(r *resource) (*registry.Cache, error) {
-	c, err := s.newCache(r, func(kv storage.KeyValue) (*unstructured.Unstructured, error) {
-		u, err := registry.DecodeKV(kv)
-		if err != nil {
-			return nil, err
-		}
-		r.DefaultOnRead(u)
-		return u, nil
-	})
+	c, err := s.newCache(r, r.DecodeListItem)
 	if err != nil {
 		return nil, err
 	}

@@ -97,7 +97,7 @@ func (s *Server) create(ctx context.Context, req request, obj object) (object, [
 	}
 	enc, err := res.EncodeOnce(obj)
 	if err != nil {
-		return nil, nil, apierrors.NewInternalError(fmt.Errorf("encode: %w", err))
+		return nil, nil, encodeErr(err)
 	}
 	req.name = obj.GetName()
 	if req.dryRun {
@@ -107,6 +107,15 @@ func (s *Server) create(ctx context.Context, req request, obj object) (object, [
 			return nil, nil, apierrors.NewAlreadyExists(res.GR(), obj.GetName())
 		} else if !errors.Is(err, storage.ErrNotFound) {
 			return nil, nil, s.storageErr(req, err)
+		}
+		if res.AnswersStored() {
+			// Converted there and back, as kube's dry run answers.
+			stored, err := res.DecodeKV(storage.KeyValue{Key: registry.KeyFor(res, obj.GetNamespace(), obj.GetName()), Value: enc.Stored()})
+			if err != nil {
+				return nil, nil, err
+			}
+			stored.SetResourceVersion("")
+			return stored, nil, nil
 		}
 		return obj, nil, nil
 	}
@@ -127,7 +136,7 @@ func (s *Server) create(ctx context.Context, req request, obj object) (object, [
 	for attempt := 1; generated && errors.Is(err, storage.ErrKeyExists) && attempt < generateNameAttempts; attempt++ {
 		obj.SetName(generatedBase(obj.GetGenerateName()) + nameSuffix(5))
 		if enc, err = res.EncodeOnce(obj); err != nil {
-			return nil, nil, apierrors.NewInternalError(fmt.Errorf("encode: %w", err))
+			return nil, nil, encodeErr(err)
 		}
 		req.name = obj.GetName()
 		rev, err = store()
@@ -136,8 +145,25 @@ func (s *Server) create(ctx context.Context, req request, obj object) (object, [
 		return nil, nil, s.storageErr(req, err)
 	}
 	finish.Done(true)
+	if res.AnswersStored() {
+		stored, err := res.DecodeKV(storage.KeyValue{Key: registry.KeyFor(res, obj.GetNamespace(), obj.GetName()), Value: enc.Stored(), Revision: rev})
+		if err != nil {
+			return nil, nil, err
+		}
+		return stored, nil, nil
+	}
 	obj.SetResourceVersion(strconv.FormatInt(rev, 10))
 	return obj, enc.Answer(rev), nil
+}
+
+// encodeErr is the answer to a write whose object does not encode for
+// storage: the error itself when it is an API status (a custom resource's
+// conversion webhook that failed, as kube words it), else a 500.
+func encodeErr(err error) error {
+	if _, ok := err.(apierrors.APIStatus); ok {
+		return err
+	}
+	return apierrors.NewInternalError(fmt.Errorf("encode: %w", err))
 }
 
 // write describes a write of req to its resource's rules.

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/sharding"
 	kubesharding "k8s.io/apiserver/pkg/sharding"
 
+	"github.com/listwatch/listwatch/apiserver/internal/crd"
 	"github.com/listwatch/listwatch/apiserver/internal/registry"
 	"github.com/listwatch/listwatch/apiserver/internal/wire"
 	"github.com/listwatch/listwatch/storage"
@@ -30,9 +31,6 @@ func (s *Server) getObject(ctx context.Context, req request) (*unstructured.Unst
 		return nil, kv, s.storageErr(req, err)
 	}
 	u, err := req.res.DecodeKV(kv)
-	if err == nil {
-		req.res.DefaultOnRead(u)
-	}
 	return u, kv, err
 }
 
@@ -196,6 +194,9 @@ func (s *Server) list(ctx context.Context, req request, o listOptions) (listResu
 	if err != nil {
 		return listResult{}, err
 	}
+	if err := s.undecodable(ctx, req); err != nil {
+		return listResult{}, err
+	}
 	out := listResult{items: res.Items, rev: res.ResourceVersion, continue_: res.Continue, remaining: res.RemainingItemCount}
 	if o.shard != nil && !o.shard.Empty() && !req.res.Custom {
 		// kube-apiserver sets shardInfo on the lists that implement
@@ -204,6 +205,36 @@ func (s *Server) list(ctx context.Context, req request, o listOptions) (listResu
 		out.shardInfo = &metav1.ShardInfo{Selector: o.shard.String()}
 	}
 	return out, nil
+}
+
+// undecodable is the error of a list of req's collection whose watch
+// cache left objects out that it could not decode (custom resources whose
+// conversion webhook fails): those still stored and still failing, as
+// kube-apiserver's list, which reads them from storage, answers them
+// (crd.CorruptObjects). nil when there are none.
+func (s *Server) undecodable(ctx context.Context, req request) error {
+	c := s.cacheFor(req.res)
+	keys := c.Undecodable(registry.PrefixFor(req.res, req.namespace))
+	var errs []error
+	for _, key := range keys {
+		kv, err := s.cfg.Storage.Get(ctx, key)
+		if errors.Is(err, storage.ErrNotFound) {
+			c.Forget(key)
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if _, err := req.res.DecodeListItem(kv); err != nil {
+			errs = append(errs, err)
+		} else {
+			c.Forget(key)
+		}
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return crd.CorruptObjects(req.res.GR(), errs)
 }
 
 // collectionOptions are the list options of a list or (watch) a watch of
@@ -231,13 +262,27 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request, req request)
 	if enc == encTable {
 		objs := make([]*unstructured.Unstructured, len(res.items))
 		for i, it := range res.items {
-			if objs[i], err = it.Decode(); err != nil {
+			if objs[i], err = listedObject(req.res, it); err != nil {
 				return err
 			}
 		}
 		return writeTable(w, r, req.res, v, http.StatusOK, listObject(req.res, res, objs))
 	}
 	return writeList(w, req.res, enc, res)
+}
+
+// listedObject is the object of it, an item of a list of r: decoded from
+// its bytes, or, for a custom resource its cache converts by webhook, from
+// the JSON the cache made when it converted it (no further call).
+func listedObject(r *resource, it *wire.Item) (*unstructured.Unstructured, error) {
+	if r.CR == nil || !r.CR.ConvertsByWebhook() || r.CR.IsStorageVersion() {
+		return it.Decode()
+	}
+	js, err := wire.DecodedJSON(it)
+	if err != nil {
+		return nil, err
+	}
+	return registry.DecodeStored(js, it.Revision())
 }
 
 // listObject builds the <Kind>List of a page whose items are objs.

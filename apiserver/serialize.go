@@ -39,7 +39,7 @@ func writeList(w http.ResponseWriter, r *resource, enc encoding, res listResult)
 	switch {
 	case r.Custom:
 		itemJSON = func(it *wire.Item) (wire.Piece, error) {
-			js, err := wire.ObjectJSON(it)
+			js, err := wire.DecodedJSON(it)
 			return wire.Piece{Body: js}, err
 		}
 	case r.StoredAs != nil:

@@ -158,7 +158,7 @@ func TestEventFrames(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				js, err := wire.EventJSON(ev)
+				js, err := wire.EventJSON(ev, true)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -19,6 +19,7 @@ import (
 	"github.com/listwatch/listwatch/apiserver/auth"
 	"github.com/listwatch/listwatch/apiserver/bootstrap"
 	"github.com/listwatch/listwatch/apiserver/discovery"
+	"github.com/listwatch/listwatch/apiserver/internal/crd"
 	"github.com/listwatch/listwatch/apiserver/internal/registry"
 	"github.com/listwatch/listwatch/storage"
 	"github.com/listwatch/listwatch/watchcache"
@@ -127,6 +128,11 @@ type Server struct {
 	// documents are being made.
 	crdPublish sync.Mutex
 	crdOpenAPI bool
+
+	// converters make the custom resources' converters, calling
+	// conversion webhooks as the admission webhooks are called; made by
+	// Run before the definitions are served.
+	converters *crd.Converters
 
 	// auth is the server's authorization, reviews and service account
 	// tokens (package auth; auth_host.go).

@@ -106,6 +106,7 @@ func (s *Server) updateTyped(ctx context.Context, req request, mutate mutateFunc
 	for {
 		var out *unstructured.Unstructured
 		var outTyped object
+		var stored []byte
 		withdraw := func() {}
 		rev, err := storage.GuaranteedUpdate(ctx, s.cfg.Storage, key, func(kv storage.KeyValue) ([]byte, error) {
 			cur, err := req.res.DecodeKV(kv)
@@ -165,7 +166,7 @@ func (s *Server) updateTyped(ctx context.Context, req request, mutate mutateFunc
 				}
 				return nil, errDeleteInstead{u, kv.Revision}
 			}
-			out, outTyped = desired, typed
+			out, outTyped, stored = desired, typed, value
 			if typed != nil {
 				out = nil
 			}
@@ -182,6 +183,13 @@ func (s *Server) updateTyped(ctx context.Context, req request, mutate mutateFunc
 		switch {
 		case err == nil:
 			finish.Done(true)
+			if req.res.AnswersStored() {
+				u, err := req.res.DecodeKV(storage.KeyValue{Key: key, Value: stored, Revision: rev})
+				if err != nil {
+					return nil, nil, err
+				}
+				return u, nil, nil
+			}
 			rv := strconv.FormatInt(rev, 10)
 			if out != nil {
 				out.SetResourceVersion(rv)

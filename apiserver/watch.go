@@ -259,7 +259,7 @@ func (ww *watchWriter) frame(ev *watchEvent) ([]byte, error) {
 		})
 	}
 	return ev.Encode("json", func(ev *watchEvent) ([]byte, error) {
-		obj, err := wire.EventJSON(ev)
+		obj, err := wire.EventJSON(ev, ww.res.ServedAsStored())
 		if err != nil {
 			return nil, err
 		}

@@ -111,9 +111,10 @@ type Options struct {
 	// WrapControllersTransport, when set, wraps the controllers' HTTP
 	// transport: a test counts or delays their requests with it.
 	WrapControllersTransport func(http.RoundTripper) http.RoundTripper
-	// Webhooks installs admission webhook configurations served by a
-	// webhook server the test runs, and makes that server's certificate
-	// (Environment.Webhook); none when empty.
+	// Webhooks installs admission webhook configurations, and CRD
+	// conversion webhooks, served by a webhook server the test runs, and
+	// makes that server's certificate (Environment.Webhook); none when
+	// empty.
 	Webhooks WebhookOptions
 	// Logger receives the server's and the controllers' logs; nil
 	// discards them.
@@ -218,7 +219,7 @@ func start(dir string, opts Options) (_ *Environment, stop func(), _ error) {
 	var webhook *WebhookServing
 	if opts.Webhooks.enabled() {
 		var hooks []*unstructured.Unstructured
-		if webhook, hooks, err = opts.Webhooks.prepare(filepath.Join(dir, "webhook")); err != nil {
+		if webhook, hooks, err = opts.Webhooks.prepare(filepath.Join(dir, "webhook"), manifests); err != nil {
 			return nil, stop, err
 		}
 		manifests = append(manifests, hooks...)

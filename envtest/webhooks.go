@@ -6,10 +6,12 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
@@ -17,7 +19,8 @@ import (
 	"github.com/listwatch/listwatch/internal/pki"
 )
 
-// WebhookOptions install admission webhook configurations whose webhooks
+// WebhookOptions install admission webhook configurations (and CRD
+// conversion webhooks: Conversions) whose webhooks
 // a server in the test's own process serves, as controller-runtime's
 // envtest does with WebhookInstallOptions: Start makes a serving
 // certificate for that server (Environment.Webhook), and points every
@@ -33,6 +36,17 @@ type WebhookOptions struct {
 	// Mutating and Validating are more configurations to install.
 	Mutating   []*admissionregistrationv1.MutatingWebhookConfiguration
 	Validating []*admissionregistrationv1.ValidatingWebhookConfiguration
+	// Conversions name CustomResourceDefinitions (of Options.CRDPaths
+	// and CRDs) whose versions the test's webhook server converts at
+	// /convert, as controller-runtime's envtest does for the kinds its
+	// scheme can convert (a conversion.Hub and its Convertibles, whose
+	// handler controller-runtime's webhook server registers there):
+	// their spec.conversion becomes the Webhook strategy calling
+	// https://Host:Port/convert and trusting the CA. A definition that
+	// already asks for conversion by a webhook given by a Service
+	// reference (kubebuilder's webhook_in_<kind> patch) is pointed at the
+	// server too, as the webhook configurations are.
+	Conversions []string
 	// Host is the address the test's webhook server listens on; default
 	// 127.0.0.1.
 	Host string
@@ -64,12 +78,18 @@ const (
 
 // enabled reports whether o installs anything.
 func (o WebhookOptions) enabled() bool {
-	return len(o.Paths) > 0 || len(o.Mutating) > 0 || len(o.Validating) > 0
+	return len(o.Paths) > 0 || len(o.Mutating) > 0 || len(o.Validating) > 0 || len(o.Conversions) > 0
 }
 
-// prepare makes the serving certificate in o.CertDir (dir when unset) and
-// returns the configurations of o pointed at it, as objects to create.
-func (o WebhookOptions) prepare(dir string) (*WebhookServing, []*unstructured.Unstructured, error) {
+// ConvertPath is where the test's webhook server converts custom
+// resources (controller-runtime's conversion handler's path).
+const ConvertPath = "/convert"
+
+// prepare makes the serving certificate in o.CertDir (dir when unset),
+// points the conversion webhooks of the definitions among manifests at
+// it (replacing those it changes in manifests with copies), and returns
+// the configurations of o pointed at it, as objects to create.
+func (o WebhookOptions) prepare(dir string, manifests []*unstructured.Unstructured) (*WebhookServing, []*unstructured.Unstructured, error) {
 	configs, err := o.load()
 	if err != nil {
 		return nil, nil, err
@@ -95,7 +115,56 @@ func (o WebhookOptions) prepare(dir string) (*WebhookServing, []*unstructured.Un
 			return nil, nil, err
 		}
 	}
+	for i, u := range manifests {
+		if u.GroupVersionKind() != crdGVK {
+			continue
+		}
+		converted, err := o.convertAt(u, base, s.CAData)
+		if err != nil {
+			return nil, nil, err
+		}
+		manifests[i] = converted
+	}
 	return s, configs, nil
+}
+
+var crdGVK = apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition")
+
+// convertAt returns the definition u with its conversion served at base:
+// a copy with the Webhook strategy calling base+ConvertPath when o names
+// it, one whose Service reference is replaced by base and its path when
+// it asks for a webhook by a Service; u itself otherwise. Either trusts
+// caData.
+func (o WebhookOptions) convertAt(u *unstructured.Unstructured, base string, caData []byte) (*unstructured.Unstructured, error) {
+	ca := base64.StdEncoding.EncodeToString(caData)
+	if slices.Contains(o.Conversions, u.GetName()) {
+		u = u.DeepCopy()
+		conv := map[string]any{
+			"strategy": string(apiextensionsv1.WebhookConverter),
+			"webhook": map[string]any{
+				"clientConfig":             map[string]any{"url": base + ConvertPath, "caBundle": ca},
+				"conversionReviewVersions": []any{"v1", "v1beta1"},
+			},
+		}
+		if err := unstructured.SetNestedMap(u.Object, conv, "spec", "conversion"); err != nil {
+			return nil, fmt.Errorf("webhooks: %s: %w", u.GetName(), err)
+		}
+		return u, nil
+	}
+	svc, found, err := unstructured.NestedMap(u.Object, "spec", "conversion", "webhook", "clientConfig", "service")
+	if err != nil || !found {
+		return u, nil // none, or malformed: the server says why
+	}
+	u = u.DeepCopy()
+	url := base
+	if path, ok := svc["path"].(string); ok {
+		url += "/" + strings.TrimPrefix(path, "/")
+	}
+	cc := map[string]any{"url": url, "caBundle": ca}
+	if err := unstructured.SetNestedMap(u.Object, cc, "spec", "conversion", "webhook", "clientConfig"); err != nil {
+		return nil, fmt.Errorf("webhooks: %s: %w", u.GetName(), err)
+	}
+	return u, nil
 }
 
 // load reads the configurations of o.Paths (the objects of other kinds

@@ -14,6 +14,10 @@
 // connection unanswered), /garbage (a 200 that is not JSON), /wrong-uid
 // (an answer for another request), /status-500, and /unreachable is never
 // served (Unreachable gives a URL nothing listens on).
+//
+// It is a CRD conversion webhook too, answering ConversionReview v1
+// requests (conversion.go): /convert moves a field between versions v1
+// and v2, /convert-fail refuses every conversion.
 package webhookserver
 
 import (
@@ -48,7 +52,7 @@ const (
 )
 
 // Answers are the paths the server answers on.
-var Answers = []string{"/allow", "/deny", "/deny-409", "/patch", "/annotate", "/oversize", "/warn", "/slow", "/crash", "/garbage", "/wrong-uid", "/status-500"}
+var Answers = []string{"/allow", "/deny", "/deny-409", "/patch", "/annotate", "/oversize", "/warn", "/slow", "/crash", "/garbage", "/wrong-uid", "/status-500", ConvertPath, ConvertFailPath}
 
 // Server is a running webhook server.
 type Server struct {
@@ -105,8 +109,8 @@ func (s *Server) Port() int {
 	return s.hs.Listener.Addr().(*net.TCPAddr).Port
 }
 
-// Requests returns the AdmissionReview requests received at path, oldest
-// first, as JSON.
+// Requests returns the AdmissionReview (or ConversionReview) requests
+// received at path, oldest first, as JSON.
 func (s *Server) Requests(path string) []json.RawMessage {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -149,6 +153,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxReview))
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	if answer, _, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/"); "/"+answer == ConvertPath || "/"+answer == ConvertFailPath {
+		s.convert(w, r, "/"+answer == ConvertFailPath, body)
 		return
 	}
 	review := &admissionv1.AdmissionReview{}

@@ -621,6 +621,12 @@ func (r *run) once(ctx context.Context, s *Step) Response {
 		return out
 	}
 	decoded, ok := decodeJSON(data)
+	if !ok && s.Query["watch"] == "true" {
+		// A watch answers a stream of events: compared as their list.
+		if events, isStream := decodeStream(data); isStream && len(events) > 0 {
+			decoded, ok = events, true
+		}
+	}
 	if !ok {
 		out.Text = r.mask.String(strings.TrimSpace(string(data)))
 		return out

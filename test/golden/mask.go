@@ -26,8 +26,9 @@ var (
 	// The projected service-account token volume ServiceAccount admission
 	// adds to pods is named kube-api-access- and five random characters.
 	apiAccessVolume = regexp.MustCompile(`\bkube-api-access-[a-z0-9]{5}\b`)
-	// Precondition failures quote resourceVersions.
-	rvInMessage = regexp.MustCompile(`(ResourceVersion in (?:precondition|object meta): |the ResourceVersion in (?:the precondition|record) \()\d+`)
+	// Precondition failures quote resourceVersions, and a corrupt
+	// object's error (a conversion webhook that fails) its revision.
+	rvInMessage = regexp.MustCompile(`(ResourceVersion in (?:precondition|object meta): |the ResourceVersion in (?:the precondition|record) \(|object not decodable revision=)\d+`)
 	// Validation messages about a patch quote the patched object as JSON,
 	// escaped once or more: its resourceVersion and timestamps are masked
 	// as in the object itself, and its managedFields dropped.

@@ -1,11 +1,7 @@
 package crd
 
 import (
-	"fmt"
-	"sync"
-
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/apiextensions-apiserver/pkg/apiserver/conversion"
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	structuraldefaulting "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting"
 	"k8s.io/apiextensions-apiserver/pkg/crdserverscheme"
@@ -23,12 +19,6 @@ import (
 // the definition's versions as equivalent resources (a webhook with
 // matchPolicy Equivalent registered for one version sees writes through
 // another, converted).
-
-// converters makes the definitions' converters (apiextensions'
-// CRConverterFactory, one per process as kube-apiserver has it).
-var converters = sync.OnceValues(func() (*conversion.CRConverterFactory, error) {
-	return conversion.NewCRConverterFactory(nil, nil)
-})
 
 // admissionObjects are the ObjectInterfaces of one definition's objects.
 type admissionObjects struct {
@@ -77,20 +67,9 @@ func (d structuralDefaulter) Default(in runtime.Object) {
 	}
 }
 
-// newAdmissionObjects makes the ObjectInterfaces of def's objects.
-func newAdmissionObjects(def *apiextensionsv1.CustomResourceDefinition, structural map[string]*structuralschema.Structural) (admission.ObjectInterfaces, error) {
-	factory, err := converters()
-	if err != nil {
-		return nil, fmt.Errorf("crd %s: converters: %w", def.Name, err)
-	}
-	if def.Spec.Conversion == nil {
-		def = def.DeepCopy()
-		def.Spec.Conversion = &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.NoneConverter}
-	}
-	safe, _, err := factory.NewConverter(def)
-	if err != nil {
-		return nil, fmt.Errorf("crd %s: converter: %w", def.Name, err)
-	}
+// newAdmissionObjects makes the ObjectInterfaces of def's objects, which
+// convert converts.
+func newAdmissionObjects(def *apiextensionsv1.CustomResourceDefinition, structural map[string]*structuralschema.Structural, convert runtime.ObjectConvertor) admission.ObjectInterfaces {
 	equivalents := runtime.NewEquivalentResourceRegistry()
 	names := def.Status.AcceptedNames
 	for _, v := range def.Spec.Versions {
@@ -105,10 +84,10 @@ func newAdmissionObjects(def *apiextensionsv1.CustomResourceDefinition, structur
 		}
 	}
 	return admissionObjects{
-		convertor:   safe,
+		convertor:   convert,
 		defaulter:   structuralDefaulter{gk: schema.GroupKind{Group: def.Spec.Group, Kind: names.Kind}, structural: structural},
 		equivalents: equivalents,
-	}, nil
+	}
 }
 
 // ObjectInterfaces are what admission converts, creates and defaults the

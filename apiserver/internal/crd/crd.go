@@ -102,6 +102,8 @@ type Rules struct {
 	// objects are what admission converts, creates and defaults objects
 	// with (admission.go).
 	objects admission.ObjectInterfaces
+	// conv is the definition's converter (conversion.go).
+	conv converter
 
 	once  sync.Once
 	built *built
@@ -151,8 +153,9 @@ func Structural(crd *apiextensionsv1.CustomResourceDefinition) (map[string]*stru
 }
 
 // New returns the rules of version of crd, whose accepted names it serves
-// under; structural is Structural(crd), shared by its versions.
-func New(crd *apiextensionsv1.CustomResourceDefinition, version string, structural map[string]*structuralschema.Structural) (*Rules, error) {
+// under; structural is Structural(crd), shared by its versions, and conv
+// makes its converter (nil: converters that reach URL webhooks only).
+func New(crd *apiextensionsv1.CustomResourceDefinition, version string, structural map[string]*structuralschema.Structural, conv *Converters) (*Rules, error) {
 	var v *apiextensionsv1.CustomResourceDefinitionVersion
 	for i := range crd.Spec.Versions {
 		if crd.Spec.Versions[i].Name == version {
@@ -184,9 +187,10 @@ func New(crd *apiextensionsv1.CustomResourceDefinition, version string, structur
 	for _, f := range v.SelectableFields {
 		r.selectable = append(r.selectable, strings.TrimPrefix(f.JSONPath, "."))
 	}
-	if r.objects, err = newAdmissionObjects(crd, structural); err != nil {
+	if r.conv, err = conv.newConverter(crd); err != nil {
 		return nil, err
 	}
+	r.objects = newAdmissionObjects(crd, structural, r.conv.safe)
 	return r, nil
 }
 
@@ -277,10 +281,14 @@ var swaggerMetadataDescriptions = metav1.ObjectMeta{}.SwaggerDoc()
 // decoder of a request body does; it returns the paths of the fields
 // dropped, which strict field validation reports.
 func (r *Rules) Coerce(u *unstructured.Unstructured) ([]string, error) {
-	return r.coerce(u, false, true)
+	return r.coerceAt(u, r.gvk.Version, false, true)
 }
 
-func (r *Rules) coerce(u *unstructured.Unstructured, fromStorage, trackUnknown bool) ([]string, error) {
+// coerceAt is kube-apiserver's schema coercion of u with the schema of
+// version: metadata, pruning (unless the definition preserves unknown
+// fields), non-nullable nulls; fromStorage drops malformed metadata and
+// repairs a missing generation, as its storage decoding does.
+func (r *Rules) coerceAt(u *unstructured.Unstructured, version string, fromStorage, trackUnknown bool) ([]string, error) {
 	kind, foundKind, _ := unstructured.NestedString(u.Object, "kind")
 	apiVersion, foundAPIVersion, _ := unstructured.NestedString(u.Object, "apiVersion")
 	om, foundMeta, unknown, err := schemaobjectmeta.GetObjectMetaWithOptions(u.Object, schemaobjectmeta.ObjectMetaOptions{
@@ -289,7 +297,7 @@ func (r *Rules) coerce(u *unstructured.Unstructured, fromStorage, trackUnknown b
 	if err != nil {
 		return nil, badRequest(r.gvk, err)
 	}
-	s := r.structural[r.gvk.Version]
+	s := r.structural[version]
 	if !r.preserveUnknown && s != nil {
 		unknown = append(unknown, structuralpruning.PruneWithOptions(u.Object, s, true, structuralschema.UnknownFieldPathOptions{TrackUnknownFieldPaths: trackUnknown})...)
 		structuraldefaulting.PruneNonNullableNullsWithoutDefaults(u.Object, s)
@@ -323,26 +331,18 @@ func (r *Rules) coerce(u *unstructured.Unstructured, fromStorage, trackUnknown b
 // Default applies the version's schema defaults to u in place.
 func (r *Rules) Default(u *unstructured.Unstructured) {
 	if s := r.structural[r.gvk.Version]; s != nil {
-		structuraldefaulting.Default(u.Object, s)
+		defaultWith(u, s)
 	}
+}
+
+func defaultWith(u *unstructured.Unstructured, s *structuralschema.Structural) {
+	structuraldefaulting.Default(u.Object, s)
 }
 
 // StorageAPIVersion is the apiVersion custom resources of the definition
 // are stored at, whatever version a request writes them through: its
-// storage version, which with the None conversion strategy is only the
-// apiVersion field.
+// storage version (ToStorage).
 func (r *Rules) StorageAPIVersion() string { return r.storage }
-
-// Decode is what kube-apiserver's storage decoding does to a stored custom
-// resource read at this version: the apiVersion of the version (the None
-// conversion), metadata repaired, unknown fields pruned, defaults applied.
-func (r *Rules) Decode(u *unstructured.Unstructured) {
-	u.SetAPIVersion(r.gvk.GroupVersion().String())
-	if _, err := r.coerce(u, true, false); err != nil {
-		return
-	}
-	r.Default(u)
-}
 
 func badRequest(gvk schema.GroupVersionKind, err error) error {
 	return apierrors.NewBadRequest(fmt.Sprintf("%s in version %q cannot be handled as a %s: %v", gvk.Kind, gvk.Version, gvk.Kind, err))

@@ -224,12 +224,12 @@ func NewAdmission(cfg AdmissionConfig) (*Admission, error) {
 		if err != nil {
 			return nil, fmt.Errorf("kube: quota configuration: %w", err)
 		}
-		resolver, err := newServiceResolver(cfg.Informers)
+		services, auth, err := WebhookResolvers(cfg.Informers, cfg.Loopback)
 		if err != nil {
 			return nil, err
 		}
 		inits = append(inits,
-			webhookinit.NewPluginInitializer(authInfoResolverWrapper(cfg.Loopback), resolver),
+			webhookinit.NewPluginInitializer(auth, services),
 			controlplaneadmission.NewPluginInitializer(quota, exclusion.Excluded()))
 	}
 	chain, err := plugins.NewFromPlugins(names, noPluginConfig{}, inits, nil)

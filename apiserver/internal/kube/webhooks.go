@@ -41,6 +41,18 @@ func newServiceResolver(f informers.SharedInformerFactory) (webhook.ServiceResol
 	return endpointResolver{services: f.Core().V1().Services().Lister(), slices: slices}, nil
 }
 
+// WebhookResolvers are what kube-apiserver resolves the webhooks it calls
+// (admission and CRD conversion) with: the endpoint resolver over the
+// Services and EndpointSlices of f, whose informers it registers, and the
+// authentication info of the loopback client's configuration.
+func WebhookResolvers(f informers.SharedInformerFactory, loopback *rest.Config) (webhook.ServiceResolver, webhook.AuthenticationInfoResolverWrapper, error) {
+	services, err := newServiceResolver(f)
+	if err != nil {
+		return nil, nil, err
+	}
+	return services, authInfoResolverWrapper(loopback), nil
+}
+
 // authInfoResolverWrapper is kube-apiserver's: a webhook at
 // kubernetes.default.svc:443 is called with the loopback client's
 // configuration, any other with what its own configuration says (its

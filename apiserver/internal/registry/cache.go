@@ -2,7 +2,10 @@ package registry
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -23,6 +26,11 @@ type Cache struct {
 	// hinted: r's writers leave hints (a built-in resource stored as it
 	// is served, whose cache holds the version their objects are).
 	hinted bool
+	// undecodable holds the keys of a custom resource whose last value
+	// did not decode (its conversion webhook fails), which the cache
+	// leaves out (Undecodable).
+	undecodableMu sync.Mutex
+	undecodable   map[string]struct{}
 }
 
 // NewCache is the watch cache of r, whose stored objects decode reads;
@@ -31,7 +39,23 @@ func NewCache(r *Resource, decode func(storage.KeyValue) (*unstructured.Unstruct
 	c := &Cache{hinted: r.ServedAsStored()}
 	cfg.Prefix = PrefixFor(r, "")
 	cfg.Decode = decode
+	if r.CR != nil {
+		// A custom resource may fail to decode when its conversion
+		// webhook fails; its lists then answer as kube's (Undecodable).
+		cfg.Decode = func(kv storage.KeyValue) (*unstructured.Unstructured, error) {
+			u, err := decode(kv)
+			c.decoded(kv.Key, err == nil)
+			return u, err
+		}
+	}
 	cfg.Preset = c.hints.preset
+	if r.CR != nil && r.CR.ConvertsByWebhook() && !r.CR.IsStorageVersion() {
+		// Decoding converts through the webhook: the cache's one
+		// decoding of each version also makes its JSON, so that lists
+		// and watches serve it with no further call, as kube-apiserver's
+		// watch cache holds the objects converted.
+		cfg.Preset = presetJSON
+	}
 	cfg.Keep = r.Kept
 	cfg.Attrs = func(u *unstructured.Unstructured) (labels.Set, fields.Set, error) {
 		return labels.Set(u.GetLabels()), FieldSet(r, u.Object), nil
@@ -49,6 +73,47 @@ func NewCache(r *Resource, decode func(storage.KeyValue) (*unstructured.Unstruct
 	}
 	c.Cache = wc
 	return c, nil
+}
+
+// decoded notes whether the value of key last decoded.
+func (c *Cache) decoded(key string, ok bool) {
+	c.undecodableMu.Lock()
+	defer c.undecodableMu.Unlock()
+	if ok {
+		delete(c.undecodable, key)
+		return
+	}
+	if c.undecodable == nil {
+		c.undecodable = map[string]struct{}{}
+	}
+	c.undecodable[key] = struct{}{}
+}
+
+// Undecodable returns, sorted, the keys under prefix whose last value
+// seen did not decode, which c leaves out of its lists: kube-apiserver
+// lists such a resource from storage and answers the objects' errors
+// (the caller reads them there; Forget drops a key found gone or
+// decodable).
+func (c *Cache) Undecodable(prefix string) []string {
+	c.undecodableMu.Lock()
+	defer c.undecodableMu.Unlock()
+	var keys []string
+	for k := range c.undecodable {
+		if strings.HasPrefix(k, prefix) {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// Forget drops key from Undecodable.
+func (c *Cache) Forget(key string) { c.decoded(key, true) }
+
+// presetJSON presets the JSON of obj, just decoded from kv, in enc.
+func presetJSON(_ storage.KeyValue, obj *unstructured.Unstructured, enc *watchcache.Encodings) {
+	js, err := json.Marshal(obj.Object)
+	enc.Preset(MemoJSON, func() ([]byte, error) { return js, err })
 }
 
 // Start runs c in wg until ctx ends or c is closed.

@@ -112,7 +112,6 @@ func newFieldManager(res *Resource, sub string) (*managedfields.FieldManager, er
 		}
 		return NewBuiltinFieldManager(res, sub, tc)
 	}
-	conv := versionConvertor{custom: res.Custom}
 	def := objectDefaulter{res: res}
 	cr := objectCreater{res: res}
 	var filters map[fieldpath.APIVersion]fieldpath.Filter
@@ -129,7 +128,9 @@ func newFieldManager(res *Resource, sub string) (*managedfields.FieldManager, er
 		if reset != nil {
 			filters = fieldpath.NewExcludeFilterSetMap(reset)
 		}
-		return managedfields.NewDefaultCRDFieldManager(tc, conv, def, cr, res.GVK, res.GVK.GroupVersion(), sub, filters)
+		// As kube-apiserver's: managed fields of other versions are
+		// converted by the definition's converter (its webhook).
+		return managedfields.NewDefaultCRDFieldManager(tc, res.CR.ObjectInterfaces().GetObjectConvertor(), def, cr, res.GVK, res.GVK.GroupVersion(), sub, filters)
 	}
 	return nil, fmt.Errorf("apiserver: resource %v has no schema for managedFields", res.GVR())
 }
@@ -141,7 +142,7 @@ func NewBuiltinFieldManager(res *Resource, sub string, tc managedfields.TypeConv
 	if reset := res.Kube.ResetFields(sub); reset != nil {
 		filters = fieldpath.NewExcludeFilterSetMap(reset)
 	}
-	return managedfields.NewDefaultFieldManager(tc, versionConvertor{custom: res.Custom}, objectDefaulter{res: res}, objectCreater{res: res},
+	return managedfields.NewDefaultFieldManager(tc, versionConvertor{}, objectDefaulter{res: res}, objectCreater{res: res},
 		res.GVK, res.GVK.GroupVersion(), sub, filters)
 }
 
@@ -242,16 +243,15 @@ func customTypeConverter(crd *apiextensionsv1.CustomResourceDefinition) (managed
 	return managedfields.NewTypeConverter(merged.Components.Schemas, crd.Spec.PreserveUnknownFields)
 }
 
-// versionConvertor converts objects between the versions the field
-// manager meets: the version of the request, and those of the managers
-// recorded in managedFields. A custom resource's other versions differ
-// only in apiVersion (conversion None); a built-in object is converted
-// through the internal version by Kubernetes' own conversions, as
-// kube-apiserver's field manager converts it (a manager of autoscaling/v2
-// seen from an autoscaling/v1 write). Entries of a version no kind of
-// this server has cannot be converted and are dropped by the field
-// manager, as it drops those of versions no longer served.
-type versionConvertor struct{ custom bool }
+// versionConvertor converts built-in objects between the versions the
+// field manager meets: the version of the request, and those of the
+// managers recorded in managedFields, through the internal version by
+// Kubernetes' own conversions, as kube-apiserver's field manager converts
+// them (a manager of autoscaling/v2 seen from an autoscaling/v1 write).
+// Entries of a version no kind of this server has cannot be converted and
+// are dropped by the field manager, as it drops those of versions no
+// longer served. (Custom resources' are their definition's converter.)
+type versionConvertor struct{}
 
 func (c versionConvertor) Convert(in, out, _ any) error {
 	return errors.New("apiserver: managedFields: object conversion is not supported")
@@ -266,16 +266,7 @@ func (c versionConvertor) ConvertToVersion(in k8sruntime.Object, target k8srunti
 	if to.GroupVersion() == from.GroupVersion() {
 		return in, nil
 	}
-	u, isU := in.(*unstructured.Unstructured)
-	if !c.custom {
-		return convertBuiltin(in, from, to)
-	}
-	if !isU || to.GroupKind() != from.GroupKind() {
-		return nil, k8sruntime.NewNotRegisteredErrForTarget("listwatch", reflect.TypeOf(in), target)
-	}
-	out := u.DeepCopy()
-	out.SetAPIVersion(to.GroupVersion().String())
-	return out, nil
+	return convertBuiltin(in, from, to)
 }
 
 // convertBuiltin converts in, a built-in object of kind from (its Go type

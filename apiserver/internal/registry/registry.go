@@ -310,9 +310,10 @@ func (g *Registry) HasGroupVersion(gv string) bool {
 // def (its definition as installed, shared and not to be changed), with
 // the rules of kube-apiserver's custom resource handler; structural is
 // the definition's structural schemas (crd.Structural) and fingerprint its
-// Fingerprint. Its Cache is left to the caller.
-func NewCustom(def *apiextensionsv1.CustomResourceDefinition, version string, structural map[string]*structuralschema.Structural, fingerprint string) (*Resource, error) {
-	rules, err := crd.New(def, version, structural)
+// Fingerprint; conv makes its converter (nil: converters reaching URL
+// webhooks only). Its Cache is left to the caller.
+func NewCustom(def *apiextensionsv1.CustomResourceDefinition, version string, structural map[string]*structuralschema.Structural, fingerprint string, conv *crd.Converters) (*Resource, error) {
+	rules, err := crd.New(def, version, structural, conv)
 	if err != nil {
 		return nil, err
 	}

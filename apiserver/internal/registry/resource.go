@@ -2,6 +2,7 @@ package registry
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -183,17 +184,36 @@ func AsMapWith(k *kube.Rules, obj Object) (*unstructured.Unstructured, error) {
 // DecodeKV reads an object of r from storage, converted from the version
 // it is stored as when that is another: a built-in resource's other
 // version through Kubernetes' conversions (as kube-apiserver reads
-// events.k8s.io/v1 events from core/v1's storage), a custom resource from
-// whatever version it was stored at (the storage version then, which may
-// have changed since) to r's, which with the None conversion strategy
-// rewrites its apiVersion.
+// events.k8s.io/v1 events from core/v1's storage), a custom resource as
+// kube-apiserver's storage decodes it for r's version (crd.Rules'
+// FromStorage: from whatever version it was stored at, the storage version
+// then, converted by its definition's converter, pruned and defaulted). A
+// custom resource that does not convert is a corrupt object, as a get
+// answers it.
 func (r *Resource) DecodeKV(kv storage.KeyValue) (*unstructured.Unstructured, error) {
+	return r.decodeKV(kv, func(u *unstructured.Unstructured) string {
+		return strings.TrimPrefix(KubeStorageKey(r, u.GetNamespace(), u.GetName()), "/registry")
+	})
+}
+
+// DecodeListItem is DecodeKV for an object read by a list: one that does
+// not convert is a corrupt object as a list quotes it (its full key).
+func (r *Resource) DecodeListItem(kv storage.KeyValue) (*unstructured.Unstructured, error) {
+	return r.decodeKV(kv, func(u *unstructured.Unstructured) string {
+		return KubeStorageKey(r, u.GetNamespace(), u.GetName())
+	})
+}
+
+func (r *Resource) decodeKV(kv storage.KeyValue, kubeKey func(*unstructured.Unstructured) string) (*unstructured.Unstructured, error) {
 	u, err := DecodeKV(kv)
-	if err == nil && r.CR != nil {
-		u.SetAPIVersion(r.APIVersion())
+	if err != nil {
+		return nil, err
 	}
-	if err != nil || r.StoredAs == nil {
-		return u, err
+	if r.CR != nil {
+		return r.CR.FromStorage(u, kubeKey(u), kv.Revision)
+	}
+	if r.StoredAs == nil {
+		return u, nil
 	}
 	typed := r.StoredAs.NewTyped()
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, typed); err != nil {
@@ -216,14 +236,18 @@ func (r *Resource) DecodeKV(kv storage.KeyValue) (*unstructured.Unstructured, er
 // EncodeStored is obj's storage form, at the version r's objects are
 // stored as: a built-in resource's storage version, or a custom
 // resource's definition's, as kube-apiserver's storage encodes it
-// whatever version the request wrote (with the None conversion strategy
-// only apiVersion differs).
+// whatever version the request wrote (crd.Rules' ToStorage: converted by
+// the definition's converter). obj is not changed.
 func (r *Resource) EncodeStored(obj Object) ([]byte, error) {
 	if u, ok := obj.(*unstructured.Unstructured); ok && r.CR != nil {
-		served := u.GetAPIVersion()
-		u.SetAPIVersion(r.CR.StorageAPIVersion())
-		defer u.SetAPIVersion(served)
-		return EncodeStored(u)
+		if u.GetAPIVersion() == r.CR.StorageAPIVersion() {
+			return EncodeStored(u)
+		}
+		stored, err := r.CR.ToStorage(u.DeepCopy())
+		if err != nil {
+			return nil, err
+		}
+		return EncodeStored(stored)
 	}
 	if r.StoredAs == nil {
 		return EncodeStored(obj)
@@ -234,6 +258,13 @@ func (r *Resource) EncodeStored(obj Object) ([]byte, error) {
 	}
 	return EncodeStored(stored)
 }
+
+// AnswersStored reports whether a write of r answers with what storage
+// decodes of the value it stored rather than with the object written: a
+// custom resource written at another version than its storage version,
+// which kube-apiserver answers converted there and back (its webhook
+// called twice, the storage version's defaults applied between).
+func (r *Resource) AnswersStored() bool { return r.CR != nil && !r.CR.IsStorageVersion() }
 
 // EncodeOnce is EncodeOnce for an object of r: one stored at another
 // version than it is served (a built-in resource's other version, a custom
@@ -331,11 +362,3 @@ func (r *Resource) UnknownSubresourceNotFound() bool { return r.CR != nil }
 // resourceVersion is written unconditionally (custom resources) rather
 // than refused as a conflict-free update would be.
 func (r *Resource) UnconditionalScale() bool { return r.CR != nil }
-
-// DefaultOnRead applies to u, read from storage, what kube-apiserver's
-// storage decoding of r applies (a custom resource's defaults).
-func (r *Resource) DefaultOnRead(u *unstructured.Unstructured) {
-	if r.CR != nil {
-		r.CR.Decode(u)
-	}
-}

@@ -55,6 +55,10 @@ type protoObject interface {
 	Marshal() ([]byte, error)
 }
 
+// MemoJSON is the key of a cached object's JSON (package wire), which
+// a custom resource's cache presets (NewCache).
+const MemoJSON = "json"
+
 // MemoProto is the key of a cached object's protobuf message, without
 // the envelope, in its watchcache.Encodings.
 const MemoProto = "protobuf-message"

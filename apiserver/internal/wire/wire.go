@@ -40,7 +40,7 @@ type Item = watchcache.Item[*unstructured.Unstructured]
 // around those shared bytes.
 const (
 	// MemoJSON is the object as JSON, without a trailing newline.
-	MemoJSON = "json"
+	MemoJSON = registry.MemoJSON
 	// MemoItemJSON is the object as an item of a list: JSON without
 	// apiVersion and kind (ItemJSON).
 	MemoItemJSON = "json-item"
@@ -64,11 +64,22 @@ type protoObject interface {
 }
 
 // ObjectJSON returns the cached version it as JSON: its kept bytes when
-// they are its served JSON, else its decoded object's, memoized.
+// they are its served JSON, else its decoded object's, memoized. It is
+// for a resource whose cache keeps its objects in their served form
+// (registry.Resource.ServedAsStored); any other's kept bytes are what
+// storage holds, which need not be what is served (DecodedJSON).
 func ObjectJSON(it *Item) ([]byte, error) {
 	if js, _, ok := registry.Served(it.Value(), it.Revision()); ok {
 		return js, nil
 	}
+	return DecodedJSON(it)
+}
+
+// DecodedJSON returns the cached version it as its decoded object's
+// JSON, memoized: for a resource whose cache keeps what storage holds (a
+// custom resource, whose stored version may be another than served,
+// converted by its decoding), whatever those bytes look like.
+func DecodedJSON(it *Item) ([]byte, error) {
 	return it.Encodings().Get(MemoJSON, func() ([]byte, error) {
 		u, err := it.Decode()
 		if err != nil {
@@ -78,11 +89,15 @@ func ObjectJSON(it *Item) ([]byte, error) {
 	})
 }
 
-// EventJSON returns ev's object as JSON (ObjectJSON for the cached
-// version it carries).
-func EventJSON(ev *Event) ([]byte, error) {
+// EventJSON returns ev's object as JSON: ObjectJSON for the cached
+// version it carries when keptServed (its resource is served as stored),
+// else DecodedJSON.
+func EventJSON(ev *Event, keptServed bool) ([]byte, error) {
 	if it := ev.Item(); it != nil {
-		return ObjectJSON(it)
+		if keptServed {
+			return ObjectJSON(it)
+		}
+		return DecodedJSON(it)
 	}
 	return ev.ObjectEncodings().Get(MemoJSON, func() ([]byte, error) { return marshalJSON(ev.Object()) })
 }

@@ -11,7 +11,9 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	webappv1 "example.com/guestbook/api/v1"
+	webappv2 "example.com/guestbook/api/v2"
 	"example.com/guestbook/internal/controller"
+	webhookwebappv1 "example.com/guestbook/internal/webhook/v1"
 )
 
 func main() {
@@ -29,11 +31,17 @@ func run() error {
 	if err := webappv1.AddToScheme(scheme); err != nil {
 		return err
 	}
+	if err := webappv2.AddToScheme(scheme); err != nil {
+		return err
+	}
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{Scheme: scheme})
 	if err != nil {
 		return err
 	}
 	if err := (&controller.GuestbookReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := webhookwebappv1.SetupGuestbookWebhookWithManager(mgr); err != nil {
 		return err
 	}
 	return mgr.Start(ctrl.SetupSignalHandler())
