@@ -154,6 +154,12 @@ type Controller[K comparable] struct {
 // ErrAlreadyRun is returned by a second call of Run.
 var ErrAlreadyRun = errors.New("controller: already run")
 
+// ErrStopNow, as the cause of the end of Run's context, stops the
+// controller at once, with no drain: for a replica that lost the Lease
+// under which it worked, whose writes must end before another replica's
+// may begin.
+var ErrStopNow = errors.New("controller: stop at once")
+
 // ErrCacheSyncAborted is returned by Run when ctx ends before the caches
 // have synced.
 var ErrCacheSyncAborted = errors.New("controller: caches did not sync")
@@ -231,6 +237,10 @@ func (c *Controller[K]) HasSynced() bool { return c.working.Load() }
 // receives a context that stays live during the drain and is cancelled
 // when the drain is over or its time is up.
 //
+// A ctx cancelled with ErrStopNow as its cause (context.WithCancelCause)
+// skips the drain: queued keys are dropped and in-flight syncs see their
+// context cancelled at once.
+//
 // Run returns nil when ctx ends, ErrCacheSyncAborted (wrapped) when it
 // ends before the caches sync, the error of a source that cannot
 // register, and ErrAlreadyRun when called twice.
@@ -268,7 +278,11 @@ func (c *Controller[K]) Run(ctx context.Context) error {
 	c.log.Debug("shutting down workers")
 	// No more events: what is queued is drained, nothing new comes in.
 	removeHandlers()
-	c.drain(ctx)
+	if errors.Is(context.Cause(ctx), ErrStopNow) {
+		c.queue.ShutDown()
+	} else {
+		c.drain(ctx)
+	}
 	// In-flight syncs past the drain time are told to stop.
 	cancelWork()
 	wg.Wait()

@@ -70,10 +70,15 @@ func newTest[K comparable](t *testing.T, sync SyncHandler[K], opts Options, sour
 
 // run runs c until the returned stop is called, which returns Run's error.
 func run[K comparable](c *Controller[K]) (stop func() error) {
-	ctx, cancel := context.WithCancel(context.Background())
+	return runUntil(c, nil)
+}
+
+// runUntil is run whose stop ends Run's context with cause.
+func runUntil[K comparable](c *Controller[K], cause error) (stop func() error) {
+	ctx, cancel := context.WithCancelCause(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
-	return func() error { cancel(); return <-done }
+	return func() error { cancel(cause); return <-done }
 }
 
 func (r *recorder) times(item string) []time.Duration {
@@ -189,13 +194,16 @@ func TestDrainsOnShutdown(t *testing.T) {
 	tests := []struct {
 		name      string
 		drain     time.Duration
-		wantSyncs int // of the 5 items queued at cancel, each taking 1s
+		cause     error // of the end of Run's context
+		wantSyncs int   // of the 5 items queued at cancel, each taking 1s
 		wantTime  time.Duration
 	}{
-		{"drain everything", time.Minute, 5, 5 * time.Second},
+		{"drain everything", time.Minute, nil, 5, 5 * time.Second},
 		// The third sync is cancelled when the drain time is up.
-		{"drain cut short", 2500 * time.Millisecond, 2, 2500 * time.Millisecond},
-		{"no drain", -1, 0, 0},
+		{"drain cut short", 2500 * time.Millisecond, nil, 2, 2500 * time.Millisecond},
+		{"no drain", -1, nil, 0, 0},
+		// A replica that lost its Lease stops at once, drain or not.
+		{"stop now", time.Minute, fmt.Errorf("lease lost: %w", ErrStopNow), 0, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -217,7 +225,7 @@ func TestDrainsOnShutdown(t *testing.T) {
 					c.Queue().Add(i)
 				}
 				start := time.Now()
-				stop := run(c)
+				stop := runUntil(c, tt.cause)
 				<-started
 				_ = stop()
 				if n := int(syncs.Load()); n != tt.wantSyncs {

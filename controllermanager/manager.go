@@ -608,12 +608,24 @@ func (m *Manager) runControllers(ctx context.Context, g *group) error {
 	}
 	factory.Start(ctx)
 
+	// A lost Lease (leaderelection.ErrLeadershipLost) stops the
+	// controllers at once, with no drain: another replica may soon write
+	// what they would.
+	runCtx, stopRuns := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer stopRuns(nil)
+	defer context.AfterFunc(ctx, func() {
+		cause := context.Cause(ctx)
+		if errors.Is(cause, leaderelection.ErrLeadershipLost) {
+			cause = controller.ErrStopNow
+		}
+		stopRuns(cause)
+	})()
 	var wg sync.WaitGroup
 	errs := make([]error, len(runs))
 	for i, r := range runs {
 		name := g.names[i]
 		wg.Go(func() {
-			if err := r.Run(ctx); err != nil && ctx.Err() == nil {
+			if err := r.Run(runCtx); err != nil && ctx.Err() == nil {
 				m.log.Error("controller stopped", "controller", name, "err", err)
 				errs[i] = fmt.Errorf("%s: %w", name, err)
 			}

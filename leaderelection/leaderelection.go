@@ -30,7 +30,9 @@ import (
 const JitterFactor = 1.2
 
 // ErrLeadershipLost is returned by Run when the leader could not renew its
-// Lease within RenewDeadline.
+// Lease within RenewDeadline. It is also the cause (context.Cause) of the
+// end of the context given to OnStartedLeading then, and of a Sharder's
+// shard whose Lease was not renewed in time.
 var ErrLeadershipLost = errors.New("leaderelection: leadership lost")
 
 // LeaseClient reads and writes Leases. The REST client implements it; an
@@ -45,7 +47,8 @@ type LeaseClient interface {
 // Callbacks are told of changes of leadership. Each may be nil.
 type Callbacks struct {
 	// OnStartedLeading runs in its own goroutine when this replica becomes
-	// the leader; ctx ends when it stops leading.
+	// the leader; ctx ends when it stops leading, with ErrLeadershipLost as
+	// its cause when the Lease was lost.
 	OnStartedLeading func(ctx context.Context)
 	// OnStoppedLeading is called when this replica stops leading, after the
 	// context given to OnStartedLeading has ended.
@@ -177,14 +180,16 @@ func (le *LeaderElector) Run(ctx context.Context) error {
 	if !ok {
 		return nil
 	}
-	leadCtx, stopLeading := context.WithCancel(ctx)
+	leadCtx, stopLeading := context.WithCancelCause(ctx)
 	var callbacks sync.WaitGroup
 	if f := le.cfg.Callbacks.OnStartedLeading; f != nil {
 		callbacks.Go(func() { f(leadCtx) })
 	}
 	err := le.renew(ctx, acquired)
 	le.setLeading(false)
-	stopLeading()
+	// A lost Lease is the cause of the end of OnStartedLeading's context,
+	// so that what runs under it can stop at once rather than wind down.
+	stopLeading(err)
 	callbacks.Wait()
 	if err == nil && !le.cfg.KeepOnCancel {
 		le.lease.release(le.cfg.RetryPeriod)

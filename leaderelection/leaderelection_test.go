@@ -288,10 +288,13 @@ func TestLeaderElection(t *testing.T) {
 			b.cancel()
 			<-b.done
 		}},
-		{"OnStartedLeading context ends when leadership ends", func(t *testing.T, store *leaseStore) {
+		{"OnStartedLeading context ends when leadership ends, the loss its cause", func(t *testing.T, store *leaseStore) {
 			ended := make(chan struct{})
 			a := startCandidate(t, t.Context(), store, "a", nil, func(_ string, ctx context.Context) {
 				<-ctx.Done()
+				if cause := context.Cause(ctx); !errors.Is(cause, ErrLeadershipLost) {
+					t.Errorf("cause %v, want ErrLeadershipLost", cause)
+				}
 				close(ended)
 			})
 			synctest.Wait()

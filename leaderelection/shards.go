@@ -45,7 +45,9 @@ type ShardConfig struct {
 	// Run does one shard's work while this replica holds the shard: it is
 	// called in a goroutine of its own when the shard is taken, and ctx
 	// ends when it must stop — the replica is giving the shard to another,
-	// could not renew its Lease within RenewDeadline, or is stopping. The
+	// could not renew its Lease within RenewDeadline (ctx's cause is then
+	// ErrLeadershipLost: stop at once, another replica may take the shard
+	// soon), or is stopping. The
 	// shard's Lease is given up only after Run has returned, so no two
 	// replicas run one shard at once.
 	Run func(ctx context.Context, shard int)
@@ -89,7 +91,7 @@ type Sharder struct {
 
 // heldShard is a shard this replica holds and runs.
 type heldShard struct {
-	stop func()
+	stop context.CancelCauseFunc
 	// lost ends the work when no renewal succeeds by RenewDeadline after
 	// the last one; renewed pushes that deadline back.
 	lost *time.Timer
@@ -295,7 +297,7 @@ func (s *Sharder) start(ctx context.Context, i int, taken time.Time) {
 	if prev != nil {
 		<-prev.done
 	}
-	wctx, stop := context.WithCancel(ctx)
+	wctx, stop := context.WithCancelCause(ctx)
 	h := &heldShard{stop: stop, done: make(chan struct{})}
 	h.lost = time.AfterFunc(time.Until(taken.Add(s.cfg.RenewDeadline)), func() { s.lose(i, h) })
 	go func() {
@@ -322,7 +324,7 @@ func (s *Sharder) lose(i int, h *heldShard) {
 	s.lost[i] = h
 	owned := s.ownedLocked()
 	s.mu.Unlock()
-	h.stop()
+	h.stop(ErrLeadershipLost)
 	s.log.Warn("could not renew a shard's lease in time; its work stopped", "shard", i, "renewDeadline", s.cfg.RenewDeadline, "holding", owned)
 	s.changed(owned)
 }
@@ -347,7 +349,7 @@ func (s *Sharder) forget(i int) bool {
 		return false
 	}
 	h.lost.Stop()
-	h.stop()
+	h.stop(nil)
 	<-h.done
 	s.log.Info("gave up a shard", "shard", i, "holding", owned)
 	s.changed(owned)

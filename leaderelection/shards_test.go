@@ -2,6 +2,7 @@ package leaderelection
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -19,6 +20,9 @@ const testShards = 6
 type shardLog struct {
 	mu    sync.Mutex
 	spans map[int][]interval
+	// lost counts the shards whose work ended for want of a renewal
+	// (the cause ErrLeadershipLost).
+	lost int
 }
 
 func (l *shardLog) run(id string) func(ctx context.Context, shard int) {
@@ -28,6 +32,9 @@ func (l *shardLog) run(id string) func(ctx context.Context, shard int) {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		l.spans[shard] = append(l.spans[shard], interval{id, start, time.Now()})
+		if errors.Is(context.Cause(ctx), ErrLeadershipLost) {
+			l.lost++
+		}
 	}
 }
 
@@ -209,6 +216,12 @@ func TestSharderLifecycle(t *testing.T) {
 		c.client.cut.Store(true)
 		cut := time.Now()
 		takeover := waitFor(t, 2*DefaultLeaseDuration, "a and b take c's shards", heldBy([]*shardReplica{a, b}, 3, 3))
+		log.mu.Lock()
+		lost := log.lost
+		log.mu.Unlock()
+		if lost != 2 {
+			t.Errorf("%d shards' work ended with ErrLeadershipLost as the cause, want c's 2", lost)
+		}
 		if n := len(c.s.Owned()); n != 0 {
 			t.Errorf("c still holds %d shards", n)
 		}

@@ -39,6 +39,7 @@ func TestAPIServerFlags(t *testing.T) {
 		MaxRequestsInFlight:         400,
 		MaxMutatingRequestsInFlight: 200,
 		PriorityAndFairness:         true,
+		MaxRequestMemory:            512 << 20,
 		MaxRequestBodyBytes:         3 << 20,
 		RequestTimeout:              time.Minute,
 	}
@@ -57,7 +58,7 @@ func TestAPIServerFlags(t *testing.T) {
 		{name: "everything else", args: []string{"--bind-address=0.0.0.0", "--secure-port=0", "--data-dir=/d", "--storage-backend=memory",
 			"--compaction-interval=1m", "--token-auth-file=/t", "--tls-cert-file=/c", "--tls-private-key-file=/k", "--cert-dir=/p",
 			"--custom-resources=/cr.yaml", "--max-requests-inflight=1", "--max-mutating-requests-inflight=2", "--max-request-body-bytes=3",
-			"--request-timeout=30s", "--enable-priority-and-fairness=false"},
+			"--max-request-memory=4", "--request-timeout=30s", "--enable-priority-and-fairness=false"},
 			change: func(c *serverConfig) {
 				c.BindAddress, c.SecurePort = "0.0.0.0", 0
 				c.Storage.DataDir, c.Storage.Backend, c.Storage.CompactionInterval = "/d", backendMemory, time.Minute
@@ -66,6 +67,7 @@ func TestAPIServerFlags(t *testing.T) {
 				c.MaxRequestsInFlight, c.MaxMutatingRequestsInFlight, c.MaxRequestBodyBytes = 1, 2, 3
 				c.RequestTimeout = 30 * time.Second
 				c.PriorityAndFairness = false
+				c.MaxRequestMemory = 4
 			}},
 		{name: "bad duration", args: []string{"--compaction-interval=soon"}, wantErr: true},
 		{name: "feature gates off", args: []string{"--feature-gates=WatchList=false,ShardedListAndWatch=false"},

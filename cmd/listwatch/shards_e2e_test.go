@@ -46,15 +46,18 @@ import (
 // writing one namespace's objects at once would show as a write outside
 // its writer's tenure.
 //
-// The size is 300 RCs over 30 namespaces, with the short lease durations
-// of the other e2e tests; LISTWATCH_E2E_SHARDS=full runs 3,000 over 60,
-// with kube-controller-manager's (15 s, 10 s, 2 s).
+// The size is 300 RCs over 30 namespaces, with short lease durations (5 s,
+// 4 s, 0.5 s); LISTWATCH_E2E_SHARDS=full runs 3,000 over 60, with
+// kube-controller-manager's (15 s, 10 s, 2 s).
 func TestShardedControllerManagers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three controller-manager processes")
 	}
 	rcs, namespaces := 300, 30
-	leaseDuration, renewDeadline, retryPeriod := e2eLeaseDuration, e2eRenewDeadline, e2eRetryPeriod
+	// Longer than the other e2e tests' durations: a replica renews its
+	// member Lease and each of its shards every round, and under the
+	// race detector on a busy machine 1.5 s is not always enough.
+	leaseDuration, renewDeadline, retryPeriod := 5*time.Second, 4*time.Second, 500*time.Millisecond
 	if os.Getenv("LISTWATCH_E2E_SHARDS") == "full" {
 		// kube-controller-manager's durations: at this size on a shared
 		// machine a round of renewals can take longer than the short
@@ -214,7 +217,7 @@ func TestShardedControllerManagers(t *testing.T) {
 	}
 
 	// Every write within its writer's tenure of the shard.
-	checked, byWriter := 0, map[string]int{}
+	checked, byWriter, reported := 0, map[string]int{}, map[int]bool{}
 	for _, w := range rec.writesOf() {
 		s := slices.IndexFunc(selectors, func(sel sharding.Selector) bool {
 			ok, err := sel.Matches(&metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: w.namespace}})
@@ -225,6 +228,12 @@ func TestShardedControllerManagers(t *testing.T) {
 		}
 		if h := holderAt(tenures[s], w.at); h != w.identity {
 			t.Errorf("%s %s by %s at %v: shard %d was held by %q then", w.method, w.path, w.identity, w.at.Format(time.StampMicro), s, h)
+			if !reported[s] {
+				reported[s] = true
+				for _, te := range tenures[s] {
+					t.Logf("shard %d tenure: %q from %v", s, te.holder, te.from.Format(time.StampMicro))
+				}
+			}
 		}
 		checked++
 		byWriter[w.identity]++
