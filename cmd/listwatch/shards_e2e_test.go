@@ -241,8 +241,12 @@ func TestShardedControllerManagers(t *testing.T) {
 	if checked < rcs {
 		t.Errorf("only %d writes of the replicas recorded for %d RCs", checked, rcs)
 	}
-	if len(byWriter) != 3 {
-		t.Errorf("writes by %d replicas, want all 3: %v", len(byWriter), byWriter)
+	// The work was split: both survivors wrote (the killed one may not
+	// have before the kill, on a slow machine).
+	for id := range after {
+		if byWriter[id] == 0 {
+			t.Errorf("replica %s wrote nothing: %v", id, byWriter)
+		}
 	}
 	t.Logf("%d RCs over %d namespaces converged %v after the first create; replica %s killed half-way, its shards taken over %v after the kill; %d writes checked against the shard Leases, by replica: %v",
 		rcs, namespaces, converged.Round(time.Millisecond), victim, takeover.Round(time.Millisecond), checked, byWriter)
