@@ -3,10 +3,17 @@
 //
 // The holder of the Lease renews it every RetryPeriod; the others watch its
 // renewTime change and may take it over only once it has not changed for
-// LeaseDuration, measured on their own clock (so clock skew between
-// replicas does not matter, only the rate of their clocks). A leader that
-// cannot renew within RenewDeadline stops leading before any other replica
-// may take over, because RenewDeadline < LeaseDuration.
+// LeaseDuration, measured on their own clock from when they place the
+// change: at the holder's renewTime when that falls between their last
+// read without the change and the first with it, else at the nearer end
+// of that window, which reaches back at most half of LeaseDuration −
+// RenewDeadline. Clock skew between replicas can thus move a takeover
+// earlier by at most that much; the rate of their clocks must agree
+// within the other half. A leader that cannot renew within RenewDeadline
+// stops leading before any other replica may take over, because
+// RenewDeadline < LeaseDuration. A waiting replica wakes when the Lease
+// it waits for may be taken, so a dead leader is replaced LeaseDuration
+// after its last renewal, plus one request.
 package leaderelection
 
 import (
@@ -146,7 +153,7 @@ func New(cfg Config) (*LeaderElector, error) {
 	le := &LeaderElector{cfg: cfg, log: log}
 	le.lease = &lease{
 		client: cfg.Client, namespace: cfg.Namespace, name: cfg.Name, identity: cfg.Identity,
-		duration: cfg.LeaseDuration, log: log,
+		duration: cfg.LeaseDuration, maxEarly: maxEarly(cfg.LeaseDuration, cfg.RenewDeadline), log: log,
 		onHolder: func(holder string) {
 			log.Info("new leader observed", "leader", holder)
 			if f := cfg.Callbacks.OnNewLeader; f != nil {
@@ -200,7 +207,8 @@ func (le *LeaderElector) Run(ctx context.Context) error {
 	return err
 }
 
-// acquire retries every RetryPeriod (jittered) until the Lease is ours or
+// acquire retries every RetryPeriod (jittered), or as soon as the holder's
+// Lease may be taken over if that is sooner, until the Lease is ours or
 // ctx ends; it reports whether it got the Lease and the time of the attempt
 // that got it.
 func (le *LeaderElector) acquire(ctx context.Context) (time.Time, bool) {
@@ -213,7 +221,7 @@ func (le *LeaderElector) acquire(ctx context.Context) (time.Time, bool) {
 			return start, true
 		}
 		jittered := time.Duration(float64(le.cfg.RetryPeriod) * (1 + (JitterFactor-1)*rand.Float64()))
-		if !ctxtime.Sleep(ctx, jittered) {
+		if !ctxtime.Sleep(ctx, le.lease.wake(start, time.Now(), jittered)) {
 			return time.Time{}, false
 		}
 	}
@@ -250,6 +258,13 @@ func (le *LeaderElector) renew(ctx context.Context, last time.Time) error {
 			return ErrLeadershipLost
 		}
 	}
+}
+
+// maxEarly is how far before a replica saw a Lease change it may place
+// the change: half the margin between LeaseDuration and RenewDeadline,
+// the other half left for the rates of the replicas' clocks.
+func maxEarly(leaseDuration, renewDeadline time.Duration) time.Duration {
+	return (leaseDuration - renewDeadline) / 2
 }
 
 func (le *LeaderElector) setLeading(v bool) {

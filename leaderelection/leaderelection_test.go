@@ -19,6 +19,7 @@ import (
 	"go.uber.org/goleak"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/listwatch/listwatch/internal/proptest"
@@ -36,6 +37,24 @@ type leaseStore struct {
 	mu     sync.Mutex
 	rv     int
 	leases map[string]*coordinationv1.Lease
+	// skews, set before any replica starts, are how far each holder's
+	// clock is off: the times it writes into its Leases are shifted by
+	// as much.
+	skews map[string]time.Duration
+}
+
+// stamp shifts the times in l, written by its holder, by that holder's
+// skew.
+func (s *leaseStore) stamp(l *coordinationv1.Lease) {
+	skew := s.skews[holderOf(l)]
+	if skew == 0 {
+		return
+	}
+	for _, t := range []*metav1.MicroTime{l.Spec.RenewTime, l.Spec.AcquireTime} {
+		if t != nil {
+			t.Time = t.Add(skew)
+		}
+	}
 }
 
 func newLeaseStore() *leaseStore { return &leaseStore{leases: map[string]*coordinationv1.Lease{}} }
@@ -79,6 +98,7 @@ func (c *partitionable) Create(_ context.Context, l *coordinationv1.Lease) (*coo
 	s.rv++
 	l = l.DeepCopy()
 	l.ResourceVersion = strconv.Itoa(s.rv)
+	s.stamp(l)
 	s.leases[key] = l
 	return l.DeepCopy(), nil
 }
@@ -101,6 +121,7 @@ func (c *partitionable) Update(_ context.Context, l *coordinationv1.Lease) (*coo
 	s.rv++
 	l = l.DeepCopy()
 	l.ResourceVersion = strconv.Itoa(s.rv)
+	s.stamp(l)
 	s.leases[key] = l
 	return l.DeepCopy(), nil
 }
@@ -314,9 +335,10 @@ func TestLeaderElection(t *testing.T) {
 	}
 }
 
-// TestLeaderElectionProperty runs three replicas through random partitions,
-// heals and restarts in virtual time and checks that leadership intervals
-// never overlap: at no instant do two replicas act as leader.
+// TestLeaderElectionProperty runs three replicas, their clocks skewed at
+// random, through random partitions, heals and restarts in virtual time
+// and checks that leadership intervals never overlap: at no instant do
+// two replicas act as leader.
 func TestLeaderElectionProperty(t *testing.T) {
 	leaders := 0
 	seeds := proptest.ForEachSeed(t, 200, func(t *testing.T, seed uint64) {
@@ -327,6 +349,16 @@ func TestLeaderElectionProperty(t *testing.T) {
 	}
 }
 
+// randomSkews gives replicas r0…r(n-1) clocks off by up to ±8 s, more
+// than a replica trusts another's clock (maxEarly, 2.5 s by default).
+func randomSkews(rng *rand.Rand, n int) map[string]time.Duration {
+	skews := map[string]time.Duration{}
+	for i := range n {
+		skews[fmt.Sprintf("r%d", i)] = time.Duration(rng.Int64N(int64(16*time.Second))) - 8*time.Second
+	}
+	return skews
+}
+
 type interval struct {
 	id         string
 	start, end time.Time
@@ -335,6 +367,7 @@ type interval struct {
 func runElection(t *testing.T, seed uint64) int {
 	rng := rand.New(rand.NewPCG(seed, 7))
 	store := newLeaseStore()
+	store.skews = randomSkews(rng, 3)
 	var mu sync.Mutex
 	var spans []interval
 	onLead := func(id string, ctx context.Context) {
@@ -379,4 +412,29 @@ func runElection(t *testing.T, seed uint64) int {
 		}
 	}
 	return len(spans)
+}
+
+func TestChangedAt(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	const maxEarly = 2500 * time.Millisecond
+	tests := []struct {
+		name                        string
+		renew, prev, received, want time.Time
+	}{
+		{"renewal within the window is taken as is", at(9), at(8), at(10), at(9)},
+		{"renewal before the last read without it: that read", at(5), at(8), at(10), at(8)},
+		{"renewal after the read that saw it: that read", at(12), at(8), at(10), at(10)},
+		{"first read: trusted back to maxEarly", at(8), time.Time{}, at(10), at(8)},
+		{"first read of an old renewal: maxEarly before the read", at(1), time.Time{}, at(10), at(7.5)},
+		{"a long window is cut to maxEarly", at(2), at(1), at(10), at(7.5)},
+		{"this replica's own write", at(10), at(8), at(10), at(10)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := changedAt(tt.renew, tt.prev, tt.received, maxEarly); !got.Equal(tt.want) {
+				t.Errorf("changedAt = %v, want %v", got.Sub(t0), tt.want.Sub(t0))
+			}
+		})
+	}
 }

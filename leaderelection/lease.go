@@ -15,12 +15,25 @@ import (
 // written, and when, on this replica's clock, its holder or renewal time
 // last changed. Both the LeaderElector's single Lease and a Sharder's
 // shard and member Leases are held through it.
+//
+// When a change happened is known only to within the window between the
+// last read that did not show it and the first that did. The change is
+// placed at the holder's renewTime when that falls within the window, and
+// at the window's nearer end otherwise — the holder's clock is trusted
+// only to within the window, which is capped at maxEarly before the read
+// that saw it. Placing the change at the renewal itself, rather than at
+// the read that saw it, lets a dead holder's Lease be taken over
+// LeaseDuration after its last renewal instead of up to a read period
+// later; trusting it no further than maxEarly (half of LeaseDuration −
+// RenewDeadline) leaves the holder's give-up time, RenewDeadline after
+// its last renewal, before any takeover by at least the other half.
 type lease struct {
 	client    LeaseClient
 	namespace string
 	name      string
 	identity  string
 	duration  time.Duration
+	maxEarly  time.Duration
 	// labels are put on the Lease when this replica creates it.
 	labels map[string]string
 	log    *slog.Logger
@@ -33,7 +46,10 @@ type lease struct {
 	// observedAt is when the record last changed; takeover is allowed
 	// duration after it.
 	observedAt time.Time
-	holder     string // holder last reported to onHolder
+	// readAt is when the last read of the record was sent: a change seen
+	// by the next read happened after it.
+	readAt time.Time
+	holder string // holder last reported to onHolder
 }
 
 // tryAcquireOrRenew reads the Lease and makes one attempt to take or keep
@@ -49,7 +65,7 @@ func (l *lease) tryAcquireOrRenew(ctx context.Context) bool {
 		l.log.Debug("reading the lease failed", "lease", l.name, "err", err)
 		return false
 	default:
-		l.observe(cur, now)
+		l.observe(cur, now, time.Now())
 	}
 	return l.takeOrRenew(ctx, cur, now)
 }
@@ -80,7 +96,7 @@ func (l *lease) takeOrRenew(ctx context.Context, cur *coordinationv1.Lease, now 
 			l.log.Debug("creating the lease failed", "lease", l.name, "err", err)
 			return false
 		}
-		l.observe(created, now)
+		l.observe(created, now, now)
 		return true
 	}
 	holder := holderOf(cur)
@@ -106,7 +122,7 @@ func (l *lease) takeOrRenew(ctx context.Context, cur *coordinationv1.Lease, now 
 		l.log.Debug("updating the lease failed", "lease", l.name, "err", err)
 		return false
 	}
-	l.observe(updated, now)
+	l.observe(updated, now, now)
 	return true
 }
 
@@ -116,6 +132,24 @@ func (l *lease) expiry() time.Time {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.observedAt.Add(l.duration)
+}
+
+// wake shortens d, the wait before a replica's next attempt begun now,
+// to end when this Lease may be taken over, if it is held by another
+// replica and became free to take only after since, the start of the last
+// attempt: an attempt that saw the Lease still held is followed by one
+// the moment it may be taken, even if that moment has already come.
+func (l *lease) wake(since, now time.Time, d time.Duration) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.observed == nil || holderOf(l.observed) == "" || holderOf(l.observed) == l.identity {
+		return d
+	}
+	at := l.observedAt.Add(l.duration)
+	if !at.After(since) {
+		return d
+	}
+	return min(d, max(0, at.Sub(now)))
 }
 
 // release gives the Lease up, if this replica holds it, so that another
@@ -155,22 +189,26 @@ func (l *lease) release(timeout time.Duration) bool {
 		l.log.Warn("releasing the lease failed", "lease", l.name, "err", err)
 		return false
 	}
-	l.observe(updated, time.Now())
+	done := time.Now()
+	l.observe(updated, done, done)
 	l.log.Info("released the lease", "lease", l.name)
 	return true
 }
 
-// observe records rec as the latest seen. The takeover clock restarts only
-// when the holder or the renewal time changed: a Lease nobody renews must
-// expire even though this replica keeps reading it.
-func (l *lease) observe(rec *coordinationv1.Lease, now time.Time) {
+// observe records rec, read by a request sent at sent and answered at
+// received (both the attempt's start for this replica's own writes), as
+// the latest seen. The takeover clock restarts only when the holder or the
+// renewal time changed — a Lease nobody renews must expire even though
+// this replica keeps reading it — and then at changedAt.
+func (l *lease) observe(rec *coordinationv1.Lease, sent, received time.Time) {
 	l.mu.Lock()
 	changed := l.observed == nil || holderOf(l.observed) != holderOf(rec) ||
 		!renewTimeOf(l.observed).Equal(renewTimeOf(rec))
 	l.observed = rec
 	if changed {
-		l.observedAt = now
+		l.observedAt = changedAt(renewTimeOf(rec), l.readAt, received, l.maxEarly)
 	}
+	l.readAt = sent
 	holder := holderOf(rec)
 	notify := holder != l.holder
 	l.holder = holder
@@ -178,6 +216,25 @@ func (l *lease) observe(rec *coordinationv1.Lease, now time.Time) {
 	if notify && l.onHolder != nil {
 		l.onHolder(holder)
 	}
+}
+
+// changedAt places a change of a Lease to renewTime, seen by a read
+// answered at received and not by the last read before it, sent at prev
+// (zero if none): renewTime itself when it falls in that window, else the
+// window's nearer end, the window reaching back at most maxEarly from
+// received.
+func changedAt(renewTime, prev, received time.Time, maxEarly time.Duration) time.Time {
+	earliest := received.Add(-maxEarly)
+	if prev.After(earliest) {
+		earliest = prev
+	}
+	switch {
+	case renewTime.Before(earliest):
+		return earliest
+	case renewTime.After(received):
+		return received
+	}
+	return renewTime
 }
 
 // lastHolder returns the holder of the record last observed, "" if none.

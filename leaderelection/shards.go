@@ -61,8 +61,8 @@ type ShardConfig struct {
 // group, each shard held through a Lease as LeaderElector holds its one:
 // the holder renews it every RetryPeriod and stops the shard's work when
 // it cannot renew within RenewDeadline, and another replica takes it over
-// only once its record has not changed for LeaseDuration on that
-// replica's clock.
+// only once its record has not changed for LeaseDuration after its last
+// renewal, as the LeaderElector's Lease is.
 //
 // The replicas balance by themselves. Each renews a member Lease; the live
 // members (those whose member Lease changed within LeaseDuration), in the
@@ -72,7 +72,11 @@ type ShardConfig struct {
 // released, so the next holder takes them at once); one under its share
 // takes free and expired shards. A replica that joins thus takes shards
 // from the others within a few RetryPeriods, and the shards of one that
-// dies are taken over about LeaseDuration after its last renewal.
+// dies are taken over LeaseDuration after its last renewal (and so within
+// LeaseDuration of its death), plus one read and one write — when the
+// others read the group's Leases at least every half of LeaseDuration −
+// RenewDeadline; when their rounds are slower, by as much later (see
+// LeaderElector for how a renewal is placed in time).
 type Sharder struct {
 	cfg    ShardConfig
 	log    *slog.Logger
@@ -127,7 +131,8 @@ func NewSharder(cfg ShardConfig) (*Sharder, error) {
 func (s *Sharder) lease(name string, labels map[string]string) *lease {
 	return &lease{
 		client: s.cfg.Client, namespace: s.cfg.Namespace, name: name, identity: s.cfg.Identity,
-		duration: s.cfg.LeaseDuration, labels: labels, log: s.log,
+		duration: s.cfg.LeaseDuration, maxEarly: maxEarly(s.cfg.LeaseDuration, s.cfg.RenewDeadline),
+		labels: labels, log: s.log,
 	}
 }
 
@@ -168,8 +173,7 @@ func (s *Sharder) Run(ctx context.Context) error {
 	}
 	s.log.Info("joining the group", "shards", s.cfg.Shards)
 	for {
-		s.step(ctx)
-		t := time.NewTimer(s.cfg.RetryPeriod)
+		t := time.NewTimer(s.wait(s.step(ctx), time.Now()))
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -190,19 +194,25 @@ func (s *Sharder) Run(ctx context.Context) error {
 	}
 }
 
-// step is one round: announce this replica, read the group's Leases,
-// drop the shards whose work ended, renew the rest, and give back or take
-// shards towards this replica's share.
-func (s *Sharder) step(ctx context.Context) {
+// step is one round: read the group's Leases, then at once announce this
+// replica, renew the shards held (dropping those whose work ended) and
+// take shards towards this replica's share, then give back what is over
+// it. The takes do not wait for the renewals: a round woken by a dead
+// replica's expiring Lease takes its shards one read and one write after
+// the moment it may. It returns the time its decisions were taken at.
+func (s *Sharder) step(ctx context.Context) time.Time {
 	now := time.Now()
-	s.member.tryAcquireOrRenew(ctx)
 	records, err := s.cfg.Client.List(ctx, s.cfg.Namespace, GroupLabel+"="+s.cfg.Name)
+	received := time.Now()
 	if err != nil {
 		// The shards held keep their work until their deadline: a failed
 		// read is not a lost Lease.
 		s.log.Debug("listing the group's leases failed", "err", err)
-		s.renewHeld(ctx, nil)
-		return
+		var wg sync.WaitGroup
+		wg.Go(func() { s.member.tryAcquireOrRenew(ctx) })
+		s.renewHeld(ctx, s.Owned(), nil)
+		wg.Wait()
+		return now
 	}
 	current := make(map[string]*coordinationv1.Lease, len(records))
 	for i := range records {
@@ -218,25 +228,30 @@ func (s *Sharder) step(ctx context.Context) {
 			m = s.lease(name, nil)
 			s.members[name] = m
 		}
-		m.observe(rec, now)
+		m.observe(rec, now, received)
 		if h := holderOf(rec); h != "" && now.Before(m.expiry()) {
 			live = append(live, h)
 		}
 	}
 	for _, l := range s.shards {
 		if rec := current[l.name]; rec != nil {
-			l.observe(rec, now)
+			l.observe(rec, now, received)
 		}
 	}
-	s.renewHeld(ctx, current)
-
 	share := shareOf(s.cfg.Shards, live, s.cfg.Identity)
 	owned := s.Owned()
-	for len(owned) > share {
-		last := owned[len(owned)-1]
-		s.giveBack(last)
-		owned = owned[:len(owned)-1]
-	}
+
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if rec := current[s.member.name]; rec != nil {
+			s.member.observe(rec, now, received)
+			s.member.takeOrRenew(ctx, rec, time.Now())
+		} else {
+			s.member.tryAcquireOrRenew(ctx)
+		}
+	})
+	held := slices.Clone(owned)
+	wg.Go(func() { s.renewHeld(ctx, held, current) })
 	for i, l := range s.shards {
 		if len(owned) >= share {
 			break
@@ -254,16 +269,44 @@ func (s *Sharder) step(ctx context.Context) {
 			owned = append(owned, i)
 		}
 	}
+	wg.Wait()
+
+	for len(owned) > share {
+		last := owned[len(owned)-1]
+		s.giveBack(last)
+		owned = owned[:len(owned)-1]
+	}
+	return now
 }
 
-// renewHeld renews the Leases of the shards held, all at once, from their
-// records in current (read again where current has none), each success
+// wait is how long after now, the end of a round whose decisions were
+// taken at began, until the next round: RetryPeriod, or less when a
+// Lease another replica holds may be taken over sooner — a member's, whose
+// end raises this replica's share, or a shard's, which it may then take —
+// so that a dead replica's shards are taken over the moment their Leases
+// allow, LeaseDuration after their last renewal. Such early rounds come
+// only when a replica stopped renewing: live replicas' Leases never get
+// that close to expiring.
+func (s *Sharder) wait(began, now time.Time) time.Duration {
+	d := s.cfg.RetryPeriod
+	for _, m := range s.members {
+		d = m.wake(began, now, d)
+	}
+	for _, l := range s.shards {
+		d = l.wake(began, now, d)
+	}
+	return d
+}
+
+// renewHeld renews the Leases of the shards owned that are still held, all
+// at once, from their records in current (read again where current has
+// none), each success
 // pushing the shard's deadline back. At once: a replica holding many
 // shards of a slow server must not let the last one's deadline pass while
 // it renews the first.
-func (s *Sharder) renewHeld(ctx context.Context, current map[string]*coordinationv1.Lease) {
+func (s *Sharder) renewHeld(ctx context.Context, owned []int, current map[string]*coordinationv1.Lease) {
 	var wg sync.WaitGroup
-	for _, i := range s.Owned() {
+	for _, i := range owned {
 		s.mu.Lock()
 		h := s.held[i]
 		s.mu.Unlock()

@@ -28,8 +28,9 @@ import (
 // one API server, creates ReplicationControllers over many namespaces,
 // SIGKILLs one replica half-way, and checks that:
 //   - every RC converges, with exactly its one pod;
-//   - the killed replica's shards are taken over (how long after the
-//     kill and after its last renewal is logged);
+//   - the killed replica's shards are taken over a lease duration after
+//     their last renewal, so within the lease duration of the kill but
+//     for the taker's requests (how long after each is logged);
 //   - no object was written by a replica that did not hold its shard at
 //     that moment.
 //
@@ -58,7 +59,8 @@ func TestShardedControllerManagers(t *testing.T) {
 	// member Lease and each of its shards every round, and under the
 	// race detector on a busy machine 1.5 s is not always enough.
 	leaseDuration, renewDeadline, retryPeriod := 5*time.Second, 4*time.Second, 500*time.Millisecond
-	if os.Getenv("LISTWATCH_E2E_SHARDS") == "full" {
+	full := os.Getenv("LISTWATCH_E2E_SHARDS") == "full"
+	if full {
 		// kube-controller-manager's durations: at this size on a shared
 		// machine a round of renewals can take longer than the short
 		// ones allow.
@@ -205,15 +207,26 @@ func TestShardedControllerManagers(t *testing.T) {
 			t.Fatalf("shard %d of the killed replica %s was never taken over: %v", s, victim, ts)
 		}
 		takeover = max(takeover, ts[i].from.Sub(killed))
-		t.Logf("shard %d: renewed by the killed replica %v before the kill, taken by %s %v after it",
-			s, killed.Sub(rec.lastRenewal(lease, s, victim)).Round(time.Millisecond), ts[i].holder, ts[i].from.Sub(killed).Round(time.Millisecond))
-	}
-	// A takeover comes a lease duration after the last renewal seen, at
-	// the next round of the others (a retry period); on a loaded machine
-	// their rounds stretch. The bound only tells a takeover that never
-	// comes from a slow one; the times are in the log.
-	if limit := 5 * leaseDuration; takeover > limit {
-		t.Errorf("the killed replica's shards were taken over %v after the kill; want within %v", takeover, limit)
+		renewed := rec.lastRenewal(lease, s, victim)
+		afterRenewal := ts[i].from.Sub(renewed)
+		t.Logf("shard %d: renewed by the killed replica %v before the kill, taken by %s %v after the kill, %v after that renewal",
+			s, killed.Sub(renewed).Round(time.Millisecond), ts[i].holder, ts[i].from.Sub(killed).Round(time.Millisecond), afterRenewal.Round(time.Millisecond))
+		// A shard is taken the moment its Lease allows: a lease duration
+		// after its last renewal — never before — plus the taker's read
+		// of the group's Leases and its write. As the last renewal came
+		// before the kill, that is within the lease duration of the kill
+		// but for those two requests. Under the race detector on a busy
+		// machine they can take a good part of the short retry period,
+		// so only the full run, with kube's durations, holds the takeover
+		// to a retry period past the lease duration; the short one only
+		// to one that comes.
+		slack := 4 * retryPeriod
+		if full {
+			slack = retryPeriod
+		}
+		if afterRenewal < leaseDuration || afterRenewal > leaseDuration+slack {
+			t.Errorf("shard %d taken over %v after its last renewal; want between the lease duration %v and %v more", s, afterRenewal, leaseDuration, slack)
+		}
 	}
 
 	// Every write within its writer's tenure of the shard.
