@@ -39,6 +39,7 @@ var controllerAccounts = map[string]string{
 	CronJob:                "cronjob-controller",
 	TTLAfterFinished:       "ttl-after-finished-controller",
 	AdmissionPolicyStatus:  "validatingadmissionpolicy-status-controller",
+	ResourceQuota:          "resourcequota-controller",
 }
 
 // ControllerUser returns the user controller name acts as with

@@ -52,6 +52,7 @@ import (
 	"github.com/listwatch/listwatch/controllers/podlifecycle"
 	"github.com/listwatch/listwatch/controllers/replicaset"
 	"github.com/listwatch/listwatch/controllers/replication"
+	"github.com/listwatch/listwatch/controllers/resourcequota"
 	"github.com/listwatch/listwatch/controllers/serviceaccount"
 	"github.com/listwatch/listwatch/controllers/ttlafterfinished"
 	"github.com/listwatch/listwatch/informers"
@@ -82,6 +83,8 @@ const (
 	// AdmissionPolicyStatus is kube's validatingadmissionpolicy-status
 	// controller.
 	AdmissionPolicyStatus = "validatingadmissionpolicystatus"
+	// ResourceQuota is kube's resourcequota controller.
+	ResourceQuota = "resourcequota"
 )
 
 // AllControllers lists every controller, in the order they start.
@@ -141,6 +144,9 @@ type Config struct {
 	// TTLAfterFinished tunes the TTL-after-finished controller (workers,
 	// its clock).
 	TTLAfterFinished ttlafterfinished.Options
+	// ResourceQuota tunes the resource quota controller (workers, the
+	// period of its full recalculations).
+	ResourceQuota resourcequota.Options
 	// PodLifecycle tunes the simulated nodes.
 	PodLifecycle podlifecycle.Options
 	// Namespace tunes the namespace controller.
@@ -761,6 +767,7 @@ var controllers = []controllerDef{
 		opts.Controller = d.options("ttl-after-finished-controller", opts.Controller)
 		return ttlafterfinished.New(informers.For[*batchv1.Job](d.factory), ttlafterfinished.NewClient(d.clientOf(TTLAfterFinished)), opts)
 	}},
+	{ResourceQuota, newResourceQuota},
 	{ClusterRoleAggregation, func(_ context.Context, d deps) (runner, error) {
 		return clusterroleaggregation.New(informers.For[*rbacv1.ClusterRole](d.factory), clusterroleaggregation.NewClient(d.clientOf(ClusterRoleAggregation)),
 			clusterroleaggregation.Options{Controller: d.options("clusterrole-aggregation-controller", controller.Options{})})

@@ -21,7 +21,8 @@ import (
 // of this module hold (the ReplicationManager, the ReplicaSet and
 // Deployment controllers, the Job and CronJob controllers, the endpoints controller,
 // the pod lifecycle controller and its nodes, the service account, root
-// CA, cluster role aggregation and admission policy status controllers):
+// CA, cluster role aggregation and admission policy status controllers,
+// and the resource quota controller's quotas and claims):
 // the collector shares those rather than keeping a metadata
 // informer of its own beside them, which would be a second watch of the
 // same objects and a second decode of each of their events.
@@ -31,6 +32,7 @@ var sharedTyped = subscribersOf(
 	typed[*corev1.Endpoints], typed[*corev1.ServiceAccount], typed[*corev1.ConfigMap],
 	typed[*appsv1.Deployment], typed[*appsv1.ReplicaSet], typed[*rbacv1.ClusterRole],
 	typed[*batchv1.Job], typed[*batchv1.CronJob], typed[*corev1.Node], typed[*admissionregistrationv1.ValidatingAdmissionPolicy],
+	typed[*corev1.ResourceQuota], typed[*corev1.PersistentVolumeClaim],
 )
 
 // typed adds to m the Subscriber of the informer of T.
@@ -50,7 +52,8 @@ func subscribersOf(adds ...func(map[reflect.Type]Subscriber)) map[reflect.Type]S
 // all of them, namespaced and cluster-scoped. Those whose typed informers
 // other controllers hold (sharedTyped: pods, replication controllers,
 // services, endpoints, service accounts, config maps, deployments, replica
-// sets, jobs, nodes, cluster roles, validating admission policies)
+// sets, jobs, nodes, cluster roles, validating admission policies,
+// resource quotas, persistent volume claims)
 // subscribe through the informer of their Go type,
 // so that the collector shares it; every other one through a metadata-only
 // informer (Metadata), as Kubernetes' collector does, which caches no

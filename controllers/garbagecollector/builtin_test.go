@@ -49,6 +49,8 @@ func TestBuiltinResources(t *testing.T) {
 		batchv1.SchemeGroupVersion.WithResource("cronjobs"):                                    synced[*batchv1.CronJob],
 		corev1.SchemeGroupVersion.WithResource("nodes"):                                        synced[*corev1.Node],
 		admissionregistrationv1.SchemeGroupVersion.WithResource("validatingadmissionpolicies"): synced[*admissionregistrationv1.ValidatingAdmissionPolicy],
+		corev1.SchemeGroupVersion.WithResource("resourcequotas"):                               synced[*corev1.ResourceQuota],
+		corev1.SchemeGroupVersion.WithResource("persistentvolumeclaims"):                       synced[*corev1.PersistentVolumeClaim],
 	}
 	synctest.Test(t, func(t *testing.T) {
 		sources := map[schema.GroupVersionResource]cache.ListerWatcher[cache.Object]{}
