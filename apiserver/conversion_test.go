@@ -2,11 +2,13 @@ package apiserver
 
 import (
 	"encoding/json"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -215,5 +217,82 @@ func TestConversionWebhook(t *testing.T) {
 				t.Fatalf("list c at v2: %v %v", list, err)
 			}
 		})
+	}
+}
+
+// TestConversionWebhookFailing stores an object at v1 of a definition
+// whose webhook refuses every conversion and reads v2 as kube-apiserver
+// answers while its watch cache of v2 stays before that object: a
+// consistent list reads storage and fails (StorageReadError), a list at
+// resourceVersion 0 is the cache's, without it, and a watch from now
+// waits for the cache and fails with 504 Too large resource version;
+// v1 is unaffected, and v2 is served again once the object is gone.
+func TestConversionWebhookFailing(t *testing.T) {
+	e := startWebhookEnv(t)
+	dyn, err := dynamic.NewForConfig(e.srv.LoopbackConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	const group = "failing.conversion.example.com"
+	u := e.hook.URL + webhookserver.ConvertFailPath + "/failing"
+	crd, err := runtime.DefaultUnstructuredConverter.ToUnstructured(conversionCRD(group, apiextensionsv1.WebhookClientConfig{URL: &u, CABundle: e.hook.CABundle}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	crds := dyn.Resource(apiextensionsv1.SchemeGroupVersion.WithResource("customresourcedefinitions"))
+	if _, err := crds.Create(ctx, &unstructured.Unstructured{Object: crd}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	v1 := dyn.Resource(schema.GroupVersionResource{Group: group, Version: "v1", Resource: "gizmos"}).Namespace("default")
+	v2 := dyn.Resource(schema.GroupVersionResource{Group: group, Version: "v2", Resource: "gizmos"}).Namespace("default")
+	deadline := time.Now().Add(30 * time.Second)
+	for _, err := v2.List(ctx, metav1.ListOptions{}); err != nil; _, err = v2.List(ctx, metav1.ListOptions{}) {
+		if time.Now().After(deadline) {
+			t.Fatalf("v2 not served: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, err := v1.Create(ctx, gizmo(group, "v1", "a", webhookserver.V1Field, "red"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	one := int64(1)
+	// firstEvent is the first event of a watch at version r from now, or
+	// none when the watch ends empty.
+	firstEvent := func(r dynamic.ResourceInterface) (watch.Event, bool) {
+		t.Helper()
+		w, err := r.Watch(ctx, metav1.ListOptions{TimeoutSeconds: &one})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Stop()
+		ev, ok := <-w.ResultChan()
+		return ev, ok
+	}
+
+	if _, err := v2.List(ctx, metav1.ListOptions{}); apierrors.ReasonForError(err) != "StorageReadError" {
+		t.Errorf("consistent list at v2: %v, want 500 StorageReadError", err)
+	}
+	if list, err := v2.List(ctx, metav1.ListOptions{ResourceVersion: "0"}); err != nil || len(list.Items) != 0 {
+		t.Errorf("list at v2 from resourceVersion 0: %v %v, want the cache's, empty", list, err)
+	}
+	ev, ok := firstEvent(v2)
+	st, isStatus := ev.Object.(*metav1.Status)
+	if !ok || ev.Type != watch.Error || !isStatus || st.Code != http.StatusGatewayTimeout || st.Details == nil ||
+		len(st.Details.Causes) != 1 || st.Details.Causes[0].Type != metav1.CauseTypeResourceVersionTooLarge {
+		t.Errorf("watch at v2 from now: %v %s %#v, want an ERROR 504 Too large resource version", ok, ev.Type, ev.Object)
+	}
+	if ev, ok := firstEvent(v1); !ok || ev.Type != watch.Added {
+		t.Errorf("watch at v1 from now: %v %s %#v, want the object ADDED", ok, ev.Type, ev.Object)
+	}
+
+	if err := v1.Delete(ctx, "a", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if list, err := v2.List(ctx, metav1.ListOptions{}); err != nil || len(list.Items) != 0 {
+		t.Errorf("consistent list at v2 once the object is gone: %v %v", list, err)
+	}
+	if ev, ok := firstEvent(v2); ok {
+		t.Errorf("watch at v2 from now once the object is gone: %s %#v, want none", ev.Type, ev.Object)
 	}
 }

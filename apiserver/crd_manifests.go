@@ -29,6 +29,21 @@ import (
 // documents, or a List, are several objects), or of every .yaml, .yml and
 // .json file of a directory and its subdirectories, in name order.
 func LoadManifests(path string) ([]*unstructured.Unstructured, error) {
+	return loadManifests(path, ParseManifests)
+}
+
+// ScanManifests reads the objects at path as LoadManifests does, skipping
+// the documents that are not objects (no apiVersion or kind), such as
+// the kustomization.yaml and kustomizeconfig.yaml of a kubebuilder
+// project's config directories.
+func ScanManifests(path string) ([]*unstructured.Unstructured, error) {
+	return loadManifests(path, func(data []byte) ([]*unstructured.Unstructured, error) {
+		return parseManifests(data, false)
+	})
+}
+
+// loadManifests reads the files at path with parse.
+func loadManifests(path string, parse func([]byte) ([]*unstructured.Unstructured, error)) ([]*unstructured.Unstructured, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return nil, fmt.Errorf("manifests: %w", err)
@@ -60,7 +75,7 @@ func LoadManifests(path string) ([]*unstructured.Unstructured, error) {
 		if err != nil {
 			return nil, fmt.Errorf("manifests: %w", err)
 		}
-		objs, err := ParseManifests(data)
+		objs, err := parse(data)
 		if err != nil {
 			return nil, fmt.Errorf("manifests: %s: %w", f, err)
 		}
@@ -70,8 +85,15 @@ func LoadManifests(path string) ([]*unstructured.Unstructured, error) {
 }
 
 // ParseManifests reads the objects of YAML (one or more documents) or
-// JSON; a List is its items.
+// JSON; a List is its items. A document without apiVersion or kind is an
+// error.
 func ParseManifests(data []byte) ([]*unstructured.Unstructured, error) {
+	return parseManifests(data, true)
+}
+
+// parseManifests reads the objects of data; a document without
+// apiVersion or kind is an error when strict, skipped otherwise.
+func parseManifests(data []byte, strict bool) ([]*unstructured.Unstructured, error) {
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
 	var out []*unstructured.Unstructured
 	for {
@@ -101,6 +123,9 @@ func ParseManifests(data []byte) ([]*unstructured.Unstructured, error) {
 			continue
 		}
 		if u.GetAPIVersion() == "" || u.GetKind() == "" {
+			if !strict {
+				continue
+			}
 			return nil, fmt.Errorf("object %q has no apiVersion or kind", u.GetName())
 		}
 		out = append(out, u)

@@ -194,8 +194,14 @@ func (s *Server) list(ctx context.Context, req request, o listOptions) (listResu
 	if err != nil {
 		return listResult{}, err
 	}
-	if err := s.undecodable(ctx, req); err != nil {
-		return listResult{}, err
+	if o.rv != "0" {
+		// kube-apiserver serves a list at resourceVersion 0 from its
+		// watch cache, which left out what it could not decode (and
+		// stopped there); other lists wait for the cache to be as fresh
+		// as storage, and read storage when it does not get there.
+		if err := s.undecodable(ctx, req); err != nil {
+			return listResult{}, err
+		}
 	}
 	out := listResult{items: res.Items, rev: res.ResourceVersion, continue_: res.Continue, remaining: res.RemainingItemCount}
 	if o.shard != nil && !o.shard.Empty() && !req.res.Custom {
@@ -213,28 +219,39 @@ func (s *Server) list(ctx context.Context, req request, o listOptions) (listResu
 // kube-apiserver's list, which reads them from storage, answers them
 // (crd.CorruptObjects). nil when there are none.
 func (s *Server) undecodable(ctx context.Context, req request) error {
+	errs, _, err := s.stillUndecodable(ctx, req)
+	if err != nil || len(errs) == 0 {
+		return err
+	}
+	return crd.CorruptObjects(req.res.GR(), errs)
+}
+
+// stillUndecodable returns the decoding errors of the objects of req's
+// collection that its watch cache left out and that are still stored and
+// still fail, with the lowest revision among them (0 when none): where
+// kube-apiserver's watch cache of the collection stopped, its storage
+// watch failing there each time it starts again.
+func (s *Server) stillUndecodable(ctx context.Context, req request) (errs []error, first int64, err error) {
 	c := s.cacheFor(req.res)
-	keys := c.Undecodable(registry.PrefixFor(req.res, req.namespace))
-	var errs []error
-	for _, key := range keys {
+	for _, key := range c.Undecodable(registry.PrefixFor(req.res, req.namespace)) {
 		kv, err := s.cfg.Storage.Get(ctx, key)
 		if errors.Is(err, storage.ErrNotFound) {
 			c.Forget(key)
 			continue
 		}
 		if err != nil {
-			return err
+			return nil, 0, err
 		}
 		if _, err := req.res.DecodeListItem(kv); err != nil {
 			errs = append(errs, err)
+			if first == 0 || kv.Revision < first {
+				first = kv.Revision
+			}
 		} else {
 			c.Forget(key)
 		}
 	}
-	if len(errs) == 0 {
-		return nil
-	}
-	return crd.CorruptObjects(req.res.GR(), errs)
+	return errs, first, nil
 }
 
 // collectionOptions are the list options of a list or (watch) a watch of

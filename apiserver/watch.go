@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/watch"
+	kubestorage "k8s.io/apiserver/pkg/storage"
 
 	"github.com/listwatch/listwatch/apiserver/internal/respond"
 	"github.com/listwatch/listwatch/apiserver/internal/wire"
@@ -59,26 +60,32 @@ func (s *Server) handleWatch(w http.ResponseWriter, r *http.Request, req request
 		// events (registry.Cache.LeaveHint).
 		defer s.cacheFor(req.res).WatchProtobuf()()
 	}
-	wch, err := s.cacheFor(req.res).Watch(ctx, watchcache.WatchOptions{
-		ResourceVersion:      o.rv,
-		ResourceVersionMatch: o.rvMatch,
-		SendInitialEvents:    o.sendInitialEvents,
-		AllowBookmarks:       o.bookmarks,
-		Label:                o.filter.labels,
-		Field:                o.filter.fields,
-		Shard:                o.shard,
-		Namespace:            req.namespace,
-	})
-	var streamErr error
+	// Like kube-apiserver, a watch that cannot start (410 Expired, 504
+	// too large) is answered with an ERROR event in a 200 stream;
+	// clients relist on it.
+	streamErr, err := s.stalledWatch(ctx, req, o)
 	if err != nil {
-		// Like kube-apiserver, a watch that cannot start from its
-		// resourceVersion (410 Expired, 504 too large) is answered with an
-		// ERROR event in a 200 stream; clients relist on it.
-		var st apierrors.APIStatus
-		if !errors.As(err, &st) || (st.Status().Code != http.StatusGone && st.Status().Code != http.StatusGatewayTimeout) {
-			return err
+		return err
+	}
+	var wch *watchcache.Watcher[*unstructured.Unstructured]
+	if streamErr == nil {
+		wch, err = s.cacheFor(req.res).Watch(ctx, watchcache.WatchOptions{
+			ResourceVersion:      o.rv,
+			ResourceVersionMatch: o.rvMatch,
+			SendInitialEvents:    o.sendInitialEvents,
+			AllowBookmarks:       o.bookmarks,
+			Label:                o.filter.labels,
+			Field:                o.filter.fields,
+			Shard:                o.shard,
+			Namespace:            req.namespace,
+		})
+		if err != nil {
+			var st apierrors.APIStatus
+			if !errors.As(err, &st) || (st.Status().Code != http.StatusGone && st.Status().Code != http.StatusGatewayTimeout) {
+				return err
+			}
+			streamErr = err
 		}
-		streamErr = err
 	}
 	ww := newWatchWriter(w, enc, req.res)
 	ww.writeTimeout = s.watchWriteTimeout()
@@ -302,4 +309,37 @@ func (ww *watchWriter) writeError(err error) error {
 		return err
 	}
 	return ww.send(frame)
+}
+
+// stalledWait is how long kube-apiserver's watch cache lets a read that
+// needs it as fresh as storage wait for it (its blockTimeout).
+const stalledWait = 3 * time.Second
+
+// stalledWatch is the error kube-apiserver's watch of req's collection
+// with options o starts with when its watch cache has stopped at an
+// object it cannot decode (a custom resource whose conversion webhook
+// fails): a watch from now (no resourceVersion, which the WatchList
+// feature makes a consistent read) waits for the cache to reach storage's
+// revision and, as the cache stays before that object, fails with 504 Too
+// large resource version, sooner when ctx (the watch's timeout) ends
+// first. nil when the watch starts as usual; err is storage's.
+func (s *Server) stalledWatch(ctx context.Context, req request, o listOptions) (streamErr, err error) {
+	if o.rv != "" || !s.gates().watchList || (o.sendInitialEvents != nil && !*o.sendInitialEvents) {
+		return nil, nil
+	}
+	errs, first, err := s.stillUndecodable(ctx, req)
+	if err != nil || len(errs) == 0 {
+		return nil, err
+	}
+	rev, err := s.cfg.Storage.Revision(ctx)
+	if err != nil {
+		return nil, err
+	}
+	t := time.NewTimer(stalledWait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return kubestorage.NewTooLargeResourceVersionError(uint64(rev), uint64(first-1), 1), nil
 }

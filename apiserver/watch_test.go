@@ -283,6 +283,18 @@ func TestLoadManifests(t *testing.T) {
 	if _, err := LoadManifests(dir + "/missing"); err == nil {
 		t.Error("missing file loaded")
 	}
+	// A kustomization is no object: LoadManifests refuses it,
+	// ScanManifests skips it.
+	if err := os.WriteFile(dir+"/kustomization.yaml", []byte("resources:\n- b.yaml\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadManifests(dir); err == nil || !strings.Contains(err.Error(), "no apiVersion or kind") {
+		t.Errorf("LoadManifests(dir with a kustomization): %v, want no apiVersion or kind", err)
+	}
+	objs, err = ScanManifests(dir)
+	if err != nil || len(objs) != 2 || objs[0].GetKind() != "CustomResourceDefinition" {
+		t.Fatalf("ScanManifests(dir with a kustomization): %v %v", objs, err)
+	}
 }
 
 // FuzzCreateBody feeds arbitrary bodies to create, update and patch: the

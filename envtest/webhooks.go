@@ -31,7 +31,8 @@ type WebhookOptions struct {
 	// Paths are files or directories of MutatingWebhookConfigurations and
 	// ValidatingWebhookConfigurations in YAML or JSON (what
 	// `controller-gen webhook` writes to config/webhook); other objects
-	// in them are ignored.
+	// in them, and documents that are not objects (kustomize's
+	// configuration files), are ignored.
 	Paths []string
 	// Mutating and Validating are more configurations to install.
 	Mutating   []*admissionregistrationv1.MutatingWebhookConfiguration
@@ -172,7 +173,7 @@ func (o WebhookOptions) convertAt(u *unstructured.Unstructured, base string, caD
 func (o WebhookOptions) load() ([]*unstructured.Unstructured, error) {
 	var configs []*unstructured.Unstructured
 	for _, p := range o.Paths {
-		objs, err := apiserver.LoadManifests(p)
+		objs, err := apiserver.ScanManifests(p)
 		if err != nil {
 			return nil, fmt.Errorf("webhooks: %w", err)
 		}

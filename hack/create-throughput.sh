@@ -11,9 +11,12 @@
 #   hack/create-throughput.sh kube b655137 HEAD     # also listwatch at b655137
 #   hack/create-throughput.sh HEAD:memory           # listwatch on its memory backend
 #   hack/create-throughput.sh .                     # the working tree, uncommitted changes included
+#   ROUNDS=5 hack/create-throughput.sh kube kube+webhook HEAD HEAD+webhook
+#                                                   # what one webhook costs each server
 #
-# Environment: WEBHOOK=1 (one validating webhook allowing every pod, served
-# by createload itself), CONCURRENCY (8), DURATION (10s), WARMUP (3s), ROUNDS (1:
+# A target ending in +webhook runs with one validating webhook allowing
+# every pod, served by createload itself (WEBHOOK=1: every target does).
+# Environment: WEBHOOK, CONCURRENCY (8), DURATION (10s), WARMUP (3s), ROUNDS (1:
 # targets are run in turn, ROUNDS times, so that load on the machine falls
 # on all of them alike), and hack/lib/kube.sh's. Not run by CI.
 set -euo pipefail
@@ -64,10 +67,11 @@ listwatch_binary() {
 }
 
 # measure runs createload against 127.0.0.1:$1 with the server's processes
-# $2 (comma-separated) and labels the result $3.
+# $2 (comma-separated) and labels the result $3; with the webhook when
+# $hook is set.
 measure() {
 	"$WORK/createload" -server "https://127.0.0.1:$1" -ca "$WORK/pki/ca.crt" -token "$TOKEN" \
-		-concurrency "$CONCURRENCY" -duration "$DURATION" -warmup "$WARMUP" -pids "$2" -label "$3${WEBHOOK:+ webhook}" ${WEBHOOK:+-webhook}
+		-concurrency "$CONCURRENCY" -duration "$DURATION" -warmup "$WARMUP" -pids "$2" -label "$3${hook:+ webhook}" ${hook:+-webhook}
 }
 
 mkdir -p "$WORK/pki"
@@ -75,6 +79,11 @@ make_pki "$WORK/pki"
 for ((round = 1; round <= ROUNDS; round++)); do
 	for target in "${TARGETS[@]}"; do
 		run=$WORK/run-$round-$(tr -c 'A-Za-z0-9\n' _ <<<"$target")
+		hook=${WEBHOOK:-}
+		if [[ $target == *+webhook ]]; then
+			hook=1
+			target=${target%+webhook}
+		fi
 		mkdir -p "$run"
 		cp -r "$WORK/pki" "$run/pki"
 		case $target in

@@ -29,6 +29,9 @@ var (
 	// Precondition failures quote resourceVersions, and a corrupt
 	// object's error (a conversion webhook that fails) its revision.
 	rvInMessage = regexp.MustCompile(`(ResourceVersion in (?:precondition|object meta): |the ResourceVersion in (?:the precondition|record) \(|object not decodable revision=)\d+`)
+	// A read waiting for a watch cache that does not catch up quotes the
+	// revision it waited for and the cache's.
+	tooLargeInMessage = regexp.MustCompile(`(Too large resource version: )\d+(, current: )\d+`)
 	// Validation messages about a patch quote the patched object as JSON,
 	// escaped once or more: its resourceVersion and timestamps are masked
 	// as in the object itself, and its managedFields dropped.
@@ -187,6 +190,7 @@ func (m *Masker) String(s string) string {
 	s = uuidPattern.ReplaceAllString(s, MaskUID)
 	s = apiAccessVolume.ReplaceAllString(s, "kube-api-access-"+MaskSuffix)
 	s = rvInMessage.ReplaceAllString(s, "${1}"+MaskResourceVersion)
+	s = tooLargeInMessage.ReplaceAllString(s, "${1}"+MaskResourceVersion+"${2}"+MaskResourceVersion)
 	if strings.Contains(s, `resourceVersion`) || strings.Contains(s, `Timestamp`) {
 		s = embeddedRV.ReplaceAllString(s, "${1}"+MaskResourceVersion)
 		s = embeddedTimestamp.ReplaceAllString(s, "${1}"+MaskTimestamp)

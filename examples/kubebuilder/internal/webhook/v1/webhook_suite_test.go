@@ -1,10 +1,13 @@
 package v1
 
 // The webhook suite, as kubebuilder scaffolds it, on listwatch's envtest
-// instead of controller-runtime's: the CRD of config/crd/bases is served
-// with its conversion pointed at the manager's webhook server in the
-// test's process (WebhookOptions.Conversions, what controller-runtime's
-// envtest does for the kinds its scheme can convert).
+// instead of controller-runtime's: the webhook configurations of
+// config/webhook are installed pointed at the manager's webhook server
+// in the test's process (WebhookOptions.Paths, controller-runtime's
+// WebhookInstallOptions.Paths), and the CRD of config/crd/bases is
+// served with its conversion pointed there too
+// (WebhookOptions.Conversions, what controller-runtime's envtest does
+// for the kinds its scheme can convert).
 
 import (
 	"context"
@@ -44,7 +47,10 @@ func runSuite(m *testing.M) int {
 	var err error
 	testEnv, err = envtest.New(envtest.Options{
 		CRDPaths: []string{filepath.Join("..", "..", "..", "config", "crd", "bases")},
-		Webhooks: envtest.WebhookOptions{Conversions: []string{"guestbooks.webapp.example.com"}},
+		Webhooks: envtest.WebhookOptions{
+			Paths:       []string{filepath.Join("..", "..", "..", "config", "webhook")},
+			Conversions: []string{"guestbooks.webapp.example.com"},
+		},
 	})
 	if err != nil {
 		return fail(err)
