@@ -53,6 +53,7 @@ import (
 	"github.com/listwatch/listwatch/controllers/replicaset"
 	"github.com/listwatch/listwatch/controllers/replication"
 	"github.com/listwatch/listwatch/controllers/serviceaccount"
+	"github.com/listwatch/listwatch/controllers/statefulset"
 	"github.com/listwatch/listwatch/controllers/ttlafterfinished"
 	"github.com/listwatch/listwatch/informers"
 	"github.com/listwatch/listwatch/leaderelection"
@@ -79,6 +80,8 @@ const (
 	CronJob = "cronjob"
 	// TTLAfterFinished is kube's ttl-after-finished controller.
 	TTLAfterFinished = "ttl-after-finished"
+	// StatefulSet is kube's statefulset controller.
+	StatefulSet = "statefulset"
 	// AdmissionPolicyStatus is kube's validatingadmissionpolicy-status
 	// controller.
 	AdmissionPolicyStatus = "validatingadmissionpolicystatus"
@@ -141,6 +144,8 @@ type Config struct {
 	// TTLAfterFinished tunes the TTL-after-finished controller (workers,
 	// its clock).
 	TTLAfterFinished ttlafterfinished.Options
+	// StatefulSet tunes the StatefulSet controller (workers).
+	StatefulSet statefulset.Options
 	// PodLifecycle tunes the simulated nodes.
 	PodLifecycle podlifecycle.Options
 	// Namespace tunes the namespace controller.
@@ -760,6 +765,19 @@ var controllers = []controllerDef{
 		opts := d.m.cfg.TTLAfterFinished
 		opts.Controller = d.options("ttl-after-finished-controller", opts.Controller)
 		return ttlafterfinished.New(informers.For[*batchv1.Job](d.factory), ttlafterfinished.NewClient(d.clientOf(TTLAfterFinished)), opts)
+	}},
+	{StatefulSet, func(_ context.Context, d deps) (runner, error) {
+		opts := d.m.cfg.StatefulSet
+		if opts.Recorder == nil {
+			opts.Recorder = d.events.NewRecorder("statefulset-controller")
+		}
+		opts.Controller = d.options("statefulset-controller", opts.Controller)
+		return statefulset.New(statefulset.Informers{
+			StatefulSets:        informers.For[*appsv1.StatefulSet](d.factory),
+			Pods:                informers.For[*corev1.Pod](d.factory),
+			Claims:              informers.For[*corev1.PersistentVolumeClaim](d.factory),
+			ControllerRevisions: informers.For[*appsv1.ControllerRevision](d.factory),
+		}, statefulset.NewClient(d.clientOf(StatefulSet)), opts)
 	}},
 	{ClusterRoleAggregation, func(_ context.Context, d deps) (runner, error) {
 		return clusterroleaggregation.New(informers.For[*rbacv1.ClusterRole](d.factory), clusterroleaggregation.NewClient(d.clientOf(ClusterRoleAggregation)),

@@ -49,6 +49,9 @@ func TestBuiltinResources(t *testing.T) {
 		batchv1.SchemeGroupVersion.WithResource("cronjobs"):                                    synced[*batchv1.CronJob],
 		corev1.SchemeGroupVersion.WithResource("nodes"):                                        synced[*corev1.Node],
 		admissionregistrationv1.SchemeGroupVersion.WithResource("validatingadmissionpolicies"): synced[*admissionregistrationv1.ValidatingAdmissionPolicy],
+		appsv1.SchemeGroupVersion.WithResource("statefulsets"):                                 synced[*appsv1.StatefulSet],
+		appsv1.SchemeGroupVersion.WithResource("controllerrevisions"):                          synced[*appsv1.ControllerRevision],
+		corev1.SchemeGroupVersion.WithResource("persistentvolumeclaims"):                       synced[*corev1.PersistentVolumeClaim],
 	}
 	synctest.Test(t, func(t *testing.T) {
 		sources := map[schema.GroupVersionResource]cache.ListerWatcher[cache.Object]{}
