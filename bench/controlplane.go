@@ -2,8 +2,9 @@ package main
 
 // Control-plane workloads: how long an RC of n replicas takes to reach
 // status.readyReplicas = n, a Deployment of n replicas availableReplicas =
-// n, and a rollout of a new template to a Deployment of n replicas to
-// complete, on an in-process equivalent of `listwatch up`
+// n, a rollout of a new template to a Deployment of n replicas to
+// complete, a Job of n completions to Complete, and a StatefulSet of n to
+// readyReplicas = n, on an in-process equivalent of `listwatch up`
 // (embedded etcd in a temporary directory, the API server over HTTPS on
 // 127.0.0.1 with up's filters, the controller-manager with no pod
 // lifecycle delay), against a floor that does the same writes with no
@@ -81,6 +82,12 @@ func init() {
 			})
 		}
 	}
+	// An OrderedReady StatefulSet makes its pods one at a time, each once
+	// the one before it is Ready: 100 is a large one.
+	name := "controlplane-" + statefulSetWorkload.name + "-100"
+	register(name, func(cfg config) ([]Row, error) {
+		return benchControlPlane(name, statefulSetWorkload, cfg.size(100))
+	})
 }
 
 // cpWorkload is what the controllers are asked to do: prepare, when set,
@@ -198,6 +205,35 @@ var jobWorkload = cpWorkload{
 				}
 			}
 			return false, fmt.Sprintf("Job at %d of %d succeeded, %d active", j.Status.Succeeded, n, j.Status.Active)
+		})
+	},
+	creates: times(1), deletes: times(0),
+}
+
+// statefulSetWorkload: a StatefulSet of n replicas (OrderedReady) to
+// kubectl rollout status's test: n ready, n updated, of its latest
+// generation.
+var statefulSetWorkload = cpWorkload{
+	name: "statefulset", metric: "time to readyReplicas", noFloor: true,
+	start: func(ctx context.Context, c *client.Client, n int32) error {
+		labels := map[string]string{"app": cpRCName}
+		set := &appsv1.StatefulSet{
+			ObjectMeta: metav1.ObjectMeta{Name: cpRCName, Namespace: cpNamespace},
+			Spec: appsv1.StatefulSetSpec{
+				Replicas:    &n,
+				ServiceName: cpRCName,
+				Selector:    &metav1.LabelSelector{MatchLabels: labels},
+				Template:    corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: podSpec()},
+			},
+		}
+		_, err := client.For[*appsv1.StatefulSet](c, cpNamespace).Create(ctx, set, metav1.CreateOptions{})
+		return err
+	},
+	await: func(ctx context.Context, c *client.Client, n int32) error {
+		return awaitObject(ctx, client.For[*appsv1.StatefulSet](c, cpNamespace), cpRCName, func(s *appsv1.StatefulSet) (bool, string) {
+			st := s.Status
+			ok := st.ObservedGeneration == s.Generation && st.ReadyReplicas == n && st.UpdatedReplicas == n
+			return ok, fmt.Sprintf("StatefulSet at %d of %d ready, %d updated", st.ReadyReplicas, n, st.UpdatedReplicas)
 		})
 	},
 	creates: times(1), deletes: times(0),

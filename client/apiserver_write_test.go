@@ -14,15 +14,18 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/listwatch/listwatch/apiserver"
+	"github.com/listwatch/listwatch/cache"
 )
 
 // forEachWriteServer runs f once per storage backend and response
@@ -626,6 +629,56 @@ func TestAPIServerWriteDelete(t *testing.T) {
 				err = pods.Delete(t.Context(), name, metav1.DeleteOptions{})
 				errNotFound.check(t, err)
 			})
+		}
+	})
+}
+
+// recordedWrites is a WriteRecorder that keeps what it is told.
+type recordedWrites struct {
+	mu   sync.Mutex
+	objs []cache.Object
+}
+
+func (r *recordedWrites) RecordWrite(_ schema.GroupResource, obj cache.Object) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.objs = append(r.objs, obj)
+}
+
+// TestAPIServerWriteDeleteRecorded: a delete the server answers with the
+// object is recorded as a write: a pod that a finalizer keeps, with its
+// deletionTimestamp and the resourceVersion it is stored at; a pod
+// deleted at once, with a resourceVersion.
+func TestAPIServerWriteDeleteRecorded(t *testing.T) {
+	forEachWriteServer(t, func(t *testing.T, pods *Resource[*corev1.Pod]) {
+		rec := &recordedWrites{}
+		ctx := WithWriteRecorder(t.Context(), rec)
+		if _, err := pods.Create(t.Context(), writePod("kept"), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := pods.Delete(ctx, "kept", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		stored, err := pods.Get(t.Context(), "kept", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rec.objs) != 1 || rec.objs[0].GetName() != "kept" || rec.objs[0].GetDeletionTimestamp() == nil || rec.objs[0].GetResourceVersion() != stored.ResourceVersion {
+			t.Fatalf("recorded %v, want the pod kept by its finalizer at resourceVersion %s", rec.objs, stored.ResourceVersion)
+		}
+		if _, err := pods.Patch(t.Context(), "kept", types.JSONPatchType, []byte(`[{"op":"remove","path":"/metadata/finalizers"}]`), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+
+		rec.objs = nil
+		if _, err := pods.Create(t.Context(), newPod("gone"), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := pods.Delete(ctx, "gone", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if len(rec.objs) != 1 || rec.objs[0].GetName() != "gone" || rec.objs[0].GetResourceVersion() == "" {
+			t.Fatalf("recorded %v, want the pod deleted at once", rec.objs)
 		}
 	})
 }

@@ -442,7 +442,13 @@ func (r *Resource[T]) Delete(ctx context.Context, name string, opts metav1.Delet
 	if err != nil {
 		return err
 	}
-	// The body is the object as deleted, or a Status: not needed.
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, int64(r.c.maxEvent)))
-	return resp.Body.Close()
+	// The body is the object as deleted (a pod, or anything a grace
+	// period or finalizers keep for a while), or a Status. The object is
+	// recorded as the write it is (RecordWrite), so that a controller's
+	// next sync waits until its informer shows the deletion rather than
+	// delete again; a Status decodes to no object of that name.
+	if obj, err := r.object(req, resp); err == nil && !isNilPointer(obj) && obj.GetName() == name {
+		RecordWrite(ctx, r.gvr.GroupResource(), obj)
+	}
+	return nil
 }

@@ -22,8 +22,11 @@ type WriteRecorder interface {
 type writeRecorderKey struct{}
 
 // WithWriteRecorder returns ctx carrying r: the creates, updates and
-// patches made with it that succeed are recorded in r. Deletes are not:
-// what they answer is not the state the deletion leaves.
+// patches made with it that succeed are recorded in r, and so are the
+// deletes the server answers with the object (a graceful deletion's, with
+// its deletionTimestamp, or the object as it was deleted), whose
+// resourceVersion the informer reaches once it shows the deletion; a
+// delete answered with a Status is not.
 func WithWriteRecorder(ctx context.Context, r WriteRecorder) context.Context {
 	return context.WithValue(ctx, writeRecorderKey{}, r)
 }

@@ -186,9 +186,10 @@ func (r *RealPodControl) logger() *slog.Logger {
 	return slog.Default()
 }
 
-// ownerRefPatch is the strategic merge patch that adopts or releases a pod.
-// Carrying the pod's UID makes the server refuse the patch if the pod was
-// replaced by another of the same name meanwhile.
+// ownerRefPatch is the strategic merge patch that adopts or releases an
+// object (a pod, a ControllerRevision). Carrying the object's UID makes
+// the server refuse the patch if the object was replaced by another of the
+// same name meanwhile.
 type ownerRefPatch struct {
 	Metadata ownerRefPatchMeta `json:"metadata"`
 }
@@ -198,8 +199,9 @@ type ownerRefPatchMeta struct {
 	UID             types.UID        `json:"uid"`
 }
 
-// adoptPatch makes owner the pod's controller.
-func adoptPatch(podUID types.UID, ref metav1.OwnerReference) ([]byte, error) {
+// AdoptPatch is the strategic merge patch that makes ref's owner the
+// controller of the object whose UID is uid.
+func AdoptPatch(uid types.UID, ref metav1.OwnerReference) ([]byte, error) {
 	return json.Marshal(ownerRefPatch{Metadata: ownerRefPatchMeta{
 		OwnerReferences: []map[string]any{{
 			"apiVersion":         ref.APIVersion,
@@ -209,14 +211,15 @@ func adoptPatch(podUID types.UID, ref metav1.OwnerReference) ([]byte, error) {
 			"controller":         true,
 			"blockOwnerDeletion": true,
 		}},
-		UID: podUID,
+		UID: uid,
 	}})
 }
 
-// releasePatch deletes the owner reference with ownerUID from the pod.
-func releasePatch(podUID, ownerUID types.UID) ([]byte, error) {
+// ReleasePatch is the strategic merge patch that deletes the owner
+// reference with ownerUID from the object whose UID is uid.
+func ReleasePatch(uid, ownerUID types.UID) ([]byte, error) {
 	return json.Marshal(ownerRefPatch{Metadata: ownerRefPatchMeta{
 		OwnerReferences: []map[string]any{{"$patch": "delete", "uid": ownerUID}},
-		UID:             podUID,
+		UID:             uid,
 	}})
 }

@@ -196,7 +196,7 @@ func TestDeletePod(t *testing.T) {
 
 func TestOwnerRefPatches(t *testing.T) {
 	ref := NewControllerRef(newRC("web", "owner-uid"), rcKind)
-	data, err := adoptPatch("pod-uid", *ref)
+	data, err := AdoptPatch("pod-uid", *ref)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +208,7 @@ func TestOwnerRefPatches(t *testing.T) {
 	if string(data) != want {
 		t.Fatalf("adopt patch\n%s\nwant\n%s", data, want)
 	}
-	data, err = releasePatch("pod-uid", "owner-uid")
+	data, err = ReleasePatch("pod-uid", "owner-uid")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -55,6 +55,40 @@ func Controlled[T cache.Object](idx cache.Indexer[T], namespace string, uid type
 	return idx.ByIndex(ByControllerIndex, byControllerValue(namespace, uid))
 }
 
+// OrphansIndex is the name of the index AddOrphansIndex adds: an object
+// without a controller reference filed under its namespace, so that a
+// controller reads the orphans it may adopt rather than every object of
+// the namespace.
+const OrphansIndex = "controller.listwatch.io/orphans"
+
+func indexOrphan[T cache.Object](obj T) ([]string, error) {
+	if metav1.GetControllerOfNoCopy(obj) != nil {
+		return nil, nil
+	}
+	return []string{obj.GetNamespace()}, nil
+}
+
+// AddOrphansIndex adds OrphansIndex to an informer's cache, unless it is
+// there already.
+func AddOrphansIndex[T cache.Object](idx cache.Indexer[T]) error {
+	if _, ok := idx.GetIndexers()[OrphansIndex]; ok {
+		return nil
+	}
+	if err := idx.AddIndexers(cache.Indexers[T]{OrphansIndex: indexOrphan[T]}); err != nil {
+		if _, ok := idx.GetIndexers()[OrphansIndex]; ok {
+			return nil
+		}
+		return fmt.Errorf("adding index %s: %w", OrphansIndex, err)
+	}
+	return nil
+}
+
+// Orphans returns the objects of namespace without a controller
+// reference, from a cache with OrphansIndex.
+func Orphans[T cache.Object](idx cache.Indexer[T], namespace string) ([]T, error) {
+	return idx.ByIndex(OrphansIndex, namespace)
+}
+
 // AddPodsByControllerIndex is AddByControllerIndex on a pod informer.
 func AddPodsByControllerIndex(idx cache.Indexer[*corev1.Pod]) error { return AddByControllerIndex(idx) }
 

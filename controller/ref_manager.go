@@ -23,6 +23,11 @@ type PodControllerRefManager struct {
 	Controller metav1.Object
 	// Selector picks the controller's pods.
 	Selector labels.Selector
+	// Filter, when set, is a further test a pod must pass to be the
+	// controller's, as its selector must match (a StatefulSet's pods must
+	// also be named after it): a pod that fails it is neither kept nor
+	// adopted, and released if owned.
+	Filter func(*corev1.Pod) bool
 	// Kind is the owner's group, version and kind.
 	Kind schema.GroupVersionKind
 	// Recheck, when set, reads the owner afresh (from the API server rather
@@ -35,14 +40,14 @@ type PodControllerRefManager struct {
 }
 
 // Classify splits pods in three: owned (controlled by the owner and
-// matching the selector), orphans (without a controller, matching, and
-// adoptable: not being deleted, in the owner's namespace) and release
-// (controlled by the owner but no longer matching). Pods controlled by
+// matching the selector and Filter), orphans (without a controller,
+// matching, and adoptable: not being deleted, in the owner's namespace)
+// and release (controlled by the owner but no longer matching). Pods controlled by
 // another owner are in none.
 func (m *PodControllerRefManager) Classify(pods []*corev1.Pod) (owned, orphans, release []*corev1.Pod) {
 	uid := m.Controller.GetUID()
 	for _, pod := range pods {
-		matches := m.Selector != nil && m.Selector.Matches(labels.Set(pod.Labels))
+		matches := m.Selector != nil && m.Selector.Matches(labels.Set(pod.Labels)) && (m.Filter == nil || m.Filter(pod))
 		ref := metav1.GetControllerOfNoCopy(pod)
 		switch {
 		case ref != nil && ref.UID == uid:
@@ -122,7 +127,7 @@ func (m *PodControllerRefManager) AdoptPod(ctx context.Context, pod *corev1.Pod)
 	if err := m.canAdopt(ctx); err != nil {
 		return fmt.Errorf("adopting pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
-	data, err := adoptPatch(pod.UID, *m.ownerRef())
+	data, err := AdoptPatch(pod.UID, *m.ownerRef())
 	if err != nil {
 		return fmt.Errorf("adopting pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
@@ -131,7 +136,7 @@ func (m *PodControllerRefManager) AdoptPod(ctx context.Context, pod *corev1.Pod)
 
 // ReleasePod removes the owner's reference from the pod.
 func (m *PodControllerRefManager) ReleasePod(ctx context.Context, pod *corev1.Pod) error {
-	data, err := releasePatch(pod.UID, m.Controller.GetUID())
+	data, err := ReleasePatch(pod.UID, m.Controller.GetUID())
 	if err != nil {
 		return fmt.Errorf("releasing pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}

@@ -38,6 +38,7 @@ var controllerAccounts = map[string]string{
 	Job:                    "job-controller",
 	CronJob:                "cronjob-controller",
 	TTLAfterFinished:       "ttl-after-finished-controller",
+	StatefulSet:            "statefulset-controller",
 	AdmissionPolicyStatus:  "validatingadmissionpolicy-status-controller",
 	ResourceQuota:          "resourcequota-controller",
 }

@@ -54,6 +54,7 @@ import (
 	"github.com/listwatch/listwatch/controllers/replication"
 	"github.com/listwatch/listwatch/controllers/resourcequota"
 	"github.com/listwatch/listwatch/controllers/serviceaccount"
+	"github.com/listwatch/listwatch/controllers/statefulset"
 	"github.com/listwatch/listwatch/controllers/ttlafterfinished"
 	"github.com/listwatch/listwatch/informers"
 	"github.com/listwatch/listwatch/leaderelection"
@@ -80,6 +81,8 @@ const (
 	CronJob = "cronjob"
 	// TTLAfterFinished is kube's ttl-after-finished controller.
 	TTLAfterFinished = "ttl-after-finished"
+	// StatefulSet is kube's statefulset controller.
+	StatefulSet = "statefulset"
 	// AdmissionPolicyStatus is kube's validatingadmissionpolicy-status
 	// controller.
 	AdmissionPolicyStatus = "validatingadmissionpolicystatus"
@@ -147,6 +150,8 @@ type Config struct {
 	// ResourceQuota tunes the resource quota controller (workers, the
 	// period of its full recalculations).
 	ResourceQuota resourcequota.Options
+	// StatefulSet tunes the StatefulSet controller (workers).
+	StatefulSet statefulset.Options
 	// PodLifecycle tunes the simulated nodes.
 	PodLifecycle podlifecycle.Options
 	// Namespace tunes the namespace controller.
@@ -768,6 +773,19 @@ var controllers = []controllerDef{
 		return ttlafterfinished.New(informers.For[*batchv1.Job](d.factory), ttlafterfinished.NewClient(d.clientOf(TTLAfterFinished)), opts)
 	}},
 	{ResourceQuota, newResourceQuota},
+	{StatefulSet, func(_ context.Context, d deps) (runner, error) {
+		opts := d.m.cfg.StatefulSet
+		if opts.Recorder == nil {
+			opts.Recorder = d.events.NewRecorder("statefulset-controller")
+		}
+		opts.Controller = d.options("statefulset-controller", opts.Controller)
+		return statefulset.New(statefulset.Informers{
+			StatefulSets:        informers.For[*appsv1.StatefulSet](d.factory),
+			Pods:                informers.For[*corev1.Pod](d.factory),
+			Claims:              informers.For[*corev1.PersistentVolumeClaim](d.factory),
+			ControllerRevisions: informers.For[*appsv1.ControllerRevision](d.factory),
+		}, statefulset.NewClient(d.clientOf(StatefulSet)), opts)
+	}},
 	{ClusterRoleAggregation, func(_ context.Context, d deps) (runner, error) {
 		return clusterroleaggregation.New(informers.For[*rbacv1.ClusterRole](d.factory), clusterroleaggregation.NewClient(d.clientOf(ClusterRoleAggregation)),
 			clusterroleaggregation.Options{Controller: d.options("clusterrole-aggregation-controller", controller.Options{})})

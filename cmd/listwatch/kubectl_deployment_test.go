@@ -137,6 +137,7 @@ func (s *rolloutSampler) end() (minAvailable, most, mostSpec, samples int) {
 // resumed; a rollout to an image the nodes cannot run (`up
 // --pod-fail-images`) ends with Progressing=False, reason
 // ProgressDeadlineExceeded, and kubectl rollout status fails saying so.
+// A StatefulSet's rollout status returns too.
 func TestKubectlRollout(t *testing.T) {
 	// As `up --pod-fail-images registry.example/broken:*` would; `up`
 	// reads the flags when it starts, and no test of the package runs in
@@ -165,6 +166,28 @@ func TestKubectlRollout(t *testing.T) {
 	if !strings.HasSuffix(first, "replicas=100 revision=1") {
 		t.Fatalf("replica sets: %v", rsOf())
 	}
+
+	// kubectl rollout status of a StatefulSet returns once its pods are
+	// up, and again once kubectl set image has rolled them, one at a time
+	// from the highest ordinal.
+	t.Run("statefulset", func(t *testing.T) {
+		start := time.Now()
+		e.ok("apply", "-f", e.file("db.yaml", kubectlStatefulSet))
+		e.ok("rollout", "status", "statefulset/db", "--timeout=60s")
+		created := time.Since(start)
+		start = time.Now()
+		e.ok("set", "image", "statefulset/db", "db=registry.example/db:2")
+		e.ok("rollout", "status", "statefulset/db", "--timeout=60s")
+		t.Logf("StatefulSet of 2 up in %v, rolled in %v", created.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+		st := e.ok("get", "statefulset", "db", "-o", "jsonpath={.status.readyReplicas}/{.status.updatedReplicas} {.status.currentRevision} {.status.updateRevision}").stdout
+		if f := strings.Fields(st); len(f) != 3 || f[0] != "2/2" || f[1] != f[2] || !strings.HasPrefix(f[1], "db-") {
+			t.Errorf("status: ready/updated, current and update revision %q", st)
+		}
+		pods := e.ok("get", "pods", "-l", "app=db", "-o", `jsonpath={range .items[*]}{.metadata.name}={.spec.containers[0].image} {end}`).stdout
+		if want := "db-0=registry.example/db:2 db-1=registry.example/db:2"; strings.TrimSpace(pods) != want {
+			t.Errorf("pods %q, want %q", pods, want)
+		}
+	})
 
 	t.Run("set image", func(t *testing.T) {
 		s := sampleRollout(t, e.kubeconfig, 100)
@@ -252,3 +275,22 @@ func TestKubectlRollout(t *testing.T) {
 		}
 	})
 }
+
+// kubectlStatefulSet is a StatefulSet of 2 (OrderedReady, RollingUpdate).
+const kubectlStatefulSet = `apiVersion: apps/v1
+kind: StatefulSet
+metadata:
+  name: db
+spec:
+  replicas: 2
+  serviceName: db
+  selector:
+    matchLabels: {app: db}
+  template:
+    metadata:
+      labels: {app: db}
+    spec:
+      containers:
+      - name: db
+        image: registry.example/db:1
+`

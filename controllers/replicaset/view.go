@@ -348,7 +348,7 @@ func (m *Manager[T]) podView(obj T) (*podView, error) {
 // orphanPods returns the active pods of namespace without a controller,
 // which a sync may adopt.
 func (m *Manager[T]) orphanPods(namespace string) ([]*corev1.Pod, error) {
-	orphans, err := m.pods.GetIndexer().ByIndex(indexOrphans, namespace)
+	orphans, err := controller.Orphans(m.pods.GetIndexer(), namespace)
 	if err != nil {
 		return nil, fmt.Errorf("listing orphan pods: %w", err)
 	}

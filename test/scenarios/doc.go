@@ -39,6 +39,11 @@
 //   - the order of objects of one kind: they are sorted by their masked
 //     JSON, since a list orders them by a name that is partly random.
 //
+// The events of kube's persistentvolume-controller (the binder, which
+// listwatch does not run: a StatefulSet's claims stay Pending on both
+// sides, and kube's binder records FailedBinding about them every 15
+// seconds, a count that depends on time) are left out.
+//
 // Counts, reasons, messages, conditions, labels, annotations, owner
 // references, finalizers, managedFields' managers and field sets, and every
 // defaulted field are compared as recorded.

@@ -147,6 +147,9 @@ var scenarios = []scenario{
 			return len(jobs.Items) == 0 && len(pods.Items) == 0, nil
 		},
 	},
+	statefulSetScaleRoll(),
+	statefulSetParallelPartition(),
+	statefulSetClaims(),
 	concurrencyScenario("cronjob-replace", batchv1.ReplaceConcurrent),
 	concurrencyScenario("cronjob-forbid", batchv1.ForbidConcurrent),
 	{
