@@ -92,7 +92,8 @@ type Golden struct {
 	RecordedFrom string `json:"recordedFrom"`
 	// Objects are the masked objects, by resource (cronjobs, jobs, pods,
 	// events; statefulsets, controllerrevisions and
-	// persistentvolumeclaims where there are some), each list sorted.
+	// persistentvolumeclaims and resourcequotas where there are some), each
+	// list sorted.
 	Objects map[string]any `json:"objects"`
 }
 
@@ -306,8 +307,8 @@ var (
 )
 
 // snapshot lists the CronJobs, Jobs, pods, events, StatefulSets,
-// ControllerRevisions and PersistentVolumeClaims of namespace ns and masks
-// them (see the package documentation).
+// ControllerRevisions, PersistentVolumeClaims and ResourceQuotas of
+// namespace ns and masks them (see the package documentation).
 func snapshot(ctx context.Context, c *client.Client, ns string) (map[string]any, error) {
 	cronJobs, err := list[*batchv1.CronJob](ctx, c, ns)
 	if err != nil {
@@ -338,6 +339,10 @@ func snapshot(ctx context.Context, c *client.Client, ns string) (map[string]any,
 	if err != nil {
 		return nil, err
 	}
+	quotas, err := list[*corev1.ResourceQuota](ctx, c, ns)
+	if err != nil {
+		return nil, err
+	}
 	kinds := []struct {
 		name string
 		objs []any
@@ -347,7 +352,7 @@ func snapshot(ctx context.Context, c *client.Client, ns string) (map[string]any,
 	for _, k := range []struct {
 		name string
 		objs []any
-	}{{"statefulsets", anys(sets)}, {"controllerrevisions", anys(revisions)}, {"persistentvolumeclaims", anys(claims)}} {
+	}{{"statefulsets", anys(sets)}, {"controllerrevisions", anys(revisions)}, {"persistentvolumeclaims", anys(claims)}, {"resourcequotas", anys(quotas)}} {
 		if len(k.objs) > 0 {
 			kinds = append(kinds, k)
 		}

@@ -150,6 +150,7 @@ var scenarios = []scenario{
 	statefulSetScaleRoll(),
 	statefulSetParallelPartition(),
 	statefulSetClaims(),
+	resourceQuotaStatus(),
 	concurrencyScenario("cronjob-replace", batchv1.ReplaceConcurrent),
 	concurrencyScenario("cronjob-forbid", batchv1.ForbidConcurrent),
 	{
