@@ -79,24 +79,25 @@ func (s *Server) handleApply(w http.ResponseWriter, r *http.Request, req request
 		}
 		return nil
 	}
-	// merged checks the result of a merge as the patch handler does.
-	merged := func(obj runtime.Object) (*unstructured.Unstructured, error) {
+	// merged checks the result of a merge as the patch handler does: a
+	// map, or the live object's Go type where the merge changed nothing.
+	merged := func(obj runtime.Object) (object, error) {
 		if err := strict(); err != nil {
 			return nil, err
 		}
-		u, ok := obj.(*unstructured.Unstructured)
-		if !ok {
-			return nil, apierrors.NewInternalError(fmt.Errorf("apply: merged object is %T", obj))
-		}
-		if err := checkNamespace(req, u); err != nil {
+		o, err := registry.AsObject(obj)
+		if err != nil {
 			return nil, err
 		}
-		if u.GetName() != req.name {
-			return nil, respond.BadRequest("the name of the object (%s) does not match the name on the URL (%s)", u.GetName(), req.name)
+		if err := checkNamespace(req, o); err != nil {
+			return nil, err
 		}
-		return u, nil
+		if o.GetName() != req.name {
+			return nil, respond.BadRequest("the name of the object (%s) does not match the name on the URL (%s)", o.GetName(), req.name)
+		}
+		return o, nil
 	}
-	out, err := s.update(r.Context(), req, func(cur *unstructured.Unstructured) (object, error) {
+	out, err := s.update(r.Context(), req, func(cur object) (object, error) {
 		obj, err := fm.Apply(cur, applied.DeepCopy(), manager, force)
 		if err != nil {
 			return nil, applyError(err)
@@ -133,22 +134,25 @@ func (s *Server) handleApply(w http.ResponseWriter, r *http.Request, req request
 // applyCreate creates the object an apply names when none is stored, as
 // kube-apiserver does: the configuration applied to an empty object, then
 // the ordinary create.
-func (s *Server) applyCreate(r *http.Request, req request, fm fieldApplier, applied *unstructured.Unstructured, force bool, merged func(runtime.Object) (*unstructured.Unstructured, error)) (object, error) {
+func (s *Server) applyCreate(r *http.Request, req request, fm fieldApplier, applied *unstructured.Unstructured, force bool, merged func(runtime.Object) (object, error)) (object, error) {
 	empty := req.res.NewEmpty()
 	obj, err := fm.Apply(empty, applied.DeepCopy(), req.manage.manager, force)
 	if err != nil {
 		return nil, applyError(err)
 	}
-	u, err := merged(obj)
+	o, err := merged(obj)
 	if err != nil {
 		return nil, err
 	}
-	if uid := u.GetUID(); uid != "" {
+	if uid := o.GetUID(); uid != "" {
 		return nil, apierrors.NewConflict(req.res.GR(), req.name,
 			fmt.Errorf("uid mismatch: the provided object specified uid %s, and no existing object was found", uid))
 	}
-	var o object = u
-	if typed := req.res.NewTyped(); typed != nil {
+	// A built-in object is created as its Go type (a custom resource as
+	// the map), which the merge gave where it changed nothing of the empty
+	// object.
+	u, isMap := o.(*unstructured.Unstructured)
+	if typed := req.res.NewTyped(); typed != nil && isMap {
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, typed); err != nil {
 			return nil, decode.CannotHandle(req.res, err)
 		}
@@ -191,7 +195,11 @@ func (s *Server) applyScale(w http.ResponseWriter, r *http.Request, req request,
 	if err != nil {
 		return apierrors.NewInternalError(err)
 	}
-	out, err := s.update(r.Context(), req, func(cur *unstructured.Unstructured) (object, error) {
+	out, err := s.update(r.Context(), req, func(stored object) (object, error) {
+		cur, err := req.res.AsMap(stored)
+		if err != nil {
+			return nil, err
+		}
 		h, err := scaleHandler(req.res, cur.GetManagedFields())
 		if err != nil {
 			return nil, apierrors.NewInternalError(err)

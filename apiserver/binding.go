@@ -131,7 +131,7 @@ func (s *Server) bind(w http.ResponseWriter, r *http.Request, req request, resou
 	if err != nil {
 		return err
 	}
-	if _, err := s.updateObject(r.Context(), req, mutate); err != nil {
+	if _, err := s.update(r.Context(), req, mutate); err != nil {
 		return err
 	}
 	st := metav1.Status{Status: metav1.StatusSuccess, Code: http.StatusCreated}

@@ -80,8 +80,12 @@ func (h crdHost) AwaitDeletes(ctx context.Context, name string, timeout time.Dur
 
 func (h crdHost) UpdateDefinition(ctx context.Context, name, sub string, change func(*unstructured.Unstructured) (*unstructured.Unstructured, error)) error {
 	req := request{res: h.res, name: name, sub: sub, manage: &fieldManagement{manager: "kube-apiserver"}}
-	_, err := h.s.update(ctx, req, func(cur *unstructured.Unstructured) (object, error) {
-		return change(cur)
+	_, err := h.s.update(ctx, req, func(cur object) (object, error) {
+		u, err := h.res.AsMap(cur)
+		if err != nil {
+			return nil, err
+		}
+		return change(u)
 	})
 	return err
 }

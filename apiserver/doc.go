@@ -36,7 +36,12 @@
 //     serialize.go), in the encodings of internal/wire.
 //
 // Updates (update.go, patch.go, apply.go) and deletes (delete.go) take the
-// same way down, through the rules' Update and BeforeDelete.
+// same way down, through the rules' Update and BeforeDelete. An update
+// holds its object in one form from the stored bytes to the bytes it
+// stores (registry.Resource.DecodeObject): a built-in resource's Go type,
+// a custom resource's map; an update that changes nothing is known by
+// its bytes, a resource's objects having one stored form
+// (registry.Resource.EncodeStored).
 //
 // # Where a new resource's behaviour goes
 //

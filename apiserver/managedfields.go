@@ -109,46 +109,48 @@ func writeOptions(r *http.Request, verb string, pt types.PatchType) (*fieldManag
 // with one empty entry clears it); without one, the stored record is
 // kept. The record is left as stored when it cannot be made.
 //
-// written is a map, or the resource's Go type (Server.typedUpdate). The
-// result is the map, or, for a built-in resource, the Go type carrying the
-// record (kube.Rules.External: defaulted), which then stands for the map:
-// the map is left as it was written, or nil. Defaulting converts the object
-// to its Go type, and the strategies take it so (prepareUpdate), so the
-// conversion is made once.
-func manageUpdate(req request, cur *unstructured.Unstructured, written object) (*unstructured.Unstructured, object) {
-	desired, isMap := written.(*unstructured.Unstructured)
-	if !isMap {
-		req.res.Default(written)
-	}
+// The result is written in its resource's representation: a built-in
+// resource's map (a merge's) as its Go type, defaulted
+// (registry.Resource.Typed), the conversion the strategies would make of
+// it anyway; a map that does not convert is left as it is, for
+// prepareUpdate to refuse.
+func manageUpdate(req request, cur, written object) object {
 	if req.manage == nil || req.manage.applied {
-		return desired, typedOrNil(written, isMap)
+		return asGoType(req.res, written)
 	}
-	if req.sub == "scale" && isMap {
-		manageScale(req, cur, desired)
-		return desired, nil
+	if req.sub == "scale" {
+		if u, isMap := written.(*unstructured.Unstructured); isMap {
+			manageScale(req, cur, u)
+		}
+		return asGoType(req.res, written)
 	}
+	written = asGoType(req.res, written)
 	fm, err := req.res.FieldManager(req.sub)
 	if err != nil {
 		written.SetManagedFields(cur.GetManagedFields())
-		return desired, typedOrNil(written, isMap)
+		return written
 	}
-	if isMap {
-		// A map that does not convert is left as it is: validation
-		// reports what is wrong with it.
-		if obj, err := req.res.Typed(desired); err == nil {
-			written, isMap = obj, false
-		} else {
-			req.res.Default(desired)
-		}
+	if u, isMap := written.(*unstructured.Unstructured); isMap {
+		// A custom resource's map, recorded as defaulted.
+		req.res.Default(u)
 	}
 	written.SetManagedFields(managedBy(fm, req, cur, written))
-	return desired, typedOrNil(written, isMap)
+	return written
 }
 
-// typedOrNil is obj when it is not a map, else nil.
-func typedOrNil(obj object, isMap bool) object {
-	if isMap {
-		return nil
+// asGoType is obj, a written object of res, as its Go type where res has
+// one, defaulted as kube's decoder defaults it: a map converted where it
+// converts (left as it is where not). A custom resource's map is obj
+// itself.
+func asGoType(res *resource, obj object) object {
+	u, isMap := obj.(*unstructured.Unstructured)
+	switch {
+	case !isMap:
+		res.Default(obj)
+	case res.HasGoType():
+		if typed, err := res.Typed(u); err == nil {
+			return typed
+		}
 	}
 	return obj
 }
@@ -195,7 +197,7 @@ func managedBy(fm *managedfields.FieldManager, req request, live, newObj k8srunt
 // path mapped to spec.replicas), the Scale's field manager records the
 // change of the Scale, and the result is mapped back to the parent. The
 // stored record is kept when that fails.
-func manageScale(req request, cur, desired *unstructured.Unstructured) {
+func manageScale(req request, cur object, desired *unstructured.Unstructured) {
 	desired.SetManagedFields(cur.GetManagedFields())
 	fm, err := req.res.FieldManager(registry.ScaleSubresource)
 	if err != nil || req.res.Scale == nil {

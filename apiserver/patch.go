@@ -11,7 +11,6 @@ import (
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -23,6 +22,7 @@ import (
 
 	"github.com/listwatch/listwatch/apiserver/internal/decode"
 	"github.com/listwatch/listwatch/apiserver/internal/handlers"
+	"github.com/listwatch/listwatch/apiserver/internal/registry"
 	"github.com/listwatch/listwatch/apiserver/internal/respond"
 )
 
@@ -172,14 +172,14 @@ func (p *patcher) smpDocument() (map[string]any, []error, error) {
 
 // apply applies the patch to cur (a private copy, which it may change)
 // and returns the patched object's JSON.
-func (p *patcher) apply(cur *unstructured.Unstructured) ([]byte, error) {
+func (p *patcher) apply(cur object) ([]byte, error) {
 	if p.decodeErr != nil {
 		return nil, p.decodeErr
 	}
 	if p.pt == types.StrategicMergePatchType {
 		return p.applyStrategic(cur)
 	}
-	orig, err := json.Marshal(cur.Object)
+	orig, err := registry.MarshalJSON(cur)
 	if err != nil {
 		return nil, apierrors.NewInternalError(err)
 	}
@@ -189,7 +189,7 @@ func (p *patcher) apply(cur *unstructured.Unstructured) ([]byte, error) {
 // decodeFailed is the answer to a patch whose result patched, applied to
 // cur, the server cannot decode (err): kube-apiserver's, when its decoder
 // refuses the object too.
-func (p *patcher) decodeFailed(cur *unstructured.Unstructured, patched []byte, err error) error {
+func (p *patcher) decodeFailed(cur object, patched []byte, err error) error {
 	if p.pt == types.StrategicMergePatchType {
 		// kube-apiserver converts the patched map into the Go type, and
 		// quotes the patch.
@@ -243,7 +243,7 @@ func (p *patcher) applyJSON(orig []byte) ([]byte, error) {
 // leaves an object its decoder refuses: 422 on the field "patch", quoting
 // the patched object as kube-apiserver patches it, the stored object
 // encoded by its codec (so that the quote has its field order).
-func (p *patcher) undecodable(cur *unstructured.Unstructured, patched []byte) error {
+func (p *patcher) undecodable(cur object, patched []byte) error {
 	if orig, err := p.res.EncodeAsKube(cur); err == nil {
 		if out, err := p.applyJSON(orig); err == nil {
 			patched = out
@@ -258,10 +258,10 @@ func (p *patcher) undecodable(cur *unstructured.Unstructured, patched []byte) er
 	})
 }
 
-// applyStrategic applies a strategic merge patch to cur's map, with the
-// merge keys of the resource's Go type, answering as kube-apiserver does
-// when that fails.
-func (p *patcher) applyStrategic(cur *unstructured.Unstructured) ([]byte, error) {
+// applyStrategic applies a strategic merge patch to cur as a map (as
+// kube-apiserver's patcher does), with the merge keys of the resource's
+// Go type, answering as kube-apiserver does when that fails.
+func (p *patcher) applyStrategic(cur object) ([]byte, error) {
 	typed := p.res.NewTyped()
 	if typed == nil {
 		return nil, apierrors.NewInternalError(fmt.Errorf("no Go type for %s", p.res.GVK))
@@ -270,7 +270,11 @@ func (p *patcher) applyStrategic(cur *unstructured.Unstructured) ([]byte, error)
 	if err != nil {
 		return nil, err
 	}
-	patched, err := strategicpatch.StrategicMergeMapPatch(cur.Object, doc, typed)
+	u, err := p.res.AsMap(cur)
+	if err != nil {
+		return nil, err
+	}
+	patched, err := strategicpatch.StrategicMergeMapPatch(u.Object, doc, typed)
 	if err != nil {
 		return nil, interpretStrategicMergePatchError(err)
 	}
@@ -342,7 +346,7 @@ func (s *Server) handlePatch(w http.ResponseWriter, r *http.Request, req request
 	// are the ones reported.
 	var problems []string
 	typed := s.typedUpdate(req)
-	out, err := s.updateObject(r.Context(), req, func(cur *unstructured.Unstructured) (object, error) {
+	out, err := s.update(r.Context(), req, func(cur object) (object, error) {
 		patched, err := p.apply(cur)
 		if err != nil {
 			return nil, err
@@ -401,7 +405,7 @@ func (s *Server) handlePatch(w http.ResponseWriter, r *http.Request, req request
 // (problems): 422 on the field "patch", quoting the patched object as
 // kube-apiserver patches it (a JSON or merge patch) or the patch document
 // (a strategic merge patch), with the strict decoding error.
-func (p *patcher) strictInvalid(cur *unstructured.Unstructured, patched []byte, problems []string) error {
+func (p *patcher) strictInvalid(cur object, patched []byte, problems []string) error {
 	msg := "strict decoding error: " + strings.Join(problems, ", ")
 	value := string(patched)
 	switch {

@@ -30,8 +30,12 @@ func replicas(obj map[string]any) int64 {
 	return n
 }
 
-// toScale is the Scale view of a scalable object.
-func toScale(r *resource, u *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+// toScale is the Scale view of a scalable object (its Go type or a map).
+func toScale(r *resource, in object) (*unstructured.Unstructured, error) {
+	u, err := r.AsMap(in)
+	if err != nil {
+		return nil, err
+	}
 	sel, err := r.Scale.Selector(u.Object)
 	if err != nil {
 		return nil, apierrors.NewInternalError(err)
@@ -71,9 +75,17 @@ func toScale(r *resource, u *unstructured.Unstructured) (*unstructured.Unstructu
 
 // updateScale writes the Scale that scaleBody computes from the current
 // Scale (the PUT body, or a patch applied to it) into spec.replicas.
-func (s *Server) updateScale(w http.ResponseWriter, r *http.Request, req request, scaleBody func(cur *unstructured.Unstructured) ([]byte, error)) error {
+//
+// The Scale's replicas are set in the object's map: the one write that
+// changes an object by a path (kube's scale subresources, which change
+// the Go type's field, name a path only for custom resources).
+func (s *Server) updateScale(w http.ResponseWriter, r *http.Request, req request, scaleBody func(cur object) ([]byte, error)) error {
 	var scale *unstructured.Unstructured
-	out, err := s.update(r.Context(), req, func(cur *unstructured.Unstructured) (object, error) {
+	out, err := s.update(r.Context(), req, func(stored object) (object, error) {
+		cur, err := req.res.AsMap(stored)
+		if err != nil {
+			return nil, err
+		}
 		curScale, err := toScale(req.res, cur)
 		if err != nil {
 			return nil, err

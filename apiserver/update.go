@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"reflect"
 	"strconv"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -24,16 +23,16 @@ import (
 	"github.com/listwatch/listwatch/watchcache"
 )
 
-// errNoChange ends a GuaranteedUpdate whose result equals the stored
-// object: nothing is written and the stored object is returned.
-type errNoChange struct{ cur *unstructured.Unstructured }
+// errNoChange ends a GuaranteedUpdate whose result is what is stored:
+// nothing is written and cur, the object as stored, is answered.
+type errNoChange struct{ cur object }
 
 func (errNoChange) Error() string { return "no change" }
 
 // errDeleteInstead ends a GuaranteedUpdate whose result is an object being
 // deleted with no finalizers left: it is removed instead of written.
 type errDeleteInstead struct {
-	obj *unstructured.Unstructured
+	obj object
 	rev int64
 }
 
@@ -44,21 +43,21 @@ func (errDeleteInstead) Error() string { return "delete instead" }
 // removed instead of written: kube-apiserver's store's rule (no finalizers
 // left, and cur deleted with no grace period pending: a pod waiting out
 // its grace period stays), unless its rules hold it longer (namespaces).
-func shouldDeleteDuringUpdate(ctx context.Context, r *resource, obj object, cur *unstructured.Unstructured) bool {
+func shouldDeleteDuringUpdate(ctx context.Context, r *resource, obj, cur object) bool {
 	return genericregistry.ShouldDeleteDuringUpdate(ctx, "", obj, cur) && !r.HeldFromRemoval(obj)
 }
 
-// mutateFunc turns the current object (a private copy) into the desired
-// one; it may be called several times. The desired object is a map, or,
-// where the write goes through its resource's rules as its Go type
-// (Server.typedUpdate), may be of that type, a private copy too.
-type mutateFunc func(cur *unstructured.Unstructured) (object, error)
+// mutateFunc turns the current object, a private copy in its resource's
+// representation (registry.Resource.DecodeObject: a built-in object's Go
+// type, a custom resource's map), into the desired one; it may be called
+// several times. It may answer a map for a built-in resource (a merge of
+// maps: apply, scale), which the update turns into the Go type once.
+type mutateFunc func(cur object) (object, error)
 
-// typedUpdate reports whether an update of req goes through its
-// resource's rules as the resource's Go type, with no map on the way: a
-// built-in resource's write that records managedFields (manageUpdate),
-// but for the subresources and the resource (services) whose write changes
-// the map.
+// typedUpdate reports whether the body of an update of req is decoded
+// straight to its resource's Go type: a built-in resource's write that
+// records managedFields (manageUpdate), but for the subresources whose
+// body is another kind (scale, binding).
 func (s *Server) typedUpdate(req request) bool {
 	if !req.res.HasGoType() || req.manage == nil || req.manage.applied || req.sub == "scale" || req.sub == "binding" {
 		return false
@@ -71,108 +70,56 @@ func (s *Server) typedUpdate(req request) bool {
 // every write shares: the resourceVersion precondition, immutable system
 // metadata, status kept by main-resource writes and spec by /status
 // writes, generation bumps, and removal of a deleted object whose last
-// finalizer went. It returns the object as stored.
-func (s *Server) update(ctx context.Context, req request, mutate mutateFunc) (*unstructured.Unstructured, error) {
-	out, typed, err := s.updateTyped(ctx, req, mutate)
-	if err != nil || out != nil {
-		return out, err
-	}
-	return req.res.AsMap(typed)
-}
-
-// updateObject is update answering with the object as its Go type where
-// the write made it so (a built-in resource), else as the map: the
-// answer's encoding then needs no conversion.
-func (s *Server) updateObject(ctx context.Context, req request, mutate mutateFunc) (object, error) {
-	out, typed, err := s.updateTyped(ctx, req, mutate)
-	if err != nil {
-		return nil, err
-	}
-	if typed != nil {
-		return typed, nil
-	}
-	return out, nil
-}
-
-// updateTyped is update returning the object stored as its Go type where
-// the write made it so (a built-in resource's update through its rules),
-// and then no map; else the map and no Go type.
-func (s *Server) updateTyped(ctx context.Context, req request, mutate mutateFunc) (*unstructured.Unstructured, object, error) {
+// finalizer went. It returns the object as stored, in its resource's
+// representation: the object goes from the stored bytes to the bytes
+// stored in that one form, and a write that changes nothing is known by
+// its bytes alone (a resource's objects have one stored form:
+// registry.Resource.EncodeStored).
+func (s *Server) update(ctx context.Context, req request, mutate mutateFunc) (object, error) {
 	key := registry.KeyFor(req.res, req.namespace, req.name)
 	// finish is what the rules took for the attempt being made: given up
 	// when another is made or the write fails, kept once it is stored.
 	var finish registry.Finish
 	defer func() { finish.Done(false) }()
 	for {
-		var out *unstructured.Unstructured
-		var outTyped object
+		var out object
 		var stored []byte
 		withdraw := func() {}
 		rev, err := storage.GuaranteedUpdate(ctx, s.cfg.Storage, key, func(kv storage.KeyValue) ([]byte, error) {
-			cur, err := req.res.DecodeKV(kv)
+			cur, err := req.res.DecodeObject(kv)
 			if err != nil {
 				return nil, err
 			}
-			written, err := mutate(deepCopy(cur))
+			written, err := copyObject(cur)
 			if err != nil {
 				return nil, err
 			}
-			desired, ext := manageUpdate(req, cur, written)
+			if written, err = mutate(written); err != nil {
+				return nil, err
+			}
 			finish.Done(false)
-			typed, f, err := s.prepareUpdate(ctx, req, cur, desired, ext)
+			desired, f, err := s.prepareUpdate(ctx, req, cur, manageUpdate(req, cur, written))
 			finish = f
 			if err != nil {
 				return nil, err
 			}
-			if u, ok := typed.(*unstructured.Unstructured); ok {
-				desired, typed = u, nil
-			}
-			// When the rules gave the object as its Go type, that is what
-			// is stored (it encodes faster than a map, to the same
-			// object), and desired is left as written: its map is made
-			// where it is needed (asMap).
-			var toStore object = desired
-			if typed != nil {
-				toStore = typed
-			}
-			value, err := req.res.EncodeStored(toStore)
-			if err != nil {
+			value, err := req.res.EncodeStored(desired)
+			switch {
+			case err != nil:
 				return nil, err
-			}
-			asMap := func() (*unstructured.Unstructured, error) {
-				if typed == nil {
-					return desired, nil
-				}
-				return registry.DecodeStored(value, kv.Revision)
-			}
-			if same, err := storedAlready(kv, value, cur, toStore); err != nil {
-				return nil, err
-			} else if same {
+			case bytes.Equal(value, kv.Value):
 				return nil, errNoChange{cur}
-			}
-			if req.dryRun {
+			case req.dryRun:
 				// Everything was checked; answer with what would be
 				// stored and write nothing.
-				u, err := asMap()
-				if err != nil {
-					return nil, err
-				}
-				return nil, errNoChange{u}
+				return nil, errNoChange{desired}
+			case shouldDeleteDuringUpdate(ctx, req.res, desired, cur):
+				return nil, errDeleteInstead{desired, kv.Revision}
 			}
-			if shouldDeleteDuringUpdate(ctx, req.res, toStore, cur) {
-				u, err := asMap()
-				if err != nil {
-					return nil, err
-				}
-				return nil, errDeleteInstead{u, kv.Revision}
-			}
-			out, outTyped, stored = desired, typed, value
-			if typed != nil {
-				out = nil
-			}
+			out, stored = desired, value
 			// An earlier attempt's write was refused: its hint goes.
 			withdraw()
-			withdraw = s.leaveHint(req.res, key, value, toStore)
+			withdraw = s.leaveHint(req.res, key, value, desired)
 			return value, nil
 		})
 		if err != nil {
@@ -184,93 +131,42 @@ func (s *Server) updateTyped(ctx context.Context, req request, mutate mutateFunc
 		case err == nil:
 			finish.Done(true)
 			if req.res.AnswersStored() {
-				u, err := req.res.DecodeKV(storage.KeyValue{Key: key, Value: stored, Revision: rev})
-				if err != nil {
-					return nil, nil, err
-				}
-				return u, nil, nil
+				return req.res.DecodeObject(storage.KeyValue{Key: key, Value: stored, Revision: rev})
 			}
-			rv := strconv.FormatInt(rev, 10)
-			if out != nil {
-				out.SetResourceVersion(rv)
-			}
-			if outTyped != nil {
-				outTyped.SetResourceVersion(rv)
-			}
-			return out, outTyped, nil
+			out.SetResourceVersion(strconv.FormatInt(rev, 10))
+			return out, nil
 		case errors.As(err, &noChange):
-			return noChange.cur, nil, nil
+			return noChange.cur, nil
 		case errors.As(err, &del):
 			_, drev, err := s.cfg.Storage.Delete(ctx, key, del.rev)
 			if errors.Is(err, storage.ErrConflict) {
 				continue
 			}
 			if err != nil {
-				return nil, nil, s.storageErr(req, err)
+				return nil, s.storageErr(req, err)
 			}
 			del.obj.SetResourceVersion(strconv.FormatInt(drev, 10))
 			finish.Done(true)
 			req.res.WriteRules().Deleted(ctx, del.obj)
-			return del.obj, nil, nil
+			return del.obj, nil
 		default:
-			return nil, nil, s.storageErr(req, err)
+			return nil, s.storageErr(req, err)
 		}
 	}
 }
 
-// unchanged reports whether desired, to be stored as value over kv (which
-// decodes to cur), is what is stored already: the same bytes, or the same
-// object with its fields in another order (a create stores a built-in
-// object as its Go type's JSON, later writes as a map's, keys sorted).
-func unchanged(kv storage.KeyValue, value []byte, cur, desired *unstructured.Unstructured) bool {
-	return bytes.Equal(value, kv.Value) || reflect.DeepEqual(cur.Object, desired.Object)
-}
-
-// typedPrefix begins the JSON of a built-in object encoded from its Go
-// type.
-var typedPrefix = []byte(`{"kind":`)
-
-// storedAlready reports whether obj, encoded as value to be stored over kv
-// (which decodes to cur), is what is stored already (unchanged). The same
-// object encodes from its Go type to the same bytes, and from a map to the
-// same length, so for obj of a Go type the map of value is made and
-// compared only when kv, of the same length, was encoded from a map (its
-// keys sorted, apiVersion first, where a Go type's TypeMeta puts kind
-// first).
-func storedAlready(kv storage.KeyValue, value []byte, cur *unstructured.Unstructured, obj object) (bool, error) {
-	if u, ok := obj.(*unstructured.Unstructured); ok {
-		return unchanged(kv, value, cur, u), nil
-	}
-	switch {
-	case len(value) != len(kv.Value):
-		return false, nil
-	case bytes.Equal(value, kv.Value):
-		return true, nil
-	case bytes.HasPrefix(kv.Value, typedPrefix) && bytes.HasPrefix(value, typedPrefix):
-		return false, nil
-	}
-	u, err := registry.DecodeStored(value, kv.Revision)
-	if err != nil {
-		return false, err
-	}
-	return unchanged(kv, value, cur, u), nil
-}
-
 // prepareUpdate turns desired into what may be stored over cur, through
-// the resource's rules, and returns it with the rules' Finish. typed, when
-// not nil, is desired as its Go type (manageUpdate), which stands for it
-// (desired may then be nil). The result is desired itself when the rules
-// changed it in place.
-func (s *Server) prepareUpdate(ctx context.Context, req request, cur, desired *unstructured.Unstructured, typed object) (object, registry.Finish, error) {
+// the resource's rules, and returns it with the rules' Finish: the
+// resourceVersion precondition first, then the object in its resource's
+// representation (a built-in one's map that does not convert to its Go
+// type is refused as kube's decoder refuses it), then the rules. The
+// result is desired itself when the rules changed it in place.
+func (s *Server) prepareUpdate(ctx context.Context, req request, cur, desired object) (object, registry.Finish, error) {
 	res := req.res
-	var written object = desired
-	if typed != nil {
-		written = typed
-	}
-	if written == nil {
+	if desired == nil {
 		return nil, nil, apierrors.NewInternalError(fmt.Errorf("apiserver: update of %v with no object", res.GVR()))
 	}
-	if rv := written.GetResourceVersion(); rv == "" {
+	if rv := desired.GetResourceVersion(); rv == "" {
 		if !res.UnconditionalUpdate {
 			return nil, nil, apierrors.NewInvalid(res.QualifiedKind(), req.name, field.ErrorList{
 				field.Invalid(field.NewPath("metadata", "resourceVersion"), 0, "must be specified for an update"),
@@ -287,8 +183,15 @@ func (s *Server) prepareUpdate(ctx context.Context, req request, cur, desired *u
 		}
 		return nil, nil, conflict(req, "the object has been modified; please apply your changes to the latest version and try again")
 	}
-	written.SetResourceVersion(cur.GetResourceVersion())
-	return res.WriteRules().Update(ctx, s.write(ctx, req, "update", req.name), written, cur)
+	desired.SetResourceVersion(cur.GetResourceVersion())
+	if u, isMap := desired.(*unstructured.Unstructured); isMap && res.HasGoType() {
+		typed, err := res.Typed(u)
+		if err != nil {
+			return nil, nil, err
+		}
+		desired = typed
+	}
+	return res.WriteRules().Update(ctx, s.write(ctx, req, "update", req.name), desired, cur)
 }
 
 func (s *Server) handleUpdate(w http.ResponseWriter, r *http.Request, req request) error {
@@ -309,7 +212,7 @@ func (s *Server) handleUpdate(w http.ResponseWriter, r *http.Request, req reques
 			return err
 		}
 		uid := bodyUID(js)
-		err = s.updateScale(w, r, req, func(cur *unstructured.Unstructured) ([]byte, error) {
+		err = s.updateScale(w, r, req, func(cur object) ([]byte, error) {
 			if err := uidPrecondition(req, uid, cur.GetUID()); err != nil {
 				return nil, err
 			}
@@ -341,7 +244,7 @@ func (s *Server) handleUpdate(w http.ResponseWriter, r *http.Request, req reques
 		return respond.BadRequest("the name of the object (%s) does not match the name on the URL (%s)", obj.GetName(), req.name)
 	}
 	uid := obj.GetUID()
-	out, err := s.updateObject(r.Context(), req, func(cur *unstructured.Unstructured) (object, error) {
+	out, err := s.update(r.Context(), req, func(cur object) (object, error) {
 		// Before the resourceVersion, as kube-apiserver's storage checks
 		// its preconditions before the update function runs.
 		if err := uidPrecondition(req, uid, cur.GetUID()); err != nil {

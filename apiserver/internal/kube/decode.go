@@ -96,12 +96,20 @@ func (k *Rules) DecodeError(js []byte) error {
 	return err
 }
 
-// EncodeJSON returns u as kube-apiserver's codec encodes it in JSON: the
-// document a JSON or merge patch of the stored object is applied to.
-func (k *Rules) EncodeJSON(u *unstructured.Unstructured) ([]byte, error) {
-	ext, err := k.External(u)
-	if err != nil {
-		return nil, err
+// EncodeJSON returns obj (its Go type at the served version, or a map)
+// as kube-apiserver's codec encodes it in JSON, defaulted as its decoder
+// leaves it: the document a JSON or merge patch of the stored object is
+// applied to. obj is not changed.
+func (k *Rules) EncodeJSON(obj runtime.Object) ([]byte, error) {
+	var ext runtime.Object
+	if u, isMap := obj.(*unstructured.Unstructured); isMap {
+		var err error
+		if ext, err = k.External(u); err != nil {
+			return nil, err
+		}
+	} else {
+		ext = obj.DeepCopyObject()
+		scheme.Default(ext)
 	}
 	ext.GetObjectKind().SetGroupVersionKind(k.gvk)
 	var buf bytes.Buffer

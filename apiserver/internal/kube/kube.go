@@ -234,10 +234,11 @@ func (k *Rules) Create(ctx context.Context, req Request, obj runtime.Object) (ru
 
 // Update applies defaulting and the update strategy of req.Subresource
 // ("" for the main resource, "status", "finalize", "approval", "scale") to
-// u over the stored old, in place, as kube-apiserver's BeforeUpdate does:
-// what the write may not change is taken from old, the generation moves
-// when the spec does, and the result is validated against old.
-func (k *Rules) Update(ctx context.Context, req Request, u, old *unstructured.Unstructured) error {
+// u over the stored old (its Go type or a map, not changed), in place, as
+// kube-apiserver's BeforeUpdate does: what the write may not change is
+// taken from old, the generation moves when the spec does, and the result
+// is validated against old.
+func (k *Rules) Update(ctx context.Context, req Request, u *unstructured.Unstructured, old runtime.Object) error {
 	ext, err := k.External(u)
 	if err != nil {
 		return err
@@ -254,7 +255,7 @@ func (k *Rules) Update(ctx context.Context, req Request, u, old *unstructured.Un
 // returns the object to store, as kube-apiserver's storage reads it back.
 // It saves an update the conversions of the object to and from a map
 // where the caller holds it typed already (BenchmarkUpdatePod).
-func (k *Rules) UpdateTyped(ctx context.Context, req Request, ext runtime.Object, old *unstructured.Unstructured) (runtime.Object, error) {
+func (k *Rules) UpdateTyped(ctx context.Context, req Request, ext, old runtime.Object) (runtime.Object, error) {
 	strategy, err := k.updateStrategy(req)
 	if err != nil {
 		return nil, err
@@ -263,7 +264,7 @@ func (k *Rules) UpdateTyped(ctx context.Context, req Request, ext runtime.Object
 	if err != nil {
 		return nil, err
 	}
-	oldIn, err := k.internal(old)
+	oldIn, err := k.storedInternal(old)
 	if err != nil {
 		return nil, err
 	}
@@ -325,6 +326,19 @@ func (k *Rules) internal(u *unstructured.Unstructured) (runtime.Object, error) {
 	if err != nil {
 		return nil, err
 	}
+	return k.toInternal(ext)
+}
+
+// storedInternal is old, a stored object of the resource (its Go type at
+// the served version, or a map), as the internal type the strategies
+// take, defaulted as kube-apiserver's storage decodes it. old is not
+// changed: the conversion may share its memory, so a Go type is copied.
+func (k *Rules) storedInternal(old runtime.Object) (runtime.Object, error) {
+	if u, isMap := old.(*unstructured.Unstructured); isMap {
+		return k.internal(u)
+	}
+	ext := old.DeepCopyObject()
+	scheme.Default(ext)
 	return k.toInternal(ext)
 }
 

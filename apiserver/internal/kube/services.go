@@ -203,16 +203,25 @@ func (a *ServiceAllocator) BeginCreate(ctx context.Context, obj runtime.Object, 
 	return finish, nil
 }
 
-// BeginUpdate runs kube-apiserver's BeginUpdate of services on u, an
-// update of the stored old: the values allocated before that u leaves out
-// are kept, and a change of type or IP families allocates and releases
-// what it needs to. The releases happen when Finish(true) is called.
-func (a *ServiceAllocator) BeginUpdate(ctx context.Context, u, old *unstructured.Unstructured, dryRun bool) (Finish, error) {
-	svc, err := unstructuredService(u)
+// BeginUpdate runs kube-apiserver's BeginUpdate of services on obj, an
+// update of the stored old (both *corev1.Service; anything else allocates
+// nothing): the values allocated before that obj leaves out are kept, and
+// a change of type or IP families allocates and releases what it needs
+// to, in obj's spec. The releases happen when Finish(true) is called.
+func (a *ServiceAllocator) BeginUpdate(ctx context.Context, obj, old runtime.Object, dryRun bool) (Finish, error) {
+	ev, ok := obj.(*corev1.Service)
+	if !ok {
+		return nil, nil
+	}
+	oldEv, ok := old.(*corev1.Service)
+	if !ok {
+		return nil, nil
+	}
+	svc, err := serviceInternal(ev.DeepCopy())
 	if err != nil {
 		return nil, nil
 	}
-	oldSvc, err := unstructuredService(old)
+	oldSvc, err := serviceInternal(oldEv.DeepCopy())
 	if err != nil {
 		return nil, nil
 	}
@@ -222,13 +231,11 @@ func (a *ServiceAllocator) BeginUpdate(ctx context.Context, u, old *unstructured
 	}
 	finish := once(fn)
 	spec, err := serviceSpec(svc)
-	if err == nil {
-		err = setSpec(u, spec)
-	}
 	if err != nil {
 		finish(false)
 		return nil, err
 	}
+	ev.Spec = spec.Spec
 	return finish, nil
 }
 

@@ -19,7 +19,7 @@ type Binder interface {
 	// with w.Subresource "binding", or bindings), and returns how the
 	// object as stored is bound: the update to run over it, which checks
 	// b's UID and resourceVersion as preconditions.
-	Bind(ctx context.Context, w Write, resource schema.GroupVersionResource, b *corev1.Binding) (func(cur *unstructured.Unstructured) (Object, error), error)
+	Bind(ctx context.Context, w Write, resource schema.GroupVersionResource, b *corev1.Binding) (func(cur Object) (Object, error), error)
 }
 
 // PodRules are pods' rules: kube's strategies, and binding, which sets a
@@ -31,7 +31,7 @@ type PodRules struct {
 
 // Update is BuiltinRules.Update, but for a binding, whose pod (of its Go
 // type) is stored as kube's storage reads it back.
-func (p PodRules) Update(ctx context.Context, w Write, obj Object, cur *unstructured.Unstructured) (Object, Finish, error) {
+func (p PodRules) Update(ctx context.Context, w Write, obj, cur Object) (Object, Finish, error) {
 	if w.Subresource != "binding" {
 		return p.BuiltinRules.Update(ctx, w, obj, cur)
 	}
@@ -48,7 +48,7 @@ func (p PodRules) Update(ctx context.Context, w Write, obj Object, cur *unstruct
 
 // Bind runs kube's admission and checks of b (kube.Binding); the update
 // it returns assigns the pod as kube does (kube.AssignPod).
-func (p PodRules) Bind(ctx context.Context, w Write, resource schema.GroupVersionResource, b *corev1.Binding) (func(cur *unstructured.Unstructured) (Object, error), error) {
+func (p PodRules) Bind(ctx context.Context, w Write, resource schema.GroupVersionResource, b *corev1.Binding) (func(cur Object) (Object, error), error) {
 	b, err := kube.Binding(ctx, w.KubeRequest(), resource, b)
 	if err != nil {
 		return nil, err
@@ -57,19 +57,14 @@ func (p PodRules) Bind(ctx context.Context, w Write, resource schema.GroupVersio
 		// kube's storage finds no key for the pod.
 		return nil, apierrors.NewBadRequest("Name parameter required.")
 	}
-	return func(cur *unstructured.Unstructured) (Object, error) {
+	return func(cur Object) (Object, error) {
 		if err := CheckPreconditions(p.r, w.Namespace, w.Name, b.UID, b.ResourceVersion, cur.GetUID(), cur.GetResourceVersion()); err != nil {
 			return nil, err
 		}
-		// The pod as its Go type, so that it is stored and watched
-		// without going back to a map.
-		ext, err := p.r.Typed(cur)
-		if err != nil {
-			return nil, err
-		}
-		pod, ok := ext.(*corev1.Pod)
+		// cur is a private copy of the pod as stored, of its Go type.
+		pod, ok := cur.(*corev1.Pod)
 		if !ok {
-			return nil, apierrors.NewInternalError(fmt.Errorf("apiserver: pod %s as %T", w.Name, ext))
+			return nil, apierrors.NewInternalError(fmt.Errorf("apiserver: pod %s as %T", w.Name, cur))
 		}
 		if err := kube.AssignPod(pod, b); err != nil {
 			return nil, err

@@ -2,6 +2,7 @@ package registry
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -11,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	kjson "sigs.k8s.io/json"
 
 	"github.com/listwatch/listwatch/apiserver/internal/crd"
 	"github.com/listwatch/listwatch/apiserver/internal/kube"
@@ -196,6 +198,41 @@ func (r *Resource) DecodeKV(kv storage.KeyValue) (*unstructured.Unstructured, er
 	})
 }
 
+// DecodeObject reads the object stored at kv in r's one representation,
+// the form its writes hold it in from storage to storage: a built-in
+// resource's Go type, decoded straight from the stored JSON (as kube's
+// JSON serializer decodes, and converted from the version it is stored as
+// when that is another), a custom resource's map (DecodeKV). Its
+// resourceVersion is kv's revision.
+func (r *Resource) DecodeObject(kv storage.KeyValue) (Object, error) {
+	if !r.HasGoType() {
+		return r.DecodeKV(kv)
+	}
+	st := r.Storage()
+	typed := st.NewTyped()
+	if typed == nil {
+		return nil, apierrors.NewInternalError(fmt.Errorf("no Go type for %v", st.GVK))
+	}
+	if err := kjson.UnmarshalCaseSensitivePreserveInts(kv.Value, typed); err != nil {
+		return nil, apierrors.NewInternalError(fmt.Errorf("decode stored %v: %w", st.GVK, err))
+	}
+	typed.GetObjectKind().SetGroupVersionKind(st.GVK)
+	if r.StoredAs != nil {
+		converted, err := kube.Convert(typed, r.GVK)
+		if err != nil {
+			return nil, err
+		}
+		converted.GetObjectKind().SetGroupVersionKind(r.GVK)
+		typed = converted
+	}
+	obj, err := AsObject(typed)
+	if err != nil {
+		return nil, err
+	}
+	obj.SetResourceVersion(strconv.FormatInt(kv.Revision, 10))
+	return obj, nil
+}
+
 // DecodeListItem is DecodeKV for an object read by a list: one that does
 // not convert is a corrupt object as a list quotes it (its full key).
 func (r *Resource) DecodeListItem(kv storage.KeyValue) (*unstructured.Unstructured, error) {
@@ -250,6 +287,17 @@ func (r *Resource) EncodeStored(obj Object) ([]byte, error) {
 		return EncodeStored(stored)
 	}
 	if r.StoredAs == nil {
+		if u, isMap := obj.(*unstructured.Unstructured); isMap && r.HasGoType() {
+			// A built-in object is stored as its Go type's JSON whoever
+			// hands it over as a map, so that an object has one stored
+			// form, and a write that changes nothing is known by its
+			// bytes alone.
+			typed, err := r.goType(u)
+			if err != nil {
+				return nil, err
+			}
+			return EncodeStored(typed)
+		}
 		return EncodeStored(obj)
 	}
 	stored, err := r.ToStorage(obj)
@@ -282,21 +330,37 @@ func (r *Resource) EncodeOnce(obj Object) (OnceEncoded, error) {
 // ToStorage converts obj, of r's version, to the version r is stored as;
 // obj is not changed.
 func (r *Resource) ToStorage(obj Object) (Object, error) {
-	typed := r.NewTyped()
+	var typed runtime.Object
 	if u, ok := obj.(*unstructured.Unstructured); ok {
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, typed); err != nil {
-			return nil, apierrors.NewInternalError(fmt.Errorf("convert %v: %w", r.GVK, err))
+		t, err := r.goType(u)
+		if err != nil {
+			return nil, err
 		}
+		typed = t
 	} else {
 		// Conversion may share memory with its input: the caller keeps obj.
 		typed = obj.DeepCopyObject()
+		typed.GetObjectKind().SetGroupVersionKind(r.GVK)
 	}
-	typed.GetObjectKind().SetGroupVersionKind(r.GVK)
 	converted, err := kube.Convert(typed, r.StoredAs.GVK)
 	if err != nil {
 		return nil, err
 	}
 	return AsObject(converted)
+}
+
+// goType is u, an object of the built-in resource r, as its Go type, as
+// it is (no defaults applied).
+func (r *Resource) goType(u *unstructured.Unstructured) (Object, error) {
+	typed := r.NewTyped()
+	if typed == nil {
+		return nil, apierrors.NewInternalError(fmt.Errorf("no Go type for %v", r.GVK))
+	}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, typed); err != nil {
+		return nil, apierrors.NewInternalError(fmt.Errorf("convert %v: %w", r.GVK, err))
+	}
+	typed.GetObjectKind().SetGroupVersionKind(r.GVK)
+	return AsObject(typed)
 }
 
 // What the handlers do differently for custom resources, as kube-apiserver's
@@ -335,13 +399,14 @@ func (r *Resource) BodyError(js []byte) error {
 	return r.Kube.BodyError(js)
 }
 
-// EncodeAsKube is u as kube-apiserver's codec of r encodes it (its field
-// order); an error for a resource with no codec of kube's own.
-func (r *Resource) EncodeAsKube(u *unstructured.Unstructured) ([]byte, error) {
+// EncodeAsKube is obj (its Go type or a map) as kube-apiserver's codec of
+// r encodes it (defaulted, in its field order); an error for a resource
+// with no codec of kube's own.
+func (r *Resource) EncodeAsKube(obj Object) ([]byte, error) {
 	if r.Kube == nil {
 		return nil, fmt.Errorf("apiserver: %v has no Kubernetes codec", r.GVR())
 	}
-	return r.Kube.EncodeJSON(u)
+	return r.Kube.EncodeJSON(obj)
 }
 
 // KeepsBodyKind reports whether a body's kind other than r's is left for

@@ -31,10 +31,11 @@ type Rules interface {
 	// strategy, validation. It returns the object to store, obj itself
 	// when it changed obj in place.
 	Create(ctx context.Context, w Write, obj Object) (Object, Finish, error)
-	// Update prepares obj, the object a client wrote (its Go type or a
-	// map), to be stored over cur: it returns the object to store, obj
-	// itself when it changed obj in place.
-	Update(ctx context.Context, w Write, obj Object, cur *unstructured.Unstructured) (Object, Finish, error)
+	// Update prepares obj, the object a client wrote, to be stored over
+	// cur, the object stored, both in the resource's representation
+	// (Resource.DecodeObject): it returns the object to store, obj itself
+	// when it changed obj in place. cur is not changed.
+	Update(ctx context.Context, w Write, obj, cur Object) (Object, Finish, error)
 	// BeforeDelete decides how cur, as stored, is deleted (Deletion),
 	// checking opts (422) and their preconditions (409); it may complete
 	// opts as kube does.
@@ -96,11 +97,12 @@ func (b BuiltinRules) Create(ctx context.Context, w Write, obj Object) (Object, 
 	return out, nil, err
 }
 
-// Update runs kube's update strategy of w's subresource on obj: a map is
-// changed in place, a Go type gives the object to store.
-func (b BuiltinRules) Update(ctx context.Context, w Write, obj Object, cur *unstructured.Unstructured) (Object, Finish, error) {
-	if u, isMap := obj.(*unstructured.Unstructured); isMap {
-		return u, nil, b.Kube.Update(ctx, w.KubeRequest(), u, cur)
+// Update runs kube's update strategy of w's subresource on obj, of its
+// Go type (a map is an internal error), over cur: it returns the object
+// to store.
+func (b BuiltinRules) Update(ctx context.Context, w Write, obj, cur Object) (Object, Finish, error) {
+	if _, isMap := obj.(*unstructured.Unstructured); isMap {
+		return nil, nil, apierrors.NewInternalError(fmt.Errorf("%s of %s as a map", w.Verb, w.Name))
 	}
 	out, err := b.Kube.UpdateTyped(ctx, w.KubeRequest(), obj, cur)
 	if err != nil {
@@ -136,14 +138,18 @@ func (c CustomRules) Create(ctx context.Context, w Write, obj Object) (Object, F
 
 // Update runs the custom resource strategy (its status strategy for
 // /status) on obj over cur, in place.
-func (c CustomRules) Update(ctx context.Context, w Write, obj Object, cur *unstructured.Unstructured) (Object, Finish, error) {
+func (c CustomRules) Update(ctx context.Context, w Write, obj, cur Object) (Object, Finish, error) {
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
 		return nil, nil, errNotMap(obj)
 	}
-	u.SetNamespace(cur.GetNamespace())
+	old, ok := cur.(*unstructured.Unstructured)
+	if !ok {
+		return nil, nil, errNotMap(cur)
+	}
+	u.SetNamespace(old.GetNamespace())
 	u.SetSelfLink("")
-	return u, nil, c.CR.Update(ctx, w.crd(c.CR), u, cur)
+	return u, nil, c.CR.Update(ctx, w.crd(c.CR), u, old)
 }
 
 // Deleted does nothing.
@@ -164,7 +170,7 @@ func (n noRules) Create(context.Context, Write, Object) (Object, Finish, error) 
 	return nil, nil, n.err()
 }
 
-func (n noRules) Update(context.Context, Write, Object, *unstructured.Unstructured) (Object, Finish, error) {
+func (n noRules) Update(context.Context, Write, Object, Object) (Object, Finish, error) {
 	return nil, nil, n.err()
 }
 

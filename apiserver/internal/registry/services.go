@@ -103,24 +103,19 @@ func (s *ServiceRules) Create(ctx context.Context, w Write, obj Object) (Object,
 }
 
 // Update allocates and releases what an update of the main resource
-// needs, then runs the strategy. Services are updated as maps, which the
-// allocation hooks change.
-func (s *ServiceRules) Update(ctx context.Context, w Write, obj Object, cur *unstructured.Unstructured) (Object, Finish, error) {
-	u, err := AsMapWith(s.Kube, obj)
-	if err != nil {
-		return nil, nil, err
-	}
+// needs, then runs the strategy.
+func (s *ServiceRules) Update(ctx context.Context, w Write, obj, cur Object) (Object, Finish, error) {
 	if w.Subresource != "" {
-		return s.BuiltinRules.Update(ctx, w, u, cur)
+		return s.BuiltinRules.Update(ctx, w, obj, cur)
 	}
 	if err := s.Ready(ctx); err != nil {
 		return nil, nil, err
 	}
-	finish, err := s.alloc.BeginUpdate(ctx, u, cur, w.DryRun)
+	finish, err := s.alloc.BeginUpdate(ctx, obj, cur, w.DryRun)
 	if err != nil {
 		return nil, nil, err
 	}
-	out, _, err := s.BuiltinRules.Update(ctx, w, u, cur)
+	out, _, err := s.BuiltinRules.Update(ctx, w, obj, cur)
 	if err != nil {
 		finish.Done(false)
 		return nil, nil, err
