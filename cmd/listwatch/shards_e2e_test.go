@@ -215,12 +215,15 @@ func TestShardedControllerManagers(t *testing.T) {
 		// after its last renewal — never before — plus the taker's read
 		// of the group's Leases and its write. As the last renewal came
 		// before the kill, that is within the lease duration of the kill
-		// but for those two requests. Under the race detector on a busy
-		// machine they can take a good part of the short retry period,
-		// so only the full run, with kube's durations, holds the takeover
-		// to a retry period past the lease duration; the short one only
-		// to one that comes.
-		slack := 4 * retryPeriod
+		// but for those two requests. It comes later when the takers'
+		// rounds are slower than half of the lease duration less the
+		// renew deadline, as far as a replica trusts another's renewTime
+		// (leaderelection's doc): so under the race detector on a busy
+		// machine, whose rounds stretch to seconds, with the CI size's
+		// short durations (that half is 0.5 s). Only the full run, with
+		// kube's durations, holds the takeover to a retry period past the
+		// lease duration; the short one to a lease duration past it.
+		slack := leaseDuration
 		if full {
 			slack = retryPeriod
 		}
