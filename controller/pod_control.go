@@ -26,6 +26,23 @@ type EventRecorder interface {
 	Eventf(object runtime.Object, eventType, reason, messageFmt string, args ...any)
 }
 
+// RecorderOr returns r, or else opts.Recorder, or else a recorder that
+// drops every event: the recorder of a controller whose own Options may
+// leave it unset.
+func RecorderOr(r EventRecorder, opts Options) EventRecorder {
+	if r != nil {
+		return r
+	}
+	if opts.Recorder != nil {
+		return opts.Recorder
+	}
+	return discardEvents{}
+}
+
+type discardEvents struct{}
+
+func (discardEvents) Eventf(runtime.Object, string, string, string, ...any) {}
+
 // Event reasons used by RealPodControl.
 const (
 	FailedCreatePodReason     = "FailedCreate"

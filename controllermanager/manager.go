@@ -753,17 +753,11 @@ var controllers = []controllerDef{
 	}},
 	{Job, func(_ context.Context, d deps) (runner, error) {
 		opts := d.m.cfg.Job
-		if opts.Recorder == nil {
-			opts.Recorder = d.events.NewRecorder("job-controller")
-		}
 		opts.Controller = d.options("job-controller", opts.Controller)
 		return job.New(informers.For[*batchv1.Job](d.factory), informers.For[*corev1.Pod](d.factory), job.NewClient(d.clientOf(Job)), opts)
 	}},
 	{CronJob, func(_ context.Context, d deps) (runner, error) {
 		opts := d.m.cfg.CronJob
-		if opts.Recorder == nil {
-			opts.Recorder = d.events.NewRecorder("cronjob-controller")
-		}
 		opts.Controller = d.options("cronjob-controller", opts.Controller)
 		return cronjob.New(informers.For[*batchv1.CronJob](d.factory), informers.For[*batchv1.Job](d.factory), cronjob.NewClient(d.clientOf(CronJob)), opts)
 	}},
@@ -775,9 +769,6 @@ var controllers = []controllerDef{
 	{ResourceQuota, newResourceQuota},
 	{StatefulSet, func(_ context.Context, d deps) (runner, error) {
 		opts := d.m.cfg.StatefulSet
-		if opts.Recorder == nil {
-			opts.Recorder = d.events.NewRecorder("statefulset-controller")
-		}
 		opts.Controller = d.options("statefulset-controller", opts.Controller)
 		return statefulset.New(statefulset.Informers{
 			StatefulSets:        informers.For[*appsv1.StatefulSet](d.factory),

@@ -30,7 +30,6 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/listwatch/listwatch/cache"
 	"github.com/listwatch/listwatch/client"
@@ -61,7 +60,8 @@ type Client interface {
 
 // Options tune a Controller; the zero value is kube's.
 type Options struct {
-	// Recorder receives the events about CronJobs.
+	// Recorder receives the events about CronJobs; Controller.Recorder
+	// when nil, and none when both are.
 	Recorder controller.EventRecorder
 	// Now is the controller's clock; time.Now when nil.
 	Now func() time.Time
@@ -91,12 +91,7 @@ func New(cronJobs cache.Informer[*batchv1.CronJob], jobs cache.Informer[*batchv1
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	if opts.Recorder == nil {
-		opts.Recorder = opts.Controller.Recorder
-	}
-	if opts.Recorder == nil {
-		opts.Recorder = discard{}
-	}
+	opts.Recorder = controller.RecorderOr(opts.Recorder, opts.Controller)
 	if err := controller.AddByControllerIndex(jobs.GetIndexer()); err != nil {
 		return nil, fmt.Errorf("cronjob: %w", err)
 	}
@@ -133,11 +128,6 @@ func (cc *Controller) updateCronJob(old, cur *batchv1.CronJob) {
 	}
 	cc.Queue().AddAfter(key(cur), nextScheduleWait(cur, cc.now(), sched))
 }
-
-// discard drops events when no recorder is given.
-type discard struct{}
-
-func (discard) Eventf(runtime.Object, string, string, string, ...any) {}
 
 // REST is the Client over listwatch's REST client.
 type REST struct {

@@ -78,7 +78,8 @@ type Client interface {
 // Options tune a Controller; the zero value is kube's.
 type Options struct {
 	// Recorder receives the events about Jobs, pod creations and
-	// deletions included.
+	// deletions included; Controller.Recorder
+	// when nil, and none when both are.
 	Recorder controller.EventRecorder
 	// PodFailureBackoff and MaxPodFailureBackoff time the wait before a
 	// failed pod is replaced; DefaultPodFailureBackoff and
@@ -144,6 +145,7 @@ func New(jobs cache.Informer[*batchv1.Job], pods cache.Informer[*corev1.Pod], c 
 	if err := controller.AddPodsByControllerIndex(pods.GetIndexer()); err != nil {
 		return nil, fmt.Errorf("job: %w", err)
 	}
+	opts.Recorder = controller.RecorderOr(opts.Recorder, opts.Controller)
 	jc := &Controller{
 		jobs:         jobs,
 		pods:         pods,

@@ -883,7 +883,5 @@ func (jc *Controller) writeStatus(ctx context.Context, s *state) error {
 }
 
 func (jc *Controller) event(obj *batchv1.Job, typ, reason, msg string) {
-	if jc.recorder != nil {
-		jc.recorder.Eventf(obj, typ, reason, "%s", msg)
-	}
+	jc.recorder.Eventf(obj, typ, reason, "%s", msg)
 }

@@ -48,14 +48,7 @@ func (o *syncObjects) CreatePod(ctx context.Context, pod *corev1.Pod, _ *appsv1.
 
 // GetPod reads the pod from the cache; NotFound when it holds none.
 func (o *syncObjects) GetPod(namespace, name string) (*corev1.Pod, error) {
-	pod, ok, err := o.ssc.inf.Pods.GetIndexer().GetByKey(namespace + "/" + name)
-	if err != nil {
-		return nil, err
-	}
-	if !ok {
-		return nil, apierrors.NewNotFound(corev1.Resource("pods"), name)
-	}
-	return pod, nil
+	return o.ssc.pods.Namespace(namespace).Get(name)
 }
 
 // UpdatePod replaces the pod.
@@ -77,14 +70,7 @@ func (o *syncObjects) CreateClaim(claim *corev1.PersistentVolumeClaim, _ *appsv1
 
 // GetClaim reads the claim from the cache; NotFound when it holds none.
 func (o *syncObjects) GetClaim(namespace, name string) (*corev1.PersistentVolumeClaim, error) {
-	claim, ok, err := o.ssc.inf.Claims.GetIndexer().GetByKey(namespace + "/" + name)
-	if err != nil {
-		return nil, err
-	}
-	if !ok {
-		return nil, apierrors.NewNotFound(corev1.Resource("persistentvolumeclaims"), name)
-	}
-	return claim, nil
+	return o.ssc.claims.Namespace(namespace).Get(name)
 }
 
 // UpdateClaim replaces the claim.

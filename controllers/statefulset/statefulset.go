@@ -41,7 +41,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
 	// Kube's control loop defaults a StatefulSet rebuilt from an old
@@ -89,7 +88,8 @@ type Client interface {
 
 // Options tune a Controller; the zero value is kube's.
 type Options struct {
-	// Recorder receives the events about StatefulSets.
+	// Recorder receives the events about StatefulSets; Controller.Recorder
+	// when nil, and none when both are.
 	Recorder controller.EventRecorder
 	// Controller tunes the workers (DefaultWorkers when not positive),
 	// retries, logs and metrics.
@@ -109,6 +109,8 @@ type Informers struct {
 type Controller struct {
 	*controller.Controller[string]
 	inf      Informers
+	pods     cache.Lister[*corev1.Pod]
+	claims   cache.Lister[*corev1.PersistentVolumeClaim]
 	client   Client
 	recorder controller.EventRecorder
 	log      *slog.Logger
@@ -122,12 +124,7 @@ func New(inf Informers, c Client, opts Options) (*Controller, error) {
 		return nil, errors.New("statefulset: New needs the StatefulSet, pod, PersistentVolumeClaim and ControllerRevision informers and a client")
 	}
 	defaults.Positive(&opts.Controller.Workers, DefaultWorkers)
-	if opts.Recorder == nil {
-		opts.Recorder = opts.Controller.Recorder
-	}
-	if opts.Recorder == nil {
-		opts.Recorder = discard{}
-	}
+	opts.Recorder = controller.RecorderOr(opts.Recorder, opts.Controller)
 	for _, add := range []func() error{
 		func() error { return controller.AddByControllerIndex(inf.Pods.GetIndexer()) },
 		func() error { return controller.AddOrphansIndex(inf.Pods.GetIndexer()) },
@@ -138,7 +135,11 @@ func New(inf Informers, c Client, opts Options) (*Controller, error) {
 			return nil, fmt.Errorf("statefulset: %w", err)
 		}
 	}
-	ssc := &Controller{inf: inf, client: c, recorder: opts.Recorder}
+	ssc := &Controller{
+		inf: inf, client: c, recorder: opts.Recorder,
+		pods:   cache.NewLister(inf.Pods.GetIndexer(), corev1.Resource("pods")),
+		claims: cache.NewLister(inf.Claims.GetIndexer(), corev1.Resource("persistentvolumeclaims")),
+	}
 	var err error
 	ssc.Controller, err = controller.New("statefulset", ssc.sync, opts.Controller,
 		controller.For(inf.StatefulSets),
@@ -250,11 +251,6 @@ func (ssc *Controller) setsFor(pod *corev1.Pod) []*appsv1.StatefulSet {
 	}
 	return out
 }
-
-// discard drops events when no recorder is given.
-type discard struct{}
-
-func (discard) Eventf(runtime.Object, string, string, string, ...any) {}
 
 // REST is the Client over listwatch's REST client.
 type REST struct {

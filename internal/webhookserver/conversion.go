@@ -30,13 +30,7 @@ func (s *Server) convert(w http.ResponseWriter, r *http.Request, fail bool, body
 		http.Error(w, fmt.Sprintf("not a ConversionReview request: %v", err), http.StatusBadRequest)
 		return
 	}
-	var raw struct {
-		Request json.RawMessage `json:"request"`
-	}
-	_ = json.Unmarshal(body, &raw) // decoded above
-	s.mu.Lock()
-	s.requests[r.URL.Path] = append(s.requests[r.URL.Path], raw.Request)
-	s.mu.Unlock()
+	s.record(r.URL.Path, body)
 
 	resp := &apiextensionsv1.ConversionResponse{UID: review.Request.UID, Result: metav1.Status{Status: metav1.StatusSuccess}}
 	if fail {

@@ -164,13 +164,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("not an AdmissionReview request: %v", errors.Join(err, errors.New("no request"))), http.StatusBadRequest)
 		return
 	}
-	var raw struct {
-		Request json.RawMessage `json:"request"`
-	}
-	_ = json.Unmarshal(body, &raw) // decoded above
-	s.mu.Lock()
-	s.requests[r.URL.Path] = append(s.requests[r.URL.Path], raw.Request)
-	s.mu.Unlock()
+	s.record(r.URL.Path, body)
 
 	resp := &admissionv1.AdmissionResponse{UID: review.Request.UID, Allowed: true}
 	switch answer, _, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/"); "/" + answer {
@@ -248,4 +242,16 @@ func addPatch(obj []byte, annotate bool) ([]byte, error) {
 		return fmt.Appendf(nil, `[{"op":"add","path":"/metadata/%s","value":{%q:%q}}]`, field, PatchLabel, value), nil
 	}
 	return fmt.Appendf(nil, `[{"op":"add","path":"/metadata/%s/%s","value":%q}]`, field, strings.ReplaceAll(PatchLabel, "/", "~1"), value), nil
+}
+
+// record keeps the request of the review body, already decoded, as it
+// came, under the path it was sent to.
+func (s *Server) record(path string, body []byte) {
+	var raw struct {
+		Request json.RawMessage `json:"request"`
+	}
+	_ = json.Unmarshal(body, &raw)
+	s.mu.Lock()
+	s.requests[path] = append(s.requests[path], raw.Request)
+	s.mu.Unlock()
 }
