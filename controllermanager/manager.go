@@ -56,6 +56,7 @@ import (
 	"github.com/listwatch/listwatch/controllers/serviceaccount"
 	"github.com/listwatch/listwatch/controllers/statefulset"
 	"github.com/listwatch/listwatch/controllers/ttlafterfinished"
+	"github.com/listwatch/listwatch/controllers/volumeprotection"
 	"github.com/listwatch/listwatch/informers"
 	"github.com/listwatch/listwatch/leaderelection"
 	"github.com/listwatch/listwatch/record"
@@ -88,6 +89,11 @@ const (
 	AdmissionPolicyStatus = "validatingadmissionpolicystatus"
 	// ResourceQuota is kube's resourcequota controller.
 	ResourceQuota = "resourcequota"
+	// PVCProtection and PVProtection are kube's
+	// persistentvolumeclaim-protection and persistentvolume-protection
+	// controllers.
+	PVCProtection = "pvc-protection"
+	PVProtection  = "pv-protection"
 )
 
 // AllControllers lists every controller, in the order they start.
@@ -152,6 +158,9 @@ type Config struct {
 	ResourceQuota resourcequota.Options
 	// StatefulSet tunes the StatefulSet controller (workers).
 	StatefulSet statefulset.Options
+	// VolumeProtection tunes the pvc-protection and pv-protection
+	// controllers.
+	VolumeProtection volumeprotection.Options
 	// PodLifecycle tunes the simulated nodes.
 	PodLifecycle podlifecycle.Options
 	// Namespace tunes the namespace controller.
@@ -776,6 +785,17 @@ var controllers = []controllerDef{
 			Claims:              informers.For[*corev1.PersistentVolumeClaim](d.factory),
 			ControllerRevisions: informers.For[*appsv1.ControllerRevision](d.factory),
 		}, statefulset.NewClient(d.clientOf(StatefulSet)), opts)
+	}},
+	{PVCProtection, func(_ context.Context, d deps) (runner, error) {
+		opts := d.m.cfg.VolumeProtection
+		opts.Controller = d.options("persistentvolumeclaim-protection-controller", opts.Controller)
+		return volumeprotection.NewClaims(informers.For[*corev1.PersistentVolumeClaim](d.factory), informers.For[*corev1.Pod](d.factory),
+			volumeprotection.NewClient(d.clientOf(PVCProtection)), opts)
+	}},
+	{PVProtection, func(_ context.Context, d deps) (runner, error) {
+		opts := d.m.cfg.VolumeProtection
+		opts.Controller = d.options("persistentvolume-protection-controller", opts.Controller)
+		return volumeprotection.NewVolumes(informers.For[*corev1.PersistentVolume](d.factory), volumeprotection.NewClient(d.clientOf(PVProtection)), opts)
 	}},
 	{ClusterRoleAggregation, func(_ context.Context, d deps) (runner, error) {
 		return clusterroleaggregation.New(informers.For[*rbacv1.ClusterRole](d.factory), clusterroleaggregation.NewClient(d.clientOf(ClusterRoleAggregation)),

@@ -53,6 +53,7 @@ func TestBuiltinResources(t *testing.T) {
 		appsv1.SchemeGroupVersion.WithResource("statefulsets"):                                 synced[*appsv1.StatefulSet],
 		appsv1.SchemeGroupVersion.WithResource("controllerrevisions"):                          synced[*appsv1.ControllerRevision],
 		corev1.SchemeGroupVersion.WithResource("persistentvolumeclaims"):                       synced[*corev1.PersistentVolumeClaim],
+		corev1.SchemeGroupVersion.WithResource("persistentvolumes"):                            synced[*corev1.PersistentVolume],
 	}
 	synctest.Test(t, func(t *testing.T) {
 		sources := map[schema.GroupVersionResource]cache.ListerWatcher[cache.Object]{}
