@@ -7,6 +7,7 @@
 //
 //	go run .            # full size
 //	go run . -quick     # every workload at a tenth of its size
+//	go run . -scale 100 # every workload at a hundredth: a smoke run
 //	go run . -json      # also one JSON object per row
 //	go run . -run sync  # only workloads whose name matches the regexp
 //	go run . -run 'controlplane-deployment-1k$' -rounds 7
@@ -24,6 +25,7 @@ import (
 	"slices"
 	"sort"
 	"text/tabwriter"
+	"time"
 )
 
 // Row is one measured figure.
@@ -43,7 +45,8 @@ const (
 
 // config is what every workload is told.
 type config struct {
-	// scale divides workload sizes: 1 for a full run, 10 for -quick.
+	// scale divides workload sizes: 1 for a full run, 10 for -quick,
+	// or -scale's.
 	scale int
 }
 
@@ -103,7 +106,9 @@ func main() {
 
 func run() {
 	quick := flag.Bool("quick", false, "run every workload at a tenth of its size")
+	scale := flag.Int("scale", 0, "run every workload at 1/N of its size (-quick is -scale 10)")
 	asJSON := flag.Bool("json", false, "also print one JSON object per row")
+	timings := flag.Bool("timings", false, "print how long each workload ran, on standard error")
 	filter := flag.String("run", "", "run only workloads whose name matches this regexp")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	flag.StringVar(&profiledImpl, "cpuprofile-impl", "", "with -cpuprofile, profile only the timed windows of this implementation (listwatch, client-go, or floor) where a workload marks them, not the setup")
@@ -147,7 +152,10 @@ func run() {
 		return
 	}
 	cfg := config{scale: 1}
-	if *quick {
+	switch {
+	case *scale > 0:
+		cfg.scale = *scale
+	case *quick:
 		cfg.scale = 10
 	}
 	sort.Slice(workloads, func(i, j int) bool { return workloads[i].name < workloads[j].name })
@@ -159,7 +167,11 @@ func run() {
 			continue
 		}
 		runtime.GC()
+		start := time.Now()
 		r, err := w.run(cfg)
+		if *timings {
+			fmt.Fprintf(os.Stderr, "bench: %s ran %v\n", w.name, time.Since(start).Round(time.Millisecond))
+		}
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "bench: %s: %v\n", w.name, err)
 			failed = true
