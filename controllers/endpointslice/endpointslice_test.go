@@ -8,7 +8,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -17,16 +16,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/kubernetes/fake"
-	clienttesting "k8s.io/client-go/testing"
 
 	"github.com/listwatch/listwatch/cache"
 	"github.com/listwatch/listwatch/cache/cachetest"
 	"github.com/listwatch/listwatch/controller"
+	"github.com/listwatch/listwatch/controllers/internal/slicetest"
 	"github.com/listwatch/listwatch/informers"
 )
 
@@ -34,19 +31,14 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-// api holds the objects the controller reads in cachetest sources, and
-// applies the Reconciler's EndpointSlice writes to them as the API server
-// does: names from generateName, generation 1 on create and one more on
-// every update, a resourceVersion per write.
+// api holds the objects the controller reads in cachetest sources; the
+// Reconciler's EndpointSlice writes land in slices (slicetest.Clientset).
 type api struct {
 	services *cachetest.Source[*corev1.Service]
 	pods     *cachetest.Source[*corev1.Pod]
 	nodes    *cachetest.Source[*corev1.Node]
 	slices   *cachetest.Source[*discoveryv1.EndpointSlice]
-
-	mu     sync.Mutex
-	names  int
-	writes []string // "create", "update", "delete" of slices, in order
+	writes   *slicetest.Writes
 }
 
 // newAPI returns an api holding node-1, in zone-a.
@@ -61,46 +53,6 @@ func newAPI() *api {
 		panic(err) // a new source holds no node-1
 	}
 	return a
-}
-
-// clientset is the clientset the Reconciler writes through, its
-// EndpointSlice writes applied to a.slices.
-func (a *api) clientset() *fake.Clientset {
-	cs := fake.NewClientset()
-	cs.PrependReactor("*", "endpointslices", func(action clienttesting.Action) (bool, runtime.Object, error) {
-		a.mu.Lock()
-		a.writes = append(a.writes, action.GetVerb())
-		a.mu.Unlock()
-		// By verb: an update action is a CreateAction too (it has
-		// GetObject).
-		switch action.GetVerb() {
-		case "create":
-			s := action.(clienttesting.CreateAction).GetObject().(*discoveryv1.EndpointSlice).DeepCopy()
-			if s.Name == "" {
-				a.mu.Lock()
-				a.names++
-				s.Name = fmt.Sprintf("%s%05d", s.GenerateName, a.names)
-				a.mu.Unlock()
-			}
-			s.Namespace = action.GetNamespace()
-			s.Generation = 1
-			out, err := a.slices.Create(s)
-			return true, out, err
-		case "update":
-			s := action.(clienttesting.UpdateAction).GetObject().(*discoveryv1.EndpointSlice).DeepCopy()
-			cur, ok := a.slices.Get(s.Namespace, s.Name)
-			if ok {
-				s.Generation = cur.Generation + 1
-			}
-			out, err := a.slices.Update(s)
-			return true, out, err
-		case "delete":
-			_, err := a.slices.Delete(action.GetNamespace(), action.(clienttesting.DeleteAction).GetName())
-			return true, nil, err
-		}
-		return false, nil, nil
-	})
-	return cs
 }
 
 // run starts the controller over a, until the test ends.
@@ -119,12 +71,14 @@ func (a *api) run(t *testing.T, opts Options) *Controller {
 			return cache.Erase(a.slices)
 		}), informers.Options{Reflector: cache.ReflectorOptions{Logger: quiet}})
 	opts.Controller.Logger = quiet
+	cs, writes := slicetest.Clientset(a.slices)
+	a.writes = writes
 	c, err := New(Informers{
 		Services:       informers.For[*corev1.Service](factory),
 		Pods:           informers.For[*corev1.Pod](factory),
 		Nodes:          informers.For[*corev1.Node](factory),
 		EndpointSlices: informers.For[*discoveryv1.EndpointSlice](factory),
-	}, a.clientset(), opts)
+	}, cs, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -352,9 +306,7 @@ func TestPodChanges(t *testing.T) {
 				[]string{"a:true/true/false@8080"}, 1},
 		}
 		for _, st := range steps {
-			a.mu.Lock()
-			before := len(a.writes)
-			a.mu.Unlock()
+			before := a.writes.Len()
 			if err := st.change(); err != nil {
 				t.Fatal(err)
 			}
@@ -363,9 +315,7 @@ func TestPodChanges(t *testing.T) {
 			if len(got) != 1 || !slices.Equal(got[0], st.want) {
 				t.Errorf("%s: slices %v, want [%v]", st.name, got, st.want)
 			}
-			a.mu.Lock()
-			writes := len(a.writes) - before
-			a.mu.Unlock()
+			writes := a.writes.Len() - before
 			if writes != st.writes {
 				t.Errorf("%s: %d writes, want %d", st.name, writes, st.writes)
 			}
@@ -399,10 +349,8 @@ func TestBatchPeriod(t *testing.T) {
 		if got := a.endpoints("web"); len(got) != 1 || len(got[0]) != 2 {
 			t.Errorf("after the period: slices %v, want both pods", got)
 		}
-		a.mu.Lock()
-		defer a.mu.Unlock()
-		if want := []string{"create", "update"}; !slices.Equal(a.writes, want) {
-			t.Errorf("writes %v, want %v", a.writes, want)
+		if got, want := a.writes.Verbs(), []string{"create", "update"}; !slices.Equal(got, want) {
+			t.Errorf("writes %v, want %v", got, want)
 		}
 	})
 }
