@@ -244,3 +244,40 @@ func TestController(t *testing.T) {
 		}
 	})
 }
+
+// TestTruncate: over MaxCapacity addresses, ready ones are kept before
+// not-ready ones, each subset keeping its share of the room, as kube's
+// controller truncates.
+func TestTruncate(t *testing.T) {
+	addrs := func(n int) []corev1.EndpointAddress { return make([]corev1.EndpointAddress, n) }
+	tests := []struct {
+		name                  string
+		ready, notReady       []int // per subset
+		wantReady, wantNotRdy []int
+		wantTruncated         bool
+	}{
+		{"within capacity", []int{600}, []int{400}, []int{600}, []int{400}, false},
+		{"not-ready cut first", []int{800}, []int{400}, []int{800}, []int{200}, true},
+		{"ready cut in proportion, not-ready dropped", []int{900, 300}, []int{10, 10}, []int{750, 250}, []int{0, 0}, true},
+		{"not-ready shares rounded up, the last takes what is left", []int{900, 0, 0}, []int{0, 150, 150}, []int{900, 0, 0}, []int{0, 50, 50}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ep := &corev1.Endpoints{}
+			for i := range tt.ready {
+				ep.Subsets = append(ep.Subsets, corev1.EndpointSubset{Addresses: addrs(tt.ready[i]), NotReadyAddresses: addrs(tt.notReady[i])})
+			}
+			if got := truncate(ep); got != tt.wantTruncated {
+				t.Errorf("truncated %v, want %v", got, tt.wantTruncated)
+			}
+			for i, ss := range ep.Subsets {
+				if len(ss.Addresses) != tt.wantReady[i] || len(ss.NotReadyAddresses) != tt.wantNotRdy[i] {
+					t.Errorf("subset %d: %d ready, %d not ready; want %d, %d", i, len(ss.Addresses), len(ss.NotReadyAddresses), tt.wantReady[i], tt.wantNotRdy[i])
+				}
+			}
+			if n := countAddresses(ep.Subsets); n > MaxCapacity {
+				t.Errorf("%d addresses left, over %d", n, MaxCapacity)
+			}
+		})
+	}
+}

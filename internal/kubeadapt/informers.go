@@ -1,5 +1,7 @@
 package kubeadapt
 
+//lint:file-ignore SA1019 core/v1 Endpoints are what kube's endpoints and mirroring controllers read.
+
 import (
 	"errors"
 	"time"
@@ -121,8 +123,6 @@ func (s ServiceInformer) Lister() corelisters.ServiceLister {
 }
 
 // EndpointsInformer is client-go's EndpointsInformer over inf.
-//
-//lint:ignore SA1019 core/v1 Endpoints are what kube's mirroring controller reads.
 type EndpointsInformer struct {
 	Inf cache.Informer[*corev1.Endpoints]
 }

@@ -1,5 +1,7 @@
 package kubeadapt
 
+//lint:file-ignore SA1019 core/v1 Endpoints are what kube's endpoints and mirroring controllers read.
+
 import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -50,15 +52,11 @@ func (l PodLister) Pods(namespace string) corelisters.PodNamespaceLister {
 }
 
 // EndpointsLister is corelisters.EndpointsLister over L.
-//
-//lint:ignore SA1019 core/v1 Endpoints are what kube's endpoints and mirroring controllers read.
 type EndpointsLister struct {
 	L cache.Lister[*corev1.Endpoints]
 }
 
 // List lists the Endpoints selector matches.
-//
-//lint:ignore SA1019 core/v1 Endpoints are what kube's endpoints and mirroring controllers read.
 func (l EndpointsLister) List(selector labels.Selector) ([]*corev1.Endpoints, error) {
 	return l.L.List(selector)
 }
