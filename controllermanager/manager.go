@@ -159,6 +159,12 @@ type Config struct {
 	ResourceQuota resourcequota.Options
 	// StatefulSet tunes the StatefulSet controller (workers).
 	StatefulSet statefulset.Options
+	// EndpointSlice tunes the EndpointSlice controller (workers,
+	// endpoints per slice, the batch period of pod changes).
+	EndpointSlice endpointslice.Options
+	// EndpointSliceMirroring tunes the EndpointSlice mirroring controller
+	// (workers, endpoints per subset, the batch period).
+	EndpointSliceMirroring endpointslicemirroring.Options
 	// PodLifecycle tunes the simulated nodes.
 	PodLifecycle podlifecycle.Options
 	// Namespace tunes the namespace controller.
@@ -750,24 +756,30 @@ var controllers = []controllerDef{
 		if err != nil {
 			return nil, err
 		}
+		opts := d.m.cfg.EndpointSlice
+		opts.Controller = d.options("endpoint-slice-controller", opts.Controller)
 		return endpointslice.New(endpointslice.Informers{
 			Services:       informers.For[*corev1.Service](d.factory),
 			Pods:           informers.For[*corev1.Pod](d.factory),
 			Nodes:          informers.For[*corev1.Node](d.factory),
 			EndpointSlices: informers.For[*discoveryv1.EndpointSlice](d.factory),
-		}, cs, endpointslice.Options{Controller: d.options("endpoint-slice-controller", controller.Options{})})
+		}, cs, opts)
 	}},
 	{EndpointSliceMirroring, func(ctx context.Context, d deps) (runner, error) {
 		cs, err := d.clientsetOf(EndpointSliceMirroring)
 		if err != nil {
 			return nil, err
 		}
+		opts := d.m.cfg.EndpointSliceMirroring
+		if opts.Logger == nil {
+			opts.Logger = d.m.log
+		}
 		return endpointslicemirroring.New(ctx, endpointslicemirroring.Informers{
 			Services: informers.For[*corev1.Service](d.factory),
 			//lint:ignore SA1019 the mirroring controller reads core/v1 Endpoints, as kube's does.
 			Endpoints:      informers.For[*corev1.Endpoints](d.factory),
 			EndpointSlices: informers.For[*discoveryv1.EndpointSlice](d.factory),
-		}, cs, endpointslicemirroring.Options{Logger: d.m.log})
+		}, cs, opts)
 	}},
 	{GarbageCollector, newGarbageCollector},
 	{Namespace, func(_ context.Context, d deps) (runner, error) {
