@@ -3,6 +3,7 @@ package controllermanager
 import (
 	"fmt"
 
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/listwatch/listwatch/client"
@@ -41,6 +42,8 @@ var controllerAccounts = map[string]string{
 	StatefulSet:            "statefulset-controller",
 	AdmissionPolicyStatus:  "validatingadmissionpolicy-status-controller",
 	ResourceQuota:          "resourcequota-controller",
+	EndpointSlice:          "endpointslice-controller",
+	EndpointSliceMirroring: "endpointslicemirroring-controller",
 }
 
 // ControllerUser returns the user controller name acts as with
@@ -94,4 +97,33 @@ func (d deps) clientOf(name string) *client.Client {
 		return c
 	}
 	return d.m.client
+}
+
+// clientsetOf is a client-go clientset for controller name, with the
+// credentials clientOf's client has, for the kube code that writes through
+// one (the EndpointSlice reconcilers): the manager's transport (its
+// metrics, its caller's wrappers) and, with
+// Config.ServiceAccountCredentials, the impersonation of the controller's
+// service account; the manager's rate limits.
+func (d deps) clientsetOf(name string) (kubernetes.Interface, error) {
+	cfg := rest.CopyConfig(d.m.restConfig)
+	if account, ok := controllerAccounts[name]; ok && d.m.cfg.ServiceAccountCredentials {
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: ServiceAccountUser(account)}
+		cfg.UserAgent = d.m.userAgent + "/" + account
+	} else {
+		cfg.UserAgent = d.m.userAgent
+	}
+	switch qps := d.m.cfg.Client.QPS; {
+	case qps < 0:
+		cfg.QPS = -1 // no limit, in client-go's terms too
+	case qps > 0:
+		cfg.QPS, cfg.Burst = qps, max(d.m.cfg.Client.Burst, 1)
+	default:
+		cfg.QPS, cfg.Burst = client.DefaultQPS, client.DefaultBurst
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("clientset of %s: %w", name, err)
+	}
+	return cs, nil
 }

@@ -35,6 +35,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/client-go/rest"
 
@@ -46,6 +47,8 @@ import (
 	"github.com/listwatch/listwatch/controllers/cronjob"
 	"github.com/listwatch/listwatch/controllers/deployment"
 	"github.com/listwatch/listwatch/controllers/endpoints"
+	"github.com/listwatch/listwatch/controllers/endpointslice"
+	"github.com/listwatch/listwatch/controllers/endpointslicemirroring"
 	"github.com/listwatch/listwatch/controllers/garbagecollector"
 	"github.com/listwatch/listwatch/controllers/job"
 	"github.com/listwatch/listwatch/controllers/namespace"
@@ -94,6 +97,10 @@ const (
 	// controllers.
 	PVCProtection = "pvc-protection"
 	PVProtection  = "pv-protection"
+	// EndpointSlice is kube's endpointslice controller.
+	EndpointSlice = "endpointslice"
+	// EndpointSliceMirroring is kube's endpointslice-mirroring controller.
+	EndpointSliceMirroring = "endpointslice-mirroring"
 )
 
 // AllControllers lists every controller, in the order they start.
@@ -161,6 +168,12 @@ type Config struct {
 	// VolumeProtection tunes the pvc-protection and pv-protection
 	// controllers.
 	VolumeProtection volumeprotection.Options
+	// EndpointSlice tunes the EndpointSlice controller (workers,
+	// endpoints per slice, the batch period of pod changes).
+	EndpointSlice endpointslice.Options
+	// EndpointSliceMirroring tunes the EndpointSlice mirroring controller
+	// (workers, endpoints per subset, the batch period).
+	EndpointSliceMirroring endpointslicemirroring.Options
 	// PodLifecycle tunes the simulated nodes.
 	PodLifecycle podlifecycle.Options
 	// Namespace tunes the namespace controller.
@@ -207,6 +220,8 @@ type Manager struct {
 	// restConfig is client's configuration, for the controllers that use
 	// client-go's discovery (admissionpolicystatus).
 	restConfig *rest.Config
+	// userAgent is client's user agent.
+	userAgent string
 	// clients are the controllers' own, by controller name, with
 	// Config.ServiceAccountCredentials.
 	clients  map[string]*client.Client
@@ -298,6 +313,7 @@ func New(cfg Config) (*Manager, error) {
 		return nil, fmt.Errorf("controllermanager: %w", err)
 	}
 	m.restConfig = cc.REST
+	m.userAgent = cc.UserAgent
 	if cfg.ServiceAccountCredentials {
 		if m.clients, err = controllerClients(&cc, names); err != nil {
 			return nil, fmt.Errorf("controllermanager: %w", err)
@@ -743,6 +759,36 @@ var controllers = []controllerDef{
 		return endpoints.New(informers.For[*corev1.Service](d.factory), informers.For[*corev1.Pod](d.factory),
 			//lint:ignore SA1019 the endpoints controller keeps core/v1 Endpoints, as kube's still does.
 			informers.For[*corev1.Endpoints](d.factory), endpoints.NewClient(d.clientOf(Endpoints)), d.options("endpoint-controller", controller.Options{}))
+	}},
+	{EndpointSlice, func(_ context.Context, d deps) (runner, error) {
+		cs, err := d.clientsetOf(EndpointSlice)
+		if err != nil {
+			return nil, err
+		}
+		opts := d.m.cfg.EndpointSlice
+		opts.Controller = d.options("endpoint-slice-controller", opts.Controller)
+		return endpointslice.New(endpointslice.Informers{
+			Services:       informers.For[*corev1.Service](d.factory),
+			Pods:           informers.For[*corev1.Pod](d.factory),
+			Nodes:          informers.For[*corev1.Node](d.factory),
+			EndpointSlices: informers.For[*discoveryv1.EndpointSlice](d.factory),
+		}, cs, opts)
+	}},
+	{EndpointSliceMirroring, func(ctx context.Context, d deps) (runner, error) {
+		cs, err := d.clientsetOf(EndpointSliceMirroring)
+		if err != nil {
+			return nil, err
+		}
+		opts := d.m.cfg.EndpointSliceMirroring
+		if opts.Logger == nil {
+			opts.Logger = d.m.log
+		}
+		return endpointslicemirroring.New(ctx, endpointslicemirroring.Informers{
+			Services: informers.For[*corev1.Service](d.factory),
+			//lint:ignore SA1019 the mirroring controller reads core/v1 Endpoints, as kube's does.
+			Endpoints:      informers.For[*corev1.Endpoints](d.factory),
+			EndpointSlices: informers.For[*discoveryv1.EndpointSlice](d.factory),
+		}, cs, opts)
 	}},
 	{GarbageCollector, newGarbageCollector},
 	{Namespace, func(_ context.Context, d deps) (runner, error) {

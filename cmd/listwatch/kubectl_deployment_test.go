@@ -133,7 +133,8 @@ func (s *rolloutSampler) end() (minAvailable, most, mostSpec, samples int) {
 // maxUnavailable 10% becomes available; kubectl set image rolls it with
 // never fewer than 90 pods available nor more than 110 pods (sampled every
 // 50 ms); kubectl rollout status returns; kubectl rollout undo makes the
-// old ReplicaSet current again; a paused Deployment does not roll until
+// old ReplicaSet current again; kubectl expose makes a Service whose
+// EndpointSlice lists the pods; a paused Deployment does not roll until
 // resumed; a rollout to an image the nodes cannot run (`up
 // --pod-fail-images`) ends with Progressing=False, reason
 // ProgressDeadlineExceeded, and kubectl rollout status fails saying so.
@@ -166,6 +167,34 @@ func TestKubectlRollout(t *testing.T) {
 	if !strings.HasSuffix(first, "replicas=100 revision=1") {
 		t.Fatalf("replica sets: %v", rsOf())
 	}
+
+	// kubectl expose makes a Service of the Deployment's pods: its
+	// EndpointSlice, which kubectl get endpointslices shows, lists the 100
+	// pods, ready, as its Endpoints do.
+	t.Run("endpointslices", func(t *testing.T) {
+		e.ok("expose", "deployment", "web", "--port=80", "--target-port=8080")
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			ready := e.ok("get", "endpointslices", "-l", "kubernetes.io/service-name=web", "-o",
+				`jsonpath={range .items[*].endpoints[*]}{.conditions.ready}{"\n"}{end}`).stdout
+			if strings.Count(ready, "true") == 100 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the Service's EndpointSlices list %d ready endpoints, want 100", strings.Count(ready, "true"))
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		table := e.ok("get", "endpointslices", "-l", "kubernetes.io/service-name=web").stdout
+		// NAME ADDRESSTYPE PORTS ENDPOINTS AGE, and one slice.
+		rows := tableRows(table)
+		if len(rows) != 2 || len(rows[1]) < 3 || !strings.HasPrefix(rows[1][0], "web-") || rows[1][1] != "IPv4" || rows[1][2] != "8080" {
+			t.Errorf("kubectl get endpointslices:\n%s", table)
+		}
+		if got := e.ok("get", "endpoints", "web", "-o", `jsonpath={.metadata.labels.endpoints\.kubernetes\.io/managed-by}`).stdout; got != "endpoint-controller" {
+			t.Errorf("the Endpoints' managed-by label %q, want endpoint-controller", got)
+		}
+	})
 
 	// kubectl rollout status of a StatefulSet returns once its pods are
 	// up, and again once kubectl set image has rolled them, one at a time

@@ -1,31 +1,41 @@
-// Package endpoints keeps an Endpoints object for every Service with a
-// selector, listing the addresses of the pods it selects: ready pods under
-// addresses, the others under notReadyAddresses. It shares the pod informer
-// with the ReplicationManager, which is the point the seeds make about
-// shared informers: one watch and one cache of pods serve both.
+// Package endpoints is kube-controller-manager's endpoints controller: it
+// keeps an Endpoints object for every Service with a selector, listing the
+// addresses of the pods it selects (ready pods under addresses, the others
+// under notReadyAddresses), labelled endpoints.kubernetes.io/managed-by
+// endpoint-controller and annotated with the last change's trigger time, as
+// kube's does. Which pods are listed, with which address, hostname and
+// ports, and how subsets are packed is decided by kube's own helpers
+// (k8s.io/endpointslice and k8s.io/kubernetes/pkg/api/v1/endpoints). It
+// shares the pod informer with the ReplicationManager, which is the point
+// the seeds make about shared informers: one watch and one cache of pods
+// serve both.
 package endpoints
 
-//lint:file-ignore SA1019 core/v1 Endpoints are what this controller maintains; EndpointSlices are not served yet.
+//lint:file-ignore SA1019 core/v1 Endpoints are what this controller maintains, as kube's still does.
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"strconv"
-	"strings"
+	"math"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/util/intstr"
+	endpointslicerec "k8s.io/endpointslice"
+	endpointsliceutil "k8s.io/endpointslice/util"
+	endpointsv1 "k8s.io/kubernetes/pkg/api/v1/endpoints"
+	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
+	corehelper "k8s.io/kubernetes/pkg/apis/core/v1/helper"
+	utilnet "k8s.io/utils/net"
 
 	"github.com/listwatch/listwatch/cache"
 	"github.com/listwatch/listwatch/client"
 	"github.com/listwatch/listwatch/controller"
+	"github.com/listwatch/listwatch/controllers/internal/podservices"
 	"github.com/listwatch/listwatch/internal/objclient"
 )
 
@@ -45,6 +55,19 @@ func NewClient(c *client.Client) Client {
 // positive.
 const DefaultWorkers = 2
 
+// Kube's marks on the Endpoints it manages.
+const (
+	// LabelManagedBy names the controller managing an Endpoints object.
+	LabelManagedBy = "endpoints.kubernetes.io/managed-by"
+	// ControllerName is LabelManagedBy's value, kube's.
+	ControllerName = "endpoint-controller"
+	// MaxCapacity is the most addresses an Endpoints object lists; beyond
+	// it the addresses are truncated and the object annotated
+	// endpoints.kubernetes.io/over-capacity: truncated.
+	MaxCapacity = 1000
+	truncated   = "truncated"
+)
+
 // Controller reconciles Endpoints with Services and pods.
 type Controller struct {
 	*controller.Controller[string]
@@ -52,13 +75,17 @@ type Controller struct {
 	pods      cache.Informer[*corev1.Pod]
 	endpoints cache.Informer[*corev1.Endpoints]
 	client    Client
+	recorder  controller.EventRecorder
+	triggers  *endpointsliceutil.TriggerTimeTracker
 }
 
 // New returns the controller of the Endpoints of services, over the
 // informers of services, pods and endpoints: every Service change, every
 // pod change that can change an Endpoints object (to the Services that
-// select the pod), and every change someone else makes to an Endpoints
-// object (to be undone) syncs a Service.
+// select the pod, before or after it changed), and the deletion of an
+// Endpoints object (to be made again) syncs a Service. As in kube, an
+// Endpoints object someone else edits is put right at the Service's next
+// sync, not at once.
 func New(services cache.Informer[*corev1.Service], pods cache.Informer[*corev1.Pod],
 	endpoints cache.Informer[*corev1.Endpoints], client Client, opts controller.Options) (*Controller, error) {
 	if services == nil || pods == nil || endpoints == nil || client == nil {
@@ -67,25 +94,16 @@ func New(services cache.Informer[*corev1.Service], pods cache.Informer[*corev1.P
 	if opts.Workers <= 0 {
 		opts.Workers = DefaultWorkers
 	}
-	c := &Controller{services: services, pods: pods, endpoints: endpoints, client: client}
+	c := &Controller{services: services, pods: pods, endpoints: endpoints, client: client,
+		recorder: controller.RecorderOr(nil, opts), triggers: endpointsliceutil.NewTriggerTimeTracker()}
+	serviceLister := cache.NewLister(services.GetIndexer(), corev1.Resource("services"))
 	var err error
 	c.Controller, err = controller.New("endpoints", c.sync, opts,
 		controller.For(services),
-		controller.Handle[string](pods, cache.ResourceEventHandlerFuncs[*corev1.Pod]{
-			AddFunc: func(p *corev1.Pod, _ bool) { c.enqueueSelecting(p) },
-			UpdateFunc: func(old, p *corev1.Pod) {
-				if podChanged(old, p) {
-					c.enqueueSelecting(p)
-					if !labels.Equals(old.Labels, p.Labels) {
-						c.enqueueSelecting(old)
-					}
-				}
-			},
-			DeleteFunc: func(p *corev1.Pod, _ bool) { c.enqueueSelecting(p) },
+		controller.Handle[string](pods, podservices.Handler(serviceLister, func(key string) { c.Queue().Add(key) })),
+		controller.Handle[string](endpoints, cache.ResourceEventHandlerFuncs[*corev1.Endpoints]{
+			DeleteFunc: func(ep *corev1.Endpoints, _ bool) { c.Queue().Add(ep.Namespace + "/" + ep.Name) },
 		}),
-		// An Endpoints object has its Service's key: someone else changing
-		// one we own is undone.
-		controller.For(endpoints),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("endpoints: %w", err)
@@ -93,30 +111,9 @@ func New(services cache.Informer[*corev1.Service], pods cache.Informer[*corev1.P
 	return c, nil
 }
 
-// podChanged reports whether a pod update can change any Endpoints.
-func podChanged(old, cur *corev1.Pod) bool {
-	return old.Status.PodIP != cur.Status.PodIP || old.Spec.NodeName != cur.Spec.NodeName ||
-		controller.IsPodReady(old) != controller.IsPodReady(cur) || !labels.Equals(old.Labels, cur.Labels) ||
-		(old.DeletionTimestamp == nil) != (cur.DeletionTimestamp == nil)
-}
-
-// enqueueSelecting queues every Service in the pod's namespace that selects
-// it.
-func (c *Controller) enqueueSelecting(p *corev1.Pod) {
-	svcs, err := c.services.GetIndexer().ByIndex(cache.NamespaceIndex, p.Namespace)
-	if err != nil {
-		return
-	}
-	for _, s := range svcs {
-		if s.Spec.Selector != nil && labels.SelectorFromValidatedSet(s.Spec.Selector).Matches(labels.Set(p.Labels)) {
-			c.Queue().Add(s.Namespace + "/" + s.Name)
-		}
-	}
-}
-
 // sync makes the Endpoints of the Service key names list the pods it
 // selects, deletes them when the Service is gone, and leaves alone those of
-// a Service without a selector.
+// an ExternalName Service or of one without a selector.
 func (c *Controller) sync(ctx context.Context, key string) (controller.Result, error) {
 	return controller.Result{}, c.syncEndpoints(ctx, key)
 }
@@ -136,6 +133,7 @@ func (c *Controller) syncEndpoints(ctx context.Context, key string) error {
 	}
 	if !ok {
 		// The Service is gone; so must its Endpoints be.
+		c.triggers.DeleteService(ns, name)
 		if !haveEP {
 			return nil
 		}
@@ -144,123 +142,212 @@ func (c *Controller) syncEndpoints(ctx context.Context, key string) error {
 		}
 		return nil
 	}
-	if svc.Spec.Selector == nil {
-		// Endpoints of a Service without a selector are managed by hand.
+	if svc.Spec.Type == corev1.ServiceTypeExternalName || svc.Spec.Selector == nil {
+		// No endpoints for an ExternalName Service; those of a Service
+		// without a selector are written by someone else.
 		return nil
 	}
-	pods, err := c.pods.GetIndexer().ByIndex(cache.NamespaceIndex, ns)
+	pods, err := cache.NewLister(c.pods.GetIndexer(), corev1.Resource("pods")).Namespace(ns).List(labels.Set(svc.Spec.Selector).AsSelectorPreValidated())
 	if err != nil {
 		return err
 	}
+	// Computed on every sync, as kube does, so that the tracker moves on
+	// even when nothing is written.
+	trigger := c.triggers.ComputeEndpointLastChangeTriggerTime(ns, svc, pods)
 	subsets := Subsets(svc, pods)
-	if haveEP && apiequality.Semantic.DeepEqual(cur.Subsets, subsets) && labels.Equals(cur.Labels, svc.Labels) {
+	if haveEP && (apiequality.Semantic.DeepEqual(cur.Subsets, subsets) || apiequality.Semantic.DeepEqual(endpointsv1.RepackSubsets(cur.Subsets), subsets)) &&
+		labelsCorrect(cur.Labels, svc.Labels) && capacityAnnotationCorrect(cur.Annotations, cur.Subsets) {
 		return nil
 	}
+	next := &corev1.Endpoints{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	if haveEP {
+		next = cur.DeepCopy()
+	}
+	next.Subsets = subsets
+	next.Labels = make(map[string]string, len(svc.Labels)+2)
+	for k, v := range svc.Labels {
+		next.Labels[k] = v
+	}
+	if !corehelper.IsServiceIPSet(svc) {
+		next.Labels[corev1.IsHeadlessService] = ""
+	}
+	next.Labels[LabelManagedBy] = ControllerName
+	if next.Annotations == nil {
+		next.Annotations = map[string]string{}
+	}
+	if trigger.IsZero() {
+		delete(next.Annotations, corev1.EndpointsLastChangeTriggerTime)
+	} else {
+		next.Annotations[corev1.EndpointsLastChangeTriggerTime] = trigger.UTC().Format(time.RFC3339Nano)
+	}
+	if truncate(next) {
+		next.Annotations[corev1.EndpointsOverCapacity] = truncated
+	} else {
+		delete(next.Annotations, corev1.EndpointsOverCapacity)
+	}
 	if !haveEP {
-		ep := &corev1.Endpoints{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: svc.Labels}, Subsets: subsets}
-		if _, err := c.client.Create(ctx, ep); err != nil && !apierrors.IsAlreadyExists(err) {
+		_, err = c.client.Create(ctx, next)
+		if apierrors.IsForbidden(err) && apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+			return nil // creates will keep failing: the namespace goes
+		}
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			c.recorder.Eventf(next, corev1.EventTypeWarning, "FailedToCreateEndpoint", "Failed to create endpoint for service %v/%v: %v", ns, name, err)
 			return fmt.Errorf("creating endpoints %s: %w", key, err)
 		}
 		return nil
 	}
-	next := cur.DeepCopy()
-	next.Labels, next.Subsets = svc.Labels, subsets
 	if _, err := c.client.Update(ctx, next); err != nil {
+		c.recorder.Eventf(next, corev1.EventTypeWarning, "FailedToUpdateEndpoint", "Failed to update endpoint %v/%v: %v", ns, name, err)
 		return fmt.Errorf("updating endpoints %s: %w", key, err)
 	}
 	return nil
 }
 
-// Subsets computes the Endpoints subsets of svc over the pods of its
-// namespace: one subset per distinct set of resolved ports, addresses sorted
-// by IP so the result is stable.
-func Subsets(svc *corev1.Service, pods []*corev1.Pod) []corev1.EndpointSubset {
-	sel := labels.SelectorFromValidatedSet(svc.Spec.Selector)
-	bySet := map[string]*corev1.EndpointSubset{}
-	for _, p := range pods {
-		if p.Status.PodIP == "" || p.DeletionTimestamp != nil || !sel.Matches(labels.Set(p.Labels)) {
-			continue
+// labelsCorrect reports whether an Endpoints object's labels are its
+// Service's plus the managed-by label (and the headless one, if any).
+func labelsCorrect(ep, svc map[string]string) bool {
+	if ep[LabelManagedBy] != ControllerName {
+		return false
+	}
+	extra := 0
+	for k, v := range ep {
+		if k == corev1.IsHeadlessService || k == LabelManagedBy {
+			extra++
+		} else if sv, ok := svc[k]; !ok || sv != v {
+			return false
 		}
-		if p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded {
-			continue
+	}
+	return len(svc) == len(ep)-extra
+}
+
+// capacityAnnotationCorrect reports whether the over-capacity annotation
+// is absent and the subsets within MaxCapacity.
+func capacityAnnotationCorrect(annotations map[string]string, subsets []corev1.EndpointSubset) bool {
+	if countAddresses(subsets) > MaxCapacity {
+		return false
+	}
+	_, ok := annotations[corev1.EndpointsOverCapacity]
+	return !ok
+}
+
+func countAddresses(subsets []corev1.EndpointSubset) (n int) {
+	for _, ss := range subsets {
+		n += len(ss.Addresses) + len(ss.NotReadyAddresses)
+	}
+	return n
+}
+
+// truncate cuts ep's addresses down to MaxCapacity, reporting whether it
+// had to: ready addresses are kept before not-ready ones, and each subset
+// keeps a share of the room in proportion to what it held (rounded up,
+// the last subsets taking what is left), as kube does.
+func truncate(ep *corev1.Endpoints) bool {
+	ready, notReady := 0, 0
+	for _, ss := range ep.Subsets {
+		ready += len(ss.Addresses)
+		notReady += len(ss.NotReadyAddresses)
+	}
+	if ready+notReady <= MaxCapacity {
+		return false
+	}
+	cutReady := ready > MaxCapacity
+	room, total := MaxCapacity-ready, notReady
+	if cutReady {
+		room, total = MaxCapacity, ready
+	}
+	left := room
+	for i := range ep.Subsets {
+		ss := &ep.Subsets[i]
+		held := len(ss.NotReadyAddresses)
+		if cutReady {
+			held = len(ss.Addresses)
 		}
-		ports, ok := resolvePorts(svc, p)
-		if !ok {
-			continue
-		}
-		k := portsKey(ports)
-		ss := bySet[k]
-		if ss == nil {
-			ss = &corev1.EndpointSubset{Ports: ports}
-			bySet[k] = ss
-		}
-		nodeName := p.Spec.NodeName
-		addr := corev1.EndpointAddress{
-			IP:        p.Status.PodIP,
-			NodeName:  &nodeName,
-			TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: p.Namespace, Name: p.Name, UID: p.UID},
-		}
-		if controller.IsPodReady(p) || svc.Spec.PublishNotReadyAddresses {
-			ss.Addresses = append(ss.Addresses, addr)
+		share := min(int(math.Ceil(float64(held)/float64(total)*float64(room))), left)
+		if cutReady {
+			ss.Addresses = ss.Addresses[:min(len(ss.Addresses), share)]
+			ss.NotReadyAddresses = []corev1.EndpointAddress{}
+			left -= len(ss.Addresses)
 		} else {
-			ss.NotReadyAddresses = append(ss.NotReadyAddresses, addr)
+			ss.NotReadyAddresses = ss.NotReadyAddresses[:min(len(ss.NotReadyAddresses), share)]
+			left -= len(ss.NotReadyAddresses)
 		}
 	}
-	keys := make([]string, 0, len(bySet))
-	for k := range bySet {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	var out []corev1.EndpointSubset
-	for _, k := range keys {
-		ss := bySet[k]
-		byIP := func(a, b corev1.EndpointAddress) int { return cmp.Compare(a.IP, b.IP) }
-		slices.SortFunc(ss.Addresses, byIP)
-		slices.SortFunc(ss.NotReadyAddresses, byIP)
-		out = append(out, *ss)
-	}
-	return out
+	return true
 }
 
-// resolvePorts maps the Service's ports to the pod's: a numeric targetPort
-// is used as is, a named one must name a container port of the pod. A pod
-// that lacks a named port is left out of that port's subset, as kube does,
-// by failing resolution for the pod when no port resolves.
-func resolvePorts(svc *corev1.Service, p *corev1.Pod) ([]corev1.EndpointPort, bool) {
-	var out []corev1.EndpointPort
-	for _, sp := range svc.Spec.Ports {
-		port, ok := targetPort(sp, p)
+// Subsets computes the Endpoints subsets of svc over the pods it selects:
+// the pods kube lists (endpointsliceutil.ShouldPodBeInEndpoints), at their
+// address of the Service's IP family, with the hostname kube sets, ready
+// (or every one, with publishNotReadyAddresses) under addresses and the
+// others under notReadyAddresses, one entry per port the pod resolves,
+// packed by kube's RepackSubsets.
+func Subsets(svc *corev1.Service, pods []*corev1.Pod) []corev1.EndpointSubset {
+	sel := labels.Set(svc.Spec.Selector).AsSelectorPreValidated()
+	subsets := []corev1.EndpointSubset{}
+	publishNotReady := svc.Spec.PublishNotReadyAddresses
+	for _, p := range pods {
+		if !sel.Matches(labels.Set(p.Labels)) || !endpointsliceutil.ShouldPodBeInEndpoints(p, publishNotReady) {
+			continue
+		}
+		addr, ok := address(svc, p)
 		if !ok {
 			continue
 		}
-		out = append(out, corev1.EndpointPort{Name: sp.Name, Port: port, Protocol: cmp.Or(sp.Protocol, corev1.ProtocolTCP)})
-	}
-	return out, len(out) > 0 || len(svc.Spec.Ports) == 0
-}
-
-func targetPort(sp corev1.ServicePort, p *corev1.Pod) (int32, bool) {
-	tp := sp.TargetPort
-	switch {
-	case tp.Type == intstr.Int && tp.IntVal != 0:
-		return tp.IntVal, true
-	case tp.Type == intstr.String && tp.StrVal != "":
-		for _, c := range p.Spec.Containers {
-			for _, cp := range c.Ports {
-				if cp.Name == tp.StrVal && cmp.Or(cp.Protocol, corev1.ProtocolTCP) == cmp.Or(sp.Protocol, corev1.ProtocolTCP) {
-					return cp.ContainerPort, true
-				}
+		add := func(ports []corev1.EndpointPort) {
+			ss := corev1.EndpointSubset{Ports: ports}
+			if publishNotReady || podutil.IsPodReady(p) {
+				ss.Addresses = []corev1.EndpointAddress{addr}
+			} else {
+				ss.NotReadyAddresses = []corev1.EndpointAddress{addr}
 			}
+			subsets = append(subsets, ss)
 		}
-		return 0, false
-	default:
-		return sp.Port, true // an unset targetPort defaults to port
+		if len(svc.Spec.Ports) == 0 {
+			// A headless Service may have no ports.
+			if svc.Spec.ClusterIP == corev1.ClusterIPNone {
+				add([]corev1.EndpointPort{})
+			}
+			continue
+		}
+		for i := range svc.Spec.Ports {
+			sp := &svc.Spec.Ports[i]
+			port, err := endpointslicerec.FindPort(p, sp)
+			if err != nil {
+				continue
+			}
+			add([]corev1.EndpointPort{{Name: sp.Name, Port: int32(port), Protocol: sp.Protocol, AppProtocol: sp.AppProtocol}})
+		}
 	}
+	return endpointsv1.RepackSubsets(subsets)
 }
 
-func portsKey(ports []corev1.EndpointPort) string {
-	var b strings.Builder
-	for _, p := range ports {
-		b.WriteString(p.Name + "/" + strconv.Itoa(int(p.Port)) + "/" + string(p.Protocol) + ";")
+// address is the pod's address for svc: its IP of the Service's first IP
+// family (inferred from the cluster IP or the pod's IP when the Service
+// states none), or false when it has none.
+func address(svc *corev1.Service, p *corev1.Pod) (corev1.EndpointAddress, bool) {
+	ipv6 := false
+	switch {
+	case len(svc.Spec.IPFamilies) > 0:
+		ipv6 = svc.Spec.IPFamilies[0] == corev1.IPv6Protocol
+	case svc.Spec.ClusterIP != "" && svc.Spec.ClusterIP != corev1.ClusterIPNone:
+		ipv6 = utilnet.IsIPv6String(svc.Spec.ClusterIP)
+	default:
+		ipv6 = utilnet.IsIPv6String(p.Status.PodIP)
 	}
-	return b.String()
+	for _, ip := range p.Status.PodIPs {
+		parsed := utilnet.ParseIPSloppy(ip.IP)
+		if parsed != nil && utilnet.IsIPv6(parsed) == ipv6 {
+			nodeName := p.Spec.NodeName
+			addr := corev1.EndpointAddress{
+				IP:        parsed.String(),
+				NodeName:  &nodeName,
+				TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: p.Namespace, Name: p.Name, UID: p.UID},
+			}
+			if endpointsliceutil.ShouldSetHostname(p, svc) {
+				addr.Hostname = p.Spec.Hostname
+			}
+			return addr, true
+		}
+	}
+	return corev1.EndpointAddress{}, false
 }

@@ -35,9 +35,16 @@ func pod(name, ip string, ready bool, lbl map[string]string, ports ...corev1.Con
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID("uid-" + name), Labels: lbl},
 		Spec:       corev1.PodSpec{NodeName: "node-1", Containers: []corev1.Container{{Name: "app", Ports: ports}}},
-		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: ip,
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: ip, PodIPs: podIPs(ip),
 			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: status}}},
 	}
+}
+
+func podIPs(ip string) []corev1.PodIP {
+	if ip == "" {
+		return nil
+	}
+	return []corev1.PodIP{{IP: ip}}
 }
 
 func service(name string, sel map[string]string, ports ...corev1.ServicePort) *corev1.Service {
@@ -53,8 +60,8 @@ func addr(name, ip string) corev1.EndpointAddress {
 var web = map[string]string{"app": "web"}
 
 func TestSubsets(t *testing.T) {
-	http := corev1.ServicePort{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}
-	named := corev1.ServicePort{Name: "http", Port: 80, TargetPort: intstr.FromString("web")}
+	http := corev1.ServicePort{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt32(8080)}
+	named := corev1.ServicePort{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromString("web")}
 	terminating := pod("t", "10.0.0.9", true, web)
 	terminating.DeletionTimestamp = &metav1.Time{Time: time.Unix(1, 0)}
 	failed := pod("f", "10.0.0.8", false, web)
@@ -77,10 +84,11 @@ func TestSubsets(t *testing.T) {
 			nil},
 		{"named target ports split pods by resolved port", service("s", web, named),
 			[]*corev1.Pod{
-				pod("a", "10.0.0.1", true, web, corev1.ContainerPort{Name: "web", ContainerPort: 8080}),
-				pod("b", "10.0.0.2", true, web, corev1.ContainerPort{Name: "web", ContainerPort: 9090}),
+				pod("a", "10.0.0.1", true, web, corev1.ContainerPort{Name: "web", ContainerPort: 8080, Protocol: corev1.ProtocolTCP}),
+				pod("b", "10.0.0.2", true, web, corev1.ContainerPort{Name: "web", ContainerPort: 9090, Protocol: corev1.ProtocolTCP}),
 				pod("c", "10.0.0.3", true, web),
 			},
+			// In the order of kube's RepackSubsets, by a hash of the ports.
 			[]corev1.EndpointSubset{
 				{Addresses: []corev1.EndpointAddress{addr("a", "10.0.0.1")}, Ports: []corev1.EndpointPort{{Name: "http", Port: 8080, Protocol: corev1.ProtocolTCP}}},
 				{Addresses: []corev1.EndpointAddress{addr("b", "10.0.0.2")}, Ports: []corev1.EndpointPort{{Name: "http", Port: 9090, Protocol: corev1.ProtocolTCP}}},
@@ -196,15 +204,36 @@ func TestController(t *testing.T) {
 			t.Fatalf("relabelled pod still listed: %v %v", r, nr)
 		}
 
-		// Endpoints changed by someone else are put back.
+		// Endpoints changed by someone else are put right at the
+		// Service's next sync, as kube does; deleted ones are made again
+		// at once.
 		ep, _ := eps.Get("ns", "web")
 		ep = ep.DeepCopy()
 		ep.Subsets = []corev1.EndpointSubset{{Addresses: []corev1.EndpointAddress{{IP: "1.2.3.4"}}}}
 		_, err = eps.Update(ep)
 		mustCreate(err)
 		settle()
-		if r, _ := ips(); len(r) != 0 {
-			t.Fatalf("foreign change not undone: %v", r)
+		if r, _ := ips(); len(r) != 1 {
+			t.Fatalf("foreign change undone before the Service's next sync: %v", r)
+		}
+		p, _ = pods.Get("ns", "a")
+		p = p.DeepCopy()
+		p.Labels = web
+		_, err = pods.Update(p)
+		mustCreate(err)
+		settle()
+		if r, _ := ips(); len(r) != 1 || r[0] != "10.0.0.1" {
+			t.Fatalf("after the Service's sync: ready %v, want the pod's", r)
+		}
+		_, err = eps.Delete("ns", "web")
+		mustCreate(err)
+		settle()
+		if r, _ := ips(); len(r) != 1 {
+			t.Fatalf("deleted endpoints not made again: %v", r)
+		}
+		ep, _ = eps.Get("ns", "web")
+		if ep.Labels[LabelManagedBy] != ControllerName {
+			t.Errorf("labels %v, want %s=%s", ep.Labels, LabelManagedBy, ControllerName)
 		}
 
 		_, err = svcs.Delete("ns", "web")
@@ -214,4 +243,41 @@ func TestController(t *testing.T) {
 			t.Fatal("endpoints of a deleted service remain")
 		}
 	})
+}
+
+// TestTruncate: over MaxCapacity addresses, ready ones are kept before
+// not-ready ones, each subset keeping its share of the room, as kube's
+// controller truncates.
+func TestTruncate(t *testing.T) {
+	addrs := func(n int) []corev1.EndpointAddress { return make([]corev1.EndpointAddress, n) }
+	tests := []struct {
+		name                  string
+		ready, notReady       []int // per subset
+		wantReady, wantNotRdy []int
+		wantTruncated         bool
+	}{
+		{"within capacity", []int{600}, []int{400}, []int{600}, []int{400}, false},
+		{"not-ready cut first", []int{800}, []int{400}, []int{800}, []int{200}, true},
+		{"ready cut in proportion, not-ready dropped", []int{900, 300}, []int{10, 10}, []int{750, 250}, []int{0, 0}, true},
+		{"not-ready shares rounded up, the last takes what is left", []int{900, 0, 0}, []int{0, 150, 150}, []int{900, 0, 0}, []int{0, 50, 50}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ep := &corev1.Endpoints{}
+			for i := range tt.ready {
+				ep.Subsets = append(ep.Subsets, corev1.EndpointSubset{Addresses: addrs(tt.ready[i]), NotReadyAddresses: addrs(tt.notReady[i])})
+			}
+			if got := truncate(ep); got != tt.wantTruncated {
+				t.Errorf("truncated %v, want %v", got, tt.wantTruncated)
+			}
+			for i, ss := range ep.Subsets {
+				if len(ss.Addresses) != tt.wantReady[i] || len(ss.NotReadyAddresses) != tt.wantNotRdy[i] {
+					t.Errorf("subset %d: %d ready, %d not ready; want %d, %d", i, len(ss.Addresses), len(ss.NotReadyAddresses), tt.wantReady[i], tt.wantNotRdy[i])
+				}
+			}
+			if n := countAddresses(ep.Subsets); n > MaxCapacity {
+				t.Errorf("%d addresses left, over %d", n, MaxCapacity)
+			}
+		})
+	}
 }

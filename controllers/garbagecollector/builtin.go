@@ -9,6 +9,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -20,7 +21,8 @@ import (
 // sharedTyped are the Go types whose typed informers the other controllers
 // of this module hold (the ReplicationManager, the ReplicaSet and
 // Deployment controllers, the Job and CronJob controllers, the
-// StatefulSet controller, the endpoints controller,
+// StatefulSet controller, the endpoints, EndpointSlice and
+// EndpointSlice mirroring controllers,
 // the pod lifecycle controller and its nodes, the service account, root
 // CA, cluster role aggregation and admission policy status controllers,
 // and the resource quota controller's quotas and claims):
@@ -35,6 +37,7 @@ var sharedTyped = subscribersOf(
 	typed[*batchv1.Job], typed[*batchv1.CronJob], typed[*corev1.Node], typed[*admissionregistrationv1.ValidatingAdmissionPolicy],
 	typed[*appsv1.StatefulSet], typed[*appsv1.ControllerRevision], typed[*corev1.PersistentVolumeClaim], typed[*corev1.ResourceQuota],
 	typed[*corev1.PersistentVolume],
+	typed[*discoveryv1.EndpointSlice],
 )
 
 // typed adds to m the Subscriber of the informer of T.

@@ -13,6 +13,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -54,6 +55,7 @@ func TestBuiltinResources(t *testing.T) {
 		appsv1.SchemeGroupVersion.WithResource("controllerrevisions"):                          synced[*appsv1.ControllerRevision],
 		corev1.SchemeGroupVersion.WithResource("persistentvolumeclaims"):                       synced[*corev1.PersistentVolumeClaim],
 		corev1.SchemeGroupVersion.WithResource("persistentvolumes"):                            synced[*corev1.PersistentVolume],
+		discoveryv1.SchemeGroupVersion.WithResource("endpointslices"):                          synced[*discoveryv1.EndpointSlice],
 	}
 	synctest.Test(t, func(t *testing.T) {
 		sources := map[schema.GroupVersionResource]cache.ListerWatcher[cache.Object]{}

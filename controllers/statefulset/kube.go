@@ -10,10 +10,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/kubernetes/pkg/controller/history"
 	kubests "k8s.io/kubernetes/pkg/controller/statefulset"
@@ -197,24 +195,4 @@ func (o *syncObjects) ReleaseControllerRevision(parent metav1.Object, revision *
 		return nil, nil
 	}
 	return released, err
-}
-
-// events is kube's record.EventRecorder over a controller.EventRecorder.
-type events struct{ rec controller.EventRecorder }
-
-var _ record.EventRecorder = events{}
-
-func (e events) Event(object runtime.Object, eventType, reason, message string) {
-	e.rec.Eventf(object, eventType, reason, "%s", message)
-}
-
-func (e events) Eventf(object runtime.Object, eventType, reason, messageFmt string, args ...any) {
-	e.rec.Eventf(object, eventType, reason, messageFmt, args...)
-}
-
-// AnnotatedEventf records the event without its annotations, which
-// controller.EventRecorder does not carry (kube's StatefulSet controller
-// records none).
-func (e events) AnnotatedEventf(object runtime.Object, _ map[string]string, eventType, reason, messageFmt string, args ...any) {
-	e.rec.Eventf(object, eventType, reason, messageFmt, args...)
 }

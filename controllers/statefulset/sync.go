@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/listwatch/listwatch/controller"
+	"github.com/listwatch/listwatch/internal/kubeadapt"
 )
 
 // sync brings the StatefulSet of key and its pods, claims and revisions
@@ -36,7 +37,7 @@ func (ssc *Controller) sync(ctx context.Context, key string) (controller.Result,
 		return controller.Result{}, controller.Terminal(fmt.Errorf("the selector of StatefulSet %s: %w", key, err))
 	}
 	objs := &syncObjects{ctx: ctx, ssc: ssc}
-	control := kubests.NewDefaultStatefulSetControl(kubests.NewStatefulPodControlFromManager(objs, events{ssc.recorder}), objs, objs)
+	control := kubests.NewDefaultStatefulSetControl(kubests.NewStatefulPodControlFromManager(objs, kubeadapt.Events{Recorder: ssc.recorder}), objs, objs)
 	adopt := &adoption{ssc: ssc, set: set}
 	if err := ssc.adoptOrphanRevisions(ctx, control, adopt, set); err != nil {
 		return controller.Result{}, err

@@ -28,14 +28,20 @@
 //     since the epoch>"): {{minutes}} for the earliest, {{minutes+N}} for
 //     N minutes later, kept as part of the name so that the naming rule
 //     and the minutes between Jobs are compared;
-//   - the names of a Job's pods, "<job>-" and kube's five random
-//     characters, also once the pods are gone (in events): <job>-<suffix>;
+//   - the names of a Job's or a ReplicaSet's pods, "<owner>-" and kube's
+//     five random characters, also once the pods are gone (in events):
+//     <owner>-<suffix>;
 //   - an Event's name, "<object>.<16 hex digits of the time>": the
 //     object's part (masked as any other name) and <time>;
 //   - the simulated nodes' names and addresses (node-N, hostIP, podIP):
 //     <node>, <hostIP>, <podIP>, since the stand-in scheduler picks the
 //     least loaded node at the time, and the host the stand-in scheduler
 //     runs on, which its events name: <host>;
+//   - an EndpointSlice's generation, which counts the controller's writes
+//     of it: one per batch of pod changes it saw, a number that depends
+//     on when the stand-in kubelets' changes came: <generation>;
+//   - a Service's cluster IPs, allocated at random from the service range,
+//     wherever they appear: <clusterIP>;
 //   - the order of objects of one kind: they are sorted by their masked
 //     JSON, since a list orders them by a name that is partly random.
 //

@@ -20,6 +20,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -91,8 +92,9 @@ type Golden struct {
 	// RecordedFrom names what the objects were recorded from.
 	RecordedFrom string `json:"recordedFrom"`
 	// Objects are the masked objects, by resource (cronjobs, jobs, pods,
-	// events; statefulsets, controllerrevisions and
-	// persistentvolumeclaims and resourcequotas where there are some), each
+	// events; statefulsets, controllerrevisions,
+	// persistentvolumeclaims, resourcequotas, replicasets, services,
+	// endpoints and endpointslices where there are some), each
 	// list sorted.
 	Objects map[string]any `json:"objects"`
 }
@@ -290,6 +292,9 @@ func settled(t *testing.T, c *client.Client, ns string) map[string]any {
 	}
 }
 
+// generationMask replaces an EndpointSlice's generation.
+const generationMask = "<generation>"
+
 // persistentVolumeController is the component of the events of kube's
 // PersistentVolume binder, which listwatch does not run: a claim stays
 // Pending on both sides, and kube's binder says so again every 15 s.
@@ -307,7 +312,8 @@ var (
 )
 
 // snapshot lists the CronJobs, Jobs, pods, events, StatefulSets,
-// ControllerRevisions, PersistentVolumeClaims and ResourceQuotas of
+// ControllerRevisions, PersistentVolumeClaims, ResourceQuotas,
+// ReplicaSets, Services, Endpoints and EndpointSlices of
 // namespace ns and masks them (see the package documentation).
 func snapshot(ctx context.Context, c *client.Client, ns string) (map[string]any, error) {
 	cronJobs, err := list[*batchv1.CronJob](ctx, c, ns)
@@ -343,6 +349,23 @@ func snapshot(ctx context.Context, c *client.Client, ns string) (map[string]any,
 	if err != nil {
 		return nil, err
 	}
+	replicaSets, err := list[*appsv1.ReplicaSet](ctx, c, ns)
+	if err != nil {
+		return nil, err
+	}
+	services, err := list[*corev1.Service](ctx, c, ns)
+	if err != nil {
+		return nil, err
+	}
+	//lint:ignore SA1019 core/v1 Endpoints are compared beside their EndpointSlices.
+	endpoints, err := list[*corev1.Endpoints](ctx, c, ns)
+	if err != nil {
+		return nil, err
+	}
+	endpointSlices, err := list[*discoveryv1.EndpointSlice](ctx, c, ns)
+	if err != nil {
+		return nil, err
+	}
 	kinds := []struct {
 		name string
 		objs []any
@@ -352,7 +375,8 @@ func snapshot(ctx context.Context, c *client.Client, ns string) (map[string]any,
 	for _, k := range []struct {
 		name string
 		objs []any
-	}{{"statefulsets", anys(sets)}, {"controllerrevisions", anys(revisions)}, {"persistentvolumeclaims", anys(claims)}, {"resourcequotas", anys(quotas)}} {
+	}{{"statefulsets", anys(sets)}, {"controllerrevisions", anys(revisions)}, {"persistentvolumeclaims", anys(claims)}, {"resourcequotas", anys(quotas)},
+		{"replicasets", anys(replicaSets)}, {"services", anys(services)}, {"endpoints", anys(endpoints)}, {"endpointslices", anys(endpointSlices)}} {
 		if len(k.objs) > 0 {
 			kinds = append(kinds, k)
 		}
@@ -393,22 +417,34 @@ func snapshot(ctx context.Context, c *client.Client, ns string) (map[string]any,
 		rewrites = append(rewrites, `"host":"`+host+`"`, `"host":"<host>"`,
 			`"reportingInstance":"default-scheduler-`+host+`"`, `"reportingInstance":"default-scheduler-<host>"`)
 	}
+	// A Service's cluster IPs are allocated at random from the service
+	// range.
+	for _, svc := range services {
+		for _, ip := range svc.Spec.ClusterIPs {
+			if ip != "" && ip != corev1.ClusterIPNone {
+				rewrites = append(rewrites, `"`+ip+`"`, `"<clusterIP>"`)
+			}
+		}
+	}
 	replacer := strings.NewReplacer(rewrites...)
 	rewrite := func(s string) string { return replacer.Replace(minutes(s)) }
-	// The pods of a Job are named from it with kube's five random
-	// characters; once a pod is gone, only its Job's name tells that in
-	// the events that name it.
-	jobNames := map[string]bool{}
+	// The pods of a Job or a ReplicaSet are named from it with kube's
+	// five random characters; once a pod is gone, only its owner's name
+	// tells that in the events that name it.
+	ownerNames := map[string]bool{}
 	for _, j := range jobs {
-		jobNames[rewrite(j.Name)] = true
+		ownerNames[rewrite(j.Name)] = true
+	}
+	for _, rs := range replicaSets {
+		ownerNames[rewrite(rs.Name)] = true
 	}
 	for _, e := range events {
-		if e.InvolvedObject.Kind == "Job" {
-			jobNames[rewrite(e.InvolvedObject.Name)] = true
+		if e.InvolvedObject.Kind == "Job" || e.InvolvedObject.Kind == "ReplicaSet" {
+			ownerNames[rewrite(e.InvolvedObject.Name)] = true
 		}
 	}
 	var podNames []*regexp.Regexp
-	for n := range jobNames {
+	for n := range ownerNames {
 		podNames = append(podNames, regexp.MustCompile(`\b(`+regexp.QuoteMeta(n)+`)-[bcdfghjklmnpqrstvwxz2456789]{5}\b`))
 	}
 	m := golden.NewMasker(ns)
@@ -433,6 +469,15 @@ func snapshot(ctx context.Context, c *client.Client, ns string) (map[string]any,
 				if md, ok := v["metadata"].(map[string]any); ok {
 					if n, ok := md["name"].(string); ok {
 						md["name"] = eventSuffix.ReplaceAllString(n, ".<time>")
+					}
+				}
+			}
+			if kind == "endpointslices" {
+				// A slice's generation counts the controller's writes
+				// of it, one per batch of pod changes it saw.
+				if md, ok := v["metadata"].(map[string]any); ok {
+					if _, ok := md["generation"]; ok {
+						md["generation"] = generationMask
 					}
 				}
 			}

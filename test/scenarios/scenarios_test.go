@@ -176,6 +176,8 @@ var scenarios = []scenario{
 	statefulSetParallelPartition(),
 	statefulSetClaims(),
 	resourceQuotaStatus(),
+	serviceEndpoints(),
+	serviceEndpointsMirrored(),
 	concurrencyScenario("cronjob-replace", batchv1.ReplaceConcurrent),
 	concurrencyScenario("cronjob-forbid", batchv1.ForbidConcurrent),
 	{
