@@ -44,6 +44,7 @@ import (
 	"github.com/listwatch/listwatch/controllers/admissionpolicystatus"
 	"github.com/listwatch/listwatch/controllers/clusterroleaggregation"
 	"github.com/listwatch/listwatch/controllers/cronjob"
+	"github.com/listwatch/listwatch/controllers/daemonset"
 	"github.com/listwatch/listwatch/controllers/deployment"
 	"github.com/listwatch/listwatch/controllers/endpoints"
 	"github.com/listwatch/listwatch/controllers/garbagecollector"
@@ -88,6 +89,8 @@ const (
 	AdmissionPolicyStatus = "validatingadmissionpolicystatus"
 	// ResourceQuota is kube's resourcequota controller.
 	ResourceQuota = "resourcequota"
+	// DaemonSet is kube's daemonset controller.
+	DaemonSet = "daemonset"
 )
 
 // AllControllers lists every controller, in the order they start.
@@ -152,6 +155,8 @@ type Config struct {
 	ResourceQuota resourcequota.Options
 	// StatefulSet tunes the StatefulSet controller (workers).
 	StatefulSet statefulset.Options
+	// DaemonSet tunes the DaemonSet controller (workers, burstReplicas).
+	DaemonSet daemonset.Options
 	// PodLifecycle tunes the simulated nodes.
 	PodLifecycle podlifecycle.Options
 	// Namespace tunes the namespace controller.
@@ -776,6 +781,16 @@ var controllers = []controllerDef{
 			Claims:              informers.For[*corev1.PersistentVolumeClaim](d.factory),
 			ControllerRevisions: informers.For[*appsv1.ControllerRevision](d.factory),
 		}, statefulset.NewClient(d.clientOf(StatefulSet)), opts)
+	}},
+	{DaemonSet, func(_ context.Context, d deps) (runner, error) {
+		opts := d.m.cfg.DaemonSet
+		opts.Controller = d.options("daemonset-controller", opts.Controller)
+		return daemonset.New(daemonset.Informers{
+			DaemonSets:          informers.For[*appsv1.DaemonSet](d.factory),
+			Pods:                informers.For[*corev1.Pod](d.factory),
+			Nodes:               informers.For[*corev1.Node](d.factory),
+			ControllerRevisions: informers.For[*appsv1.ControllerRevision](d.factory),
+		}, daemonset.NewClient(d.clientOf(DaemonSet)), opts)
 	}},
 	{ClusterRoleAggregation, func(_ context.Context, d deps) (runner, error) {
 		return clusterroleaggregation.New(informers.For[*rbacv1.ClusterRole](d.factory), clusterroleaggregation.NewClient(d.clientOf(ClusterRoleAggregation)),
