@@ -76,6 +76,9 @@ type scenario struct {
 	// then are further steps, each done in turn once the state before
 	// it is reached.
 	then []step
+	// cleanup, when set, undoes what the scenario changed outside its
+	// namespace (a node's taints) once it has ended.
+	cleanup func(ctx context.Context, c *client.Client) error
 }
 
 // step is one action of a scenario after its creation, and the state it
@@ -91,7 +94,7 @@ type Golden struct {
 	// RecordedFrom names what the objects were recorded from.
 	RecordedFrom string `json:"recordedFrom"`
 	// Objects are the masked objects, by resource (cronjobs, jobs, pods,
-	// events; statefulsets, controllerrevisions and
+	// events; statefulsets, daemonsets, controllerrevisions,
 	// persistentvolumeclaims and resourcequotas where there are some), each
 	// list sorted.
 	Objects map[string]any `json:"objects"`
@@ -175,6 +178,13 @@ func (tg *target) run(t *testing.T, s scenario) {
 		}
 		return err == nil, err
 	})
+	if s.cleanup != nil {
+		t.Cleanup(func() {
+			if err := s.cleanup(context.Background(), tg.c); err != nil {
+				t.Errorf("cleanup: %v", err)
+			}
+		})
+	}
 	if err := s.create(ctx, tg.c, ns, tg.replay); err != nil {
 		t.Fatal(err)
 	}
@@ -307,7 +317,7 @@ var (
 )
 
 // snapshot lists the CronJobs, Jobs, pods, events, StatefulSets,
-// ControllerRevisions, PersistentVolumeClaims and ResourceQuotas of
+// DaemonSets, ControllerRevisions, PersistentVolumeClaims and ResourceQuotas of
 // namespace ns and masks them (see the package documentation).
 func snapshot(ctx context.Context, c *client.Client, ns string) (map[string]any, error) {
 	cronJobs, err := list[*batchv1.CronJob](ctx, c, ns)
@@ -328,6 +338,10 @@ func snapshot(ctx context.Context, c *client.Client, ns string) (map[string]any,
 	}
 	events = slices.DeleteFunc(events, func(e *corev1.Event) bool { return e.Source.Component == persistentVolumeController })
 	sets, err := list[*appsv1.StatefulSet](ctx, c, ns)
+	if err != nil {
+		return nil, err
+	}
+	daemonSets, err := list[*appsv1.DaemonSet](ctx, c, ns)
 	if err != nil {
 		return nil, err
 	}
@@ -352,7 +366,7 @@ func snapshot(ctx context.Context, c *client.Client, ns string) (map[string]any,
 	for _, k := range []struct {
 		name string
 		objs []any
-	}{{"statefulsets", anys(sets)}, {"controllerrevisions", anys(revisions)}, {"persistentvolumeclaims", anys(claims)}, {"resourcequotas", anys(quotas)}} {
+	}{{"statefulsets", anys(sets)}, {"daemonsets", anys(daemonSets)}, {"controllerrevisions", anys(revisions)}, {"persistentvolumeclaims", anys(claims)}, {"resourcequotas", anys(quotas)}} {
 		if len(k.objs) > 0 {
 			kinds = append(kinds, k)
 		}
@@ -395,20 +409,23 @@ func snapshot(ctx context.Context, c *client.Client, ns string) (map[string]any,
 	}
 	replacer := strings.NewReplacer(rewrites...)
 	rewrite := func(s string) string { return replacer.Replace(minutes(s)) }
-	// The pods of a Job are named from it with kube's five random
-	// characters; once a pod is gone, only its Job's name tells that in
-	// the events that name it.
-	jobNames := map[string]bool{}
+	// The pods of a Job or a DaemonSet are named from it with kube's five
+	// random characters; once a pod is gone, only its owner's name tells
+	// that in the events that name it.
+	podOwners := map[string]bool{}
 	for _, j := range jobs {
-		jobNames[rewrite(j.Name)] = true
+		podOwners[rewrite(j.Name)] = true
+	}
+	for _, ds := range daemonSets {
+		podOwners[ds.Name] = true
 	}
 	for _, e := range events {
-		if e.InvolvedObject.Kind == "Job" {
-			jobNames[rewrite(e.InvolvedObject.Name)] = true
+		if e.InvolvedObject.Kind == "Job" || e.InvolvedObject.Kind == "DaemonSet" {
+			podOwners[rewrite(e.InvolvedObject.Name)] = true
 		}
 	}
 	var podNames []*regexp.Regexp
-	for n := range jobNames {
+	for n := range podOwners {
 		podNames = append(podNames, regexp.MustCompile(`\b(`+regexp.QuoteMeta(n)+`)-[bcdfghjklmnpqrstvwxz2456789]{5}\b`))
 	}
 	m := golden.NewMasker(ns)

@@ -151,6 +151,7 @@ var scenarios = []scenario{
 	statefulSetParallelPartition(),
 	statefulSetClaims(),
 	resourceQuotaStatus(),
+	daemonSetTaintedNode(),
 	concurrencyScenario("cronjob-replace", batchv1.ReplaceConcurrent),
 	concurrencyScenario("cronjob-forbid", batchv1.ForbidConcurrent),
 	{
