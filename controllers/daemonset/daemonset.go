@@ -39,6 +39,7 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -67,6 +68,9 @@ const (
 	// failed daemon pod, per node: kube's failedPodsBackoff.
 	FailedPodBackoff    = time.Second
 	MaxFailedPodBackoff = 15 * time.Minute
+	// BackoffGCInterval is how often the backoffs of nodes whose pods
+	// stopped failing are forgotten.
+	BackoffGCInterval = time.Minute
 )
 
 // controllerKind is the kind of the pods' and revisions' controller
@@ -178,6 +182,28 @@ func New(inf Informers, c Client, opts Options) (*Controller, error) {
 	dsc.podControl = &controller.RealPodControl{Client: c, Recorder: opts.Recorder, Logger: dsc.Logger()}
 	dsc.log = dsc.Logger()
 	return dsc, nil
+}
+
+// Run runs the controller until ctx ends, as controller.Controller's Run,
+// and forgets, every BackoffGCInterval, the failed-pod backoffs that have
+// run out.
+func (dsc *Controller) Run(ctx context.Context) error {
+	gcCtx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(BackoffGCInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-gcCtx.Done():
+				return
+			case <-t.C:
+				dsc.failedPods.GC()
+			}
+		}
+	})
+	defer func() { stop(); wg.Wait() }()
+	return dsc.Controller.Run(ctx)
 }
 
 func dsKey(ds *appsv1.DaemonSet) string { return ds.Namespace + "/" + ds.Name }
