@@ -218,8 +218,8 @@ func (a *api) takeEvents() []string {
 }
 
 // kubelet runs the pods as the scheduler and nodes would: a pending pod
-// is bound to the node its affinity names and becomes Running and Ready,
-// a terminating one goes. It reports whether it changed anything.
+// is bound to the node its affinity names, if it exists, and becomes
+// Running and Ready, a terminating one goes. It reports whether it changed anything.
 func (a *api) kubelet(t *testing.T) bool {
 	t.Helper()
 	changed := false
@@ -233,6 +233,10 @@ func (a *api) kubelet(t *testing.T) bool {
 			node, err := util.GetTargetNodeName(p)
 			if err != nil {
 				t.Fatalf("pod %s: %v", p.Name, err)
+			}
+			if _, ok := a.nodes.Get("", node); !ok {
+				// The scheduler binds no pod to a node that is gone.
+				continue
 			}
 			next := p.DeepCopy()
 			next.Spec.NodeName = node
