@@ -57,6 +57,7 @@ import (
 	"github.com/listwatch/listwatch/controllers/serviceaccount"
 	"github.com/listwatch/listwatch/controllers/statefulset"
 	"github.com/listwatch/listwatch/controllers/ttlafterfinished"
+	"github.com/listwatch/listwatch/controllers/volumeprotection"
 	"github.com/listwatch/listwatch/informers"
 	"github.com/listwatch/listwatch/leaderelection"
 	"github.com/listwatch/listwatch/record"
@@ -91,6 +92,11 @@ const (
 	ResourceQuota = "resourcequota"
 	// DaemonSet is kube's daemonset controller.
 	DaemonSet = "daemonset"
+	// PVCProtection and PVProtection are kube's
+	// persistentvolumeclaim-protection and persistentvolume-protection
+	// controllers.
+	PVCProtection = "pvc-protection"
+	PVProtection  = "pv-protection"
 )
 
 // AllControllers lists every controller, in the order they start.
@@ -157,6 +163,9 @@ type Config struct {
 	StatefulSet statefulset.Options
 	// DaemonSet tunes the DaemonSet controller (workers, burstReplicas).
 	DaemonSet daemonset.Options
+	// VolumeProtection tunes the pvc-protection and pv-protection
+	// controllers.
+	VolumeProtection volumeprotection.Options
 	// PodLifecycle tunes the simulated nodes.
 	PodLifecycle podlifecycle.Options
 	// Namespace tunes the namespace controller.
@@ -791,6 +800,17 @@ var controllers = []controllerDef{
 			Nodes:               informers.For[*corev1.Node](d.factory),
 			ControllerRevisions: informers.For[*appsv1.ControllerRevision](d.factory),
 		}, daemonset.NewClient(d.clientOf(DaemonSet)), opts)
+	}},
+	{PVCProtection, func(_ context.Context, d deps) (runner, error) {
+		opts := d.m.cfg.VolumeProtection
+		opts.Controller = d.options("persistentvolumeclaim-protection-controller", opts.Controller)
+		return volumeprotection.NewClaims(informers.For[*corev1.PersistentVolumeClaim](d.factory), informers.For[*corev1.Pod](d.factory),
+			volumeprotection.NewClient(d.clientOf(PVCProtection)), opts)
+	}},
+	{PVProtection, func(_ context.Context, d deps) (runner, error) {
+		opts := d.m.cfg.VolumeProtection
+		opts.Controller = d.options("persistentvolume-protection-controller", opts.Controller)
+		return volumeprotection.NewVolumes(informers.For[*corev1.PersistentVolume](d.factory), volumeprotection.NewClient(d.clientOf(PVProtection)), opts)
 	}},
 	{ClusterRoleAggregation, func(_ context.Context, d deps) (runner, error) {
 		return clusterroleaggregation.New(informers.For[*rbacv1.ClusterRole](d.factory), clusterroleaggregation.NewClient(d.clientOf(ClusterRoleAggregation)),

@@ -23,13 +23,14 @@ import (
 // roles, admission policies) or follow references across namespaces (the
 // garbage collector), and run whole.
 var Shardable = map[string]string{
-	Replication: "a ReplicationController's pods are in its namespace",
-	ReplicaSet:  "a ReplicaSet's pods are in its namespace",
-	Deployment:  "a Deployment's ReplicaSets and their pods are in its namespace",
-	Job:         "a Job's pods are in its namespace",
-	Endpoints:   "a Service's pods and Endpoints are in its namespace",
-	CronJob:     "a CronJob's Jobs are in its namespace",
-	StatefulSet: "a StatefulSet's pods, PersistentVolumeClaims and ControllerRevisions are in its namespace",
+	Replication:   "a ReplicationController's pods are in its namespace",
+	ReplicaSet:    "a ReplicaSet's pods are in its namespace",
+	Deployment:    "a Deployment's ReplicaSets and their pods are in its namespace",
+	Job:           "a Job's pods are in its namespace",
+	Endpoints:     "a Service's pods and Endpoints are in its namespace",
+	CronJob:       "a CronJob's Jobs are in its namespace",
+	StatefulSet:   "a StatefulSet's pods, PersistentVolumeClaims and ControllerRevisions are in its namespace",
+	PVCProtection: "the pods that use a claim are in its namespace",
 	// Its syncs read nothing but the Job they delete.
 	TTLAfterFinished: "a finished Job is deleted on its own",
 }

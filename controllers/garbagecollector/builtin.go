@@ -34,6 +34,7 @@ var sharedTyped = subscribersOf(
 	typed[*appsv1.Deployment], typed[*appsv1.ReplicaSet], typed[*rbacv1.ClusterRole],
 	typed[*batchv1.Job], typed[*batchv1.CronJob], typed[*corev1.Node], typed[*admissionregistrationv1.ValidatingAdmissionPolicy],
 	typed[*appsv1.StatefulSet], typed[*appsv1.DaemonSet], typed[*appsv1.ControllerRevision], typed[*corev1.PersistentVolumeClaim], typed[*corev1.ResourceQuota],
+	typed[*corev1.PersistentVolume],
 )
 
 // typed adds to m the Subscriber of the informer of T.

@@ -1,24 +1,27 @@
 // Package job is the Job controller of kube-controller-manager, on
 // listwatch's controller package: it runs a Job's pods until enough of
 // them succeed (completions, parallelism, NonIndexed and Indexed), or
-// until the Job fails (backoffLimit, podFailurePolicy,
-// activeDeadlineSeconds), and reports it as kube's does: the
-// batch.kubernetes.io/job-tracking finalizer on every pod until it is
-// counted, status.uncountedTerminatedPods between the two, the counts
-// (active, ready, terminating, succeeded, failed, completedIndexes), the
-// conditions (SuccessCriteriaMet then Complete, FailureTarget then
-// Failed, Suspended) and the events (SuccessfulCreate, SuccessfulDelete,
-// Completed, BackoffLimitExceeded, DeadlineExceeded, Suspended, Resumed).
+// until the Job fails (backoffLimit, backoffLimitPerIndex and
+// maxFailedIndexes, podFailurePolicy, activeDeadlineSeconds), and
+// reports it as kube's does: the batch.kubernetes.io/job-tracking
+// finalizer on every pod until it is counted,
+// status.uncountedTerminatedPods between the two, the counts (active,
+// ready, terminating, succeeded, failed, completedIndexes,
+// failedIndexes), the conditions (SuccessCriteriaMet then Complete,
+// FailureTarget then Failed, Suspended) and the events
+// (SuccessfulCreate, SuccessfulDelete, Completed, BackoffLimitExceeded,
+// FailedIndexes, MaxFailedIndexesExceeded, DeadlineExceeded, Suspended,
+// Resumed).
 //
 // Pods are named as kube names them: "<job>-<random>", and
 // "<job>-<index>-<random>" for an Indexed Job, whose pods also carry
 // their completion index as an annotation and a label, in the
 // JOB_COMPLETION_INDEX variable, and as their hostname "<job>-<index>".
 //
-// Not done yet: backoffLimitPerIndex and maxFailedIndexes, the adoption
-// of orphan pods that a Job's selector matches (pods made by another Job
-// controller are released only when it is deleted), and the Workload and
-// PodGroup objects of gang scheduling.
+// Not done yet: the adoption of orphan pods that a Job's selector
+// matches (pods made by another Job controller are released only when
+// it is deleted), and the Workload and PodGroup objects of gang
+// scheduling.
 package job
 
 import (

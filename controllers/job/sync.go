@@ -128,6 +128,11 @@ type state struct {
 	// prevSucceededIdx and succeededIdx are an Indexed Job's succeeded
 	// indexes before and after the pods finished since.
 	prevSucceededIdx, succeededIdx indexSet
+	// failedIdx are the failed indexes of a Job with
+	// backoffLimitPerIndex, and delayed the failed pod whose failure
+	// counts each index to be retried hands to its next pod.
+	failedIdx indexSet
+	delayed   map[int]*corev1.Pod
 	// finishing is the condition the Job is on its way to: a
 	// SuccessCriteriaMet or FailureTarget to write first, or the Failed
 	// that follows a FailureTarget written before.
@@ -260,6 +265,18 @@ func (jc *Controller) sync(ctx context.Context, key string) (controller.Result, 
 		}
 		s.succeededIdx = s.prevSucceededIdx.with(ixs...)
 		s.succeeded = int32(s.succeededIdx.total())
+		if perIndex(job) {
+			s.failedIdx = failedIndexes(job, pods)
+			if s.finishing == nil {
+				failed := s.failedIdx.total()
+				if m := job.Spec.MaxFailedIndexes; m != nil && failed > int(*m) {
+					s.finishing = newCondition(batchv1.JobFailureTarget, batchv1.JobReasonMaxFailedIndexesExceeded, "Job has exceeded the specified maximal number of failed indexes", now)
+				} else if failed > 0 && failed+s.succeededIdx.total() >= completions {
+					s.finishing = newCondition(batchv1.JobFailureTarget, batchv1.JobReasonFailedIndexes, "Job has failed indexes", now)
+				}
+			}
+			s.delayed = s.delayedDeletions()
+		}
 		if s.finishing == nil {
 			if msg, met := matchSuccessPolicy(job.Spec.SuccessPolicy, completions, s.succeededIdx); met {
 				s.finishing = newCondition(batchv1.JobSuccessCriteriaMet, batchv1.JobReasonSuccessPolicy, msg, now)
@@ -326,6 +343,27 @@ func (jc *Controller) sync(ctx context.Context, key string) (controller.Result, 
 	}
 	return controller.Result{RequeueAfter: s.requeue}, manageErr
 }
+
+// dueIndexes returns those of ixs whose backoff is over, or, when none
+// is, none, and the sync is asked for again when the first one's ends.
+func (jc *Controller) dueIndexes(s *state, ixs []int, now time.Time) []int {
+	var due []int
+	var wait time.Duration
+	for _, ix := range ixs {
+		d := indexBackoff(s.delayed[ix], now, jc.opts.PodFailureBackoff, jc.opts.MaxPodFailureBackoff)
+		if d == 0 {
+			due = append(due, ix)
+		} else if wait == 0 || d < wait {
+			wait = d
+		}
+	}
+	if len(due) == 0 {
+		s.after(wait)
+	}
+	return due
+}
+
+func equalPtr[T comparable](a, b *T) bool { return a == b || (a != nil && b != nil && *a == *b) }
 
 // podsOf returns the pods the Job controls, from the cache.
 func (jc *Controller) podsOf(job *batchv1.Job) ([]*corev1.Pod, error) {
@@ -468,9 +506,12 @@ func (jc *Controller) manage(ctx context.Context, s *state) (int32, error) {
 	if diff <= 0 {
 		return active, nil
 	}
-	if wait := s.backoff.remaining(time.Now(), jc.opts.PodFailureBackoff, jc.opts.MaxPodFailureBackoff); wait > 0 {
-		s.after(wait)
-		return active, nil
+	now := time.Now()
+	if !perIndex(job) {
+		if wait := s.backoff.remaining(now, jc.opts.PodFailureBackoff, jc.opts.MaxPodFailureBackoff); wait > 0 {
+			s.after(wait)
+			return active, nil
+		}
 	}
 	diff = min(diff, MaxPodCreateDeletePerSync)
 	var ixs []int
@@ -485,7 +526,10 @@ func (jc *Controller) manage(ctx context.Context, s *state) (int32, error) {
 			}
 			taken = taken.with(indexesOf(terms)...)
 		}
-		ixs = pendingIndexes(int(diff), int(*job.Spec.Completions), taken)
+		ixs = pendingIndexes(int(diff), int(*job.Spec.Completions), taken.union(s.failedIdx))
+		if perIndex(job) {
+			ixs = jc.dueIndexes(s, ixs, now)
+		}
 		diff = int32(len(ixs))
 		if diff == 0 {
 			return active, nil
@@ -519,6 +563,13 @@ func (jc *Controller) manage(ctx context.Context, s *state) (int32, error) {
 			t.Labels[batchv1.JobCompletionIndexAnnotation] = v
 			t.Spec.Hostname = job.Name + "-" + v
 			generateName = indexedGenerateName(job.Name, ix)
+			if perIndex(job) {
+				counted, ignored := replacementCounts(job, s.delayed[ix])
+				t.Annotations[batchv1.JobIndexFailureCountAnnotation] = strconv.Itoa(int(counted))
+				if ignored > 0 {
+					t.Annotations[batchv1.JobIndexIgnoredFailureCountAnnotation] = strconv.Itoa(int(ignored))
+				}
+			}
 		}
 		err := jc.podControl.CreatePodsWithGenerateName(ctx, job.Namespace, t, job, ref, generateName)
 		if err != nil && apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
@@ -691,6 +742,13 @@ func (jc *Controller) track(ctx context.Context, s *state, needsFlush bool, now 
 		if !(job.DeletionTimestamp != nil || s.finishing != nil || p.Status.Phase == corev1.PodSucceeded || failed) {
 			continue
 		}
+		if job.DeletionTimestamp == nil && s.finishing == nil && p.Status.Phase != corev1.PodSucceeded {
+			// A failed pod whose index is retried stays until its
+			// replacement carries its failure counts on.
+			if d, ok := s.delayed[completionIndex(p)]; ok && d.UID == p.UID {
+				continue
+			}
+		}
 		toRelease = append(toRelease, p)
 		ix := completionIndex(p)
 		switch {
@@ -728,6 +786,15 @@ func (jc *Controller) track(ctx context.Context, s *state, needsFlush bool, now 
 			needsFlush = true
 		}
 		job.Status.Succeeded = int32(s.succeededIdx.total())
+		var failedStr *string
+		if perIndex(job) {
+			str := s.failedIdx.String()
+			failedStr = &str
+		}
+		if !equalPtr(failedStr, job.Status.FailedIndexes) {
+			job.Status.FailedIndexes = failedStr
+			needsFlush = true
+		}
 	}
 	// The interim condition goes with the first write; the final one is
 	// prepared for when every pod is counted.

@@ -61,6 +61,31 @@ var scenarios = []scenario{
 		},
 	},
 	{
+		// An Indexed Job with backoffLimitPerIndex 1 whose pods all fail:
+		// each index is retried once, 10 s later, by a pod that carries
+		// the index's failure count, then fails; the Job fails with
+		// FailedIndexes once both have.
+		name: "job-backoff-limit-per-index",
+		create: func(ctx context.Context, c *client.Client, ns string, _ *replay) error {
+			tmpl := podTemplate()
+			tmpl.Annotations = map[string]string{podlifecycle.ExitCodeAnnotation: "1"}
+			_, err := client.For[*batchv1.Job](c, ns).Create(ctx, &batchv1.Job{
+				ObjectMeta: metav1.ObjectMeta{Name: "per-index"},
+				Spec: batchv1.JobSpec{
+					Completions:          new(int32(2)),
+					Parallelism:          new(int32(2)),
+					CompletionMode:       new(batchv1.IndexedCompletion),
+					BackoffLimitPerIndex: new(int32(1)),
+					Template:             tmpl,
+				},
+			}, metav1.CreateOptions{})
+			return err
+		},
+		done: func(ctx context.Context, c *client.Client, ns string) (bool, error) {
+			return jobFinished(ctx, c, ns, "per-index")
+		},
+	},
+	{
 		// A Job whose pod fails, with backoffLimit 0, fails at once.
 		name: "job-backoff-limit-exceeded",
 		create: func(ctx context.Context, c *client.Client, ns string, _ *replay) error {
