@@ -84,10 +84,14 @@ func init() {
 	}
 	// An OrderedReady StatefulSet makes its pods one at a time, each once
 	// the one before it is Ready: 100 is a large one.
-	name := "controlplane-" + statefulSetWorkload.name + "-100"
-	register(name, func(cfg config) ([]Row, error) {
-		return benchControlPlane(name, statefulSetWorkload, cfg.size(100))
-	})
+	// A DaemonSet runs a pod on each node: 100 nodes is a large
+	// cluster.
+	for _, w := range []cpWorkload{statefulSetWorkload, daemonSetWorkload} {
+		name := "controlplane-" + w.name + "-100"
+		register(name, func(cfg config) ([]Row, error) {
+			return benchControlPlane(name, w, cfg.size(100))
+		})
+	}
 }
 
 // cpWorkload is what the controllers are asked to do: prepare, when set,
@@ -108,9 +112,33 @@ type cpWorkload struct {
 	await   func(ctx context.Context, c *client.Client, n int32) error
 	creates func(n int) int
 	deletes func(n int) int
+	// nodesPerReplica, when set, runs that many simulated nodes per
+	// replica (a DaemonSet's pods are one per node) rather than
+	// podlifecycle's default 3.
+	nodesPerReplica int
 }
 
 func times(k int) func(int) int { return func(n int) int { return k * n } }
+
+// nodes are the names of the simulated nodes w needs for n replicas.
+func (w cpWorkload) nodes(n int) []string {
+	if w.nodesPerReplica == 0 {
+		return defaultNodes
+	}
+	names := make([]string, w.nodesPerReplica*n)
+	for i := range names {
+		names[i] = "node-" + strconv.Itoa(i+1)
+	}
+	return names
+}
+
+// podLifecycle is the stand-in kubelet of w's rows for n replicas:
+// cpPodLifecycle on w's nodes.
+func (w cpWorkload) podLifecycle(n int) podlifecycle.Options {
+	o := cpPodLifecycle
+	o.Nodes = w.nodes(n)
+	return o
+}
 
 // podWritesOK reports whether created and deleted pods are what w needs
 // for n replicas: more are an expectation miss (a sync acting on a cache
@@ -234,6 +262,33 @@ var statefulSetWorkload = cpWorkload{
 			st := s.Status
 			ok := st.ObservedGeneration == s.Generation && st.ReadyReplicas == n && st.UpdatedReplicas == n
 			return ok, fmt.Sprintf("StatefulSet at %d of %d ready, %d updated", st.ReadyReplicas, n, st.UpdatedReplicas)
+		})
+	},
+	creates: times(1), deletes: times(0),
+}
+
+// daemonSetWorkload: a DaemonSet over n nodes (RollingUpdate) to kubectl
+// rollout status's test: a pod scheduled, updated and available on each
+// node, of its latest generation.
+var daemonSetWorkload = cpWorkload{
+	name: "daemonset", metric: "time to numberAvailable", noFloor: true, nodesPerReplica: 1,
+	start: func(ctx context.Context, c *client.Client, _ int32) error {
+		labels := map[string]string{"app": cpRCName}
+		ds := &appsv1.DaemonSet{
+			ObjectMeta: metav1.ObjectMeta{Name: cpRCName, Namespace: cpNamespace},
+			Spec: appsv1.DaemonSetSpec{
+				Selector: &metav1.LabelSelector{MatchLabels: labels},
+				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: podSpec()},
+			},
+		}
+		_, err := client.For[*appsv1.DaemonSet](c, cpNamespace).Create(ctx, ds, metav1.CreateOptions{})
+		return err
+	},
+	await: func(ctx context.Context, c *client.Client, n int32) error {
+		return awaitObject(ctx, client.For[*appsv1.DaemonSet](c, cpNamespace), cpRCName, func(ds *appsv1.DaemonSet) (bool, string) {
+			st := ds.Status
+			ok := st.ObservedGeneration == ds.Generation && st.DesiredNumberScheduled == n && st.NumberAvailable == n && st.UpdatedNumberScheduled == n
+			return ok, fmt.Sprintf("DaemonSet at %d of %d available (%d desired), %d updated", st.NumberAvailable, n, st.DesiredNumberScheduled, st.UpdatedNumberScheduled)
 		})
 	},
 	creates: times(1), deletes: times(0),
@@ -481,7 +536,7 @@ func runControllersSide(w cpWorkload, n int) (cpRun, map[string]int64, error) {
 		// One replica alone: the Lease would only add its own requests.
 		LeaderElection: controllermanager.LeaderElection{Disabled: true},
 		Replication:    replication.Options{},
-		PodLifecycle:   cpPodLifecycle,
+		PodLifecycle:   w.podLifecycle(n),
 		Logger:         quietLogger(),
 		// -stale-read-timeout -1ns measures the controllers without
 		// stale-read protection, for its cost and its conflicts saved.

@@ -56,11 +56,12 @@ var (
 	kcmMetrics    = flag.String("kcm-metrics", "", "with -kubeconfig, the URL of kube-controller-manager's /metrics (served on its secure port, read without verifying its certificate), whose rest_client_requests_total is reported next to the count at the API server")
 )
 
-// cpNodes are the nodes podlifecycle binds pods to by default. A cluster
-// with a node lifecycle and a pod garbage collector needs them to exist
-// and be Ready: pods bound to a missing node are deleted by the pod GC,
-// and those of a node whose kubelet stopped posting are evicted.
-var cpNodes = []string{"node-1", "node-2", "node-3"}
+// defaultNodes are the nodes podlifecycle binds pods to by default. A
+// cluster with a node lifecycle and a pod garbage collector needs a
+// workload's nodes (cpWorkload.nodes) to exist and be Ready: pods bound to
+// a missing node are deleted by the pod GC, and those of a node whose
+// kubelet stopped posting are evicted.
+var defaultNodes = []string{"node-1", "node-2", "node-3"}
 
 // nodeLeaseRenew is how often the stand-in kubelet renews each node's
 // Lease, as the kubelet does (a quarter of its 40 s lease duration).
@@ -88,12 +89,13 @@ func benchKubeControllerManager(name string, w cpWorkload, n int) ([]Row, error)
 	if err != nil {
 		return nil, err
 	}
-	if err := startNodes(ctx, driver); err != nil {
+	nodes := w.nodes(n)
+	if err := startNodes(ctx, driver, nodes); err != nil {
 		return nil, err
 	}
 	hb, stopHeartbeats := context.WithCancel(ctx)
 	var heartbeats sync.WaitGroup
-	heartbeats.Go(func() { renewNodeLeases(hb, driver) })
+	heartbeats.Go(func() { renewNodeLeases(hb, driver, nodes) })
 	defer func() {
 		stopHeartbeats()
 		heartbeats.Wait()
@@ -132,7 +134,7 @@ func benchKubeControllerManager(name string, w cpWorkload, n int) ([]Row, error)
 		Client:         cfg(),
 		Controllers:    []string{controllermanager.PodLifecycle},
 		LeaderElection: controllermanager.LeaderElection{Disabled: true},
-		PodLifecycle:   cpPodLifecycle,
+		PodLifecycle:   w.podLifecycle(n),
 		Logger:         quietLogger(),
 	})
 	if err != nil {
@@ -251,13 +253,13 @@ func runManager(ctx context.Context, cfg controllermanager.Config) (m *controlle
 	return m, stop, nil
 }
 
-// startNodes registers cpNodes with a Ready condition, as kubelets would.
+// startNodes registers the nodes named with a Ready condition, as kubelets would.
 // The cluster's node controllers write the new nodes too (taints,
 // annotations), so a status write that conflicts is made again on the
 // node as it is now.
-func startNodes(ctx context.Context, c *client.Client) error {
+func startNodes(ctx context.Context, c *client.Client, names []string) error {
 	nodes := client.For[*corev1.Node](c, "")
-	for _, name := range cpNodes {
+	for _, name := range names {
 		node, err := nodes.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
 		for attempt := 0; err == nil; attempt++ {
 			now := metav1.Now()
@@ -281,11 +283,11 @@ func startNodes(ctx context.Context, c *client.Client) error {
 // ctx ends, which is what the node lifecycle controller reads as a
 // kubelet alive. Errors end it: the node would then be seen gone, and the
 // run's result would say so.
-func renewNodeLeases(ctx context.Context, c *client.Client) {
+func renewNodeLeases(ctx context.Context, c *client.Client, names []string) {
 	leases := client.For[*coordinationv1.Lease](c, corev1.NamespaceNodeLease)
 	duration := int32(40)
 	for {
-		for _, name := range cpNodes {
+		for _, name := range names {
 			now := metav1.NewMicroTime(time.Now())
 			l, err := leases.Get(ctx, name, metav1.GetOptions{})
 			switch {

@@ -40,6 +40,7 @@ var controllerAccounts = map[string]string{
 	CronJob:                "cronjob-controller",
 	TTLAfterFinished:       "ttl-after-finished-controller",
 	StatefulSet:            "statefulset-controller",
+	DaemonSet:              "daemon-set-controller",
 	AdmissionPolicyStatus:  "validatingadmissionpolicy-status-controller",
 	ResourceQuota:          "resourcequota-controller",
 	EndpointSlice:          "endpointslice-controller",

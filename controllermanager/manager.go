@@ -45,6 +45,7 @@ import (
 	"github.com/listwatch/listwatch/controllers/admissionpolicystatus"
 	"github.com/listwatch/listwatch/controllers/clusterroleaggregation"
 	"github.com/listwatch/listwatch/controllers/cronjob"
+	"github.com/listwatch/listwatch/controllers/daemonset"
 	"github.com/listwatch/listwatch/controllers/deployment"
 	"github.com/listwatch/listwatch/controllers/endpoints"
 	"github.com/listwatch/listwatch/controllers/endpointslice"
@@ -92,6 +93,8 @@ const (
 	AdmissionPolicyStatus = "validatingadmissionpolicystatus"
 	// ResourceQuota is kube's resourcequota controller.
 	ResourceQuota = "resourcequota"
+	// DaemonSet is kube's daemonset controller.
+	DaemonSet = "daemonset"
 	// PVCProtection and PVProtection are kube's
 	// persistentvolumeclaim-protection and persistentvolume-protection
 	// controllers.
@@ -165,6 +168,8 @@ type Config struct {
 	ResourceQuota resourcequota.Options
 	// StatefulSet tunes the StatefulSet controller (workers).
 	StatefulSet statefulset.Options
+	// DaemonSet tunes the DaemonSet controller (workers, burstReplicas).
+	DaemonSet daemonset.Options
 	// VolumeProtection tunes the pvc-protection and pv-protection
 	// controllers.
 	VolumeProtection volumeprotection.Options
@@ -831,6 +836,16 @@ var controllers = []controllerDef{
 			Claims:              informers.For[*corev1.PersistentVolumeClaim](d.factory),
 			ControllerRevisions: informers.For[*appsv1.ControllerRevision](d.factory),
 		}, statefulset.NewClient(d.clientOf(StatefulSet)), opts)
+	}},
+	{DaemonSet, func(_ context.Context, d deps) (runner, error) {
+		opts := d.m.cfg.DaemonSet
+		opts.Controller = d.options("daemonset-controller", opts.Controller)
+		return daemonset.New(daemonset.Informers{
+			DaemonSets:          informers.For[*appsv1.DaemonSet](d.factory),
+			Pods:                informers.For[*corev1.Pod](d.factory),
+			Nodes:               informers.For[*corev1.Node](d.factory),
+			ControllerRevisions: informers.For[*appsv1.ControllerRevision](d.factory),
+		}, daemonset.NewClient(d.clientOf(DaemonSet)), opts)
 	}},
 	{PVCProtection, func(_ context.Context, d deps) (runner, error) {
 		opts := d.m.cfg.VolumeProtection

@@ -78,7 +78,7 @@ func init() {
 		countTyped[*corev1.Endpoints],
 		countTyped[*corev1.ResourceQuota],
 		countTyped[*appsv1.Deployment], countTyped[*appsv1.ReplicaSet],
-		countTyped[*appsv1.StatefulSet], countTyped[*appsv1.ControllerRevision],
+		countTyped[*appsv1.StatefulSet], countTyped[*appsv1.ControllerRevision], countTyped[*appsv1.DaemonSet],
 		countTyped[*batchv1.Job], countTyped[*batchv1.CronJob],
 		countTyped[*discoveryv1.EndpointSlice],
 	} {

@@ -3,7 +3,9 @@
 # control-plane workloads (bench/controlplane.go: an RC of 1,000 to
 # readyReplicas, a Deployment of 1,000 to availableReplicas, a rollout of
 # a Deployment of 1,000 to completion, a Job of 1,000 completions at
-# parallelism 100 to Complete), on this machine, with the bench's
+# parallelism 100 to Complete; with SIZE=100, a StatefulSet of 100 to
+# readyReplicas and a DaemonSet over 100 nodes to numberAvailable), on
+# this machine, with the bench's
 # driver and its stand-in kubelet (podlifecycle), and listwatch's own rows
 # in between, so that the ratio listwatch/kube-controller-manager is taken
 # on the same minutes.
@@ -22,6 +24,7 @@
 #
 #   hack/controlplane-kube.sh                      # rc, deployment, rollout, job; 2 rounds
 #   ROUNDS=3 hack/controlplane-kube.sh rc          # only the RC, 3 rounds
+#   SIZE=100 hack/controlplane-kube.sh statefulset daemonset
 #   KCM_QPS="default 1000" hack/controlplane-kube.sh
 #
 # Environment: ROUNDS (2); SIZE (1k, or 10k for the rc and deployment

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -138,7 +139,7 @@ func (s *rolloutSampler) end() (minAvailable, most, mostSpec, samples int) {
 // resumed; a rollout to an image the nodes cannot run (`up
 // --pod-fail-images`) ends with Progressing=False, reason
 // ProgressDeadlineExceeded, and kubectl rollout status fails saying so.
-// A StatefulSet's rollout status returns too.
+// A StatefulSet's and a DaemonSet's rollout status return too.
 func TestKubectlRollout(t *testing.T) {
 	// As `up --pod-fail-images registry.example/broken:*` would; `up`
 	// reads the flags when it starts, and no test of the package runs in
@@ -196,27 +197,61 @@ func TestKubectlRollout(t *testing.T) {
 		}
 	})
 
-	// kubectl rollout status of a StatefulSet returns once its pods are
-	// up, and again once kubectl set image has rolled them, one at a time
-	// from the highest ordinal.
-	t.Run("statefulset", func(t *testing.T) {
-		start := time.Now()
-		e.ok("apply", "-f", e.file("db.yaml", kubectlStatefulSet))
-		e.ok("rollout", "status", "statefulset/db", "--timeout=60s")
-		created := time.Since(start)
-		start = time.Now()
-		e.ok("set", "image", "statefulset/db", "db=registry.example/db:2")
-		e.ok("rollout", "status", "statefulset/db", "--timeout=60s")
-		t.Logf("StatefulSet of 2 up in %v, rolled in %v", created.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
-		st := e.ok("get", "statefulset", "db", "-o", "jsonpath={.status.readyReplicas}/{.status.updatedReplicas} {.status.currentRevision} {.status.updateRevision}").stdout
-		if f := strings.Fields(st); len(f) != 3 || f[0] != "2/2" || f[1] != f[2] || !strings.HasPrefix(f[1], "db-") {
-			t.Errorf("status: ready/updated, current and update revision %q", st)
-		}
-		pods := e.ok("get", "pods", "-l", "app=db", "-o", `jsonpath={range .items[*]}{.metadata.name}={.spec.containers[0].image} {end}`).stdout
-		if want := "db-0=registry.example/db:2 db-1=registry.example/db:2"; strings.TrimSpace(pods) != want {
-			t.Errorf("pods %q, want %q", pods, want)
-		}
-	})
+	// kubectl rollout status of a StatefulSet and of a DaemonSet returns
+	// once their pods are up, and again once kubectl set image has rolled
+	// them (the StatefulSet's one at a time from the highest ordinal, the
+	// DaemonSet's one node at a time).
+	nodes := len(strings.Fields(e.ok("get", "nodes", "-o", "jsonpath={.items[*].metadata.name}").stdout))
+	for _, w := range []struct {
+		kind, manifest string
+		// status is a jsonpath of the object's status, checked by
+		// statusOK once the roll is done.
+		status   string
+		statusOK func(string) bool
+		// pods are the pods' names and images wanted, or, when empty,
+		// one pod per node, all of the new image.
+		pods string
+	}{{
+		kind: "statefulset", manifest: kubectlStatefulSet,
+		status: "{.status.readyReplicas}/{.status.updatedReplicas} {.status.currentRevision} {.status.updateRevision}",
+		statusOK: func(st string) bool {
+			f := strings.Fields(st)
+			return len(f) == 3 && f[0] == "2/2" && f[1] == f[2] && strings.HasPrefix(f[1], "db-")
+		},
+		pods: "db-0=registry.example/db:2 db-1=registry.example/db:2",
+	}, {
+		kind: "daemonset", manifest: kubectlDaemonSet,
+		status: "{.status.desiredNumberScheduled} {.status.numberAvailable} {.status.updatedNumberScheduled} {.status.numberMisscheduled}",
+		statusOK: func(st string) bool {
+			n := strconv.Itoa(nodes)
+			return st == n+" "+n+" "+n+" 0"
+		},
+	}} {
+		t.Run(w.kind, func(t *testing.T) {
+			start := time.Now()
+			e.ok("apply", "-f", e.file(w.kind+".yaml", w.manifest))
+			e.ok("rollout", "status", w.kind+"/db", "--timeout=60s")
+			created := time.Since(start)
+			start = time.Now()
+			e.ok("set", "image", w.kind+"/db", "db=registry.example/db:2")
+			e.ok("rollout", "status", w.kind+"/db", "--timeout=60s")
+			t.Logf("%s up in %v, rolled in %v", w.kind, created.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+			if st := e.ok("get", w.kind, "db", "-o", "jsonpath="+w.status).stdout; !w.statusOK(st) {
+				t.Errorf("status %s: %q", w.status, st)
+			}
+			got := strings.TrimSpace(e.ok("get", "pods", "-l", "app=db,kind="+w.kind, "-o", `jsonpath={range .items[*]}{.metadata.name}={.spec.containers[0].image} {end}`).stdout)
+			if w.pods != "" {
+				if got != w.pods {
+					t.Errorf("pods %q, want %q", got, w.pods)
+				}
+				return
+			}
+			pods := strings.Fields(got)
+			if len(pods) != nodes || slices.ContainsFunc(pods, func(p string) bool { return !strings.HasSuffix(p, "=registry.example/db:2") }) {
+				t.Errorf("pods %q, want one of registry.example/db:2 on each of the %d nodes", got, nodes)
+			}
+		})
+	}
 
 	t.Run("set image", func(t *testing.T) {
 		s := sampleRollout(t, e.kubeconfig, 100)
@@ -314,10 +349,27 @@ spec:
   replicas: 2
   serviceName: db
   selector:
-    matchLabels: {app: db}
+    matchLabels: {app: db, kind: statefulset}
   template:
     metadata:
-      labels: {app: db}
+      labels: {app: db, kind: statefulset}
+    spec:
+      containers:
+      - name: db
+        image: registry.example/db:1
+`
+
+// kubectlDaemonSet is a DaemonSet (RollingUpdate, maxUnavailable 1).
+const kubectlDaemonSet = `apiVersion: apps/v1
+kind: DaemonSet
+metadata:
+  name: db
+spec:
+  selector:
+    matchLabels: {app: db, kind: daemonset}
+  template:
+    metadata:
+      labels: {app: db, kind: daemonset}
     spec:
       containers:
       - name: db

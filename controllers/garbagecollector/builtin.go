@@ -21,7 +21,7 @@ import (
 // sharedTyped are the Go types whose typed informers the other controllers
 // of this module hold (the ReplicationManager, the ReplicaSet and
 // Deployment controllers, the Job and CronJob controllers, the
-// StatefulSet controller, the endpoints, EndpointSlice and
+// StatefulSet and DaemonSet controllers, the endpoints, EndpointSlice and
 // EndpointSlice mirroring controllers,
 // the pod lifecycle controller and its nodes, the service account, root
 // CA, cluster role aggregation and admission policy status controllers,
@@ -35,7 +35,7 @@ var sharedTyped = subscribersOf(
 	typed[*corev1.Endpoints], typed[*corev1.ServiceAccount], typed[*corev1.ConfigMap],
 	typed[*appsv1.Deployment], typed[*appsv1.ReplicaSet], typed[*rbacv1.ClusterRole],
 	typed[*batchv1.Job], typed[*batchv1.CronJob], typed[*corev1.Node], typed[*admissionregistrationv1.ValidatingAdmissionPolicy],
-	typed[*appsv1.StatefulSet], typed[*appsv1.ControllerRevision], typed[*corev1.PersistentVolumeClaim], typed[*corev1.ResourceQuota],
+	typed[*appsv1.StatefulSet], typed[*appsv1.DaemonSet], typed[*appsv1.ControllerRevision], typed[*corev1.PersistentVolumeClaim], typed[*corev1.ResourceQuota],
 	typed[*corev1.PersistentVolume],
 	typed[*discoveryv1.EndpointSlice],
 )
@@ -57,7 +57,7 @@ func subscribersOf(adds ...func(map[reflect.Type]Subscriber)) map[reflect.Type]S
 // all of them, namespaced and cluster-scoped. Those whose typed informers
 // other controllers hold (sharedTyped: pods, replication controllers,
 // services, endpoints, service accounts, config maps, deployments, replica
-// sets, jobs, cron jobs, stateful sets, controller revisions, persistent
+// sets, jobs, cron jobs, stateful sets, daemon sets, controller revisions, persistent
 // volume claims, nodes, cluster roles, validating admission policies,
 // resource quotas)
 // subscribe through the informer of their Go type,

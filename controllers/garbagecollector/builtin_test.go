@@ -52,6 +52,7 @@ func TestBuiltinResources(t *testing.T) {
 		admissionregistrationv1.SchemeGroupVersion.WithResource("validatingadmissionpolicies"): synced[*admissionregistrationv1.ValidatingAdmissionPolicy],
 		corev1.SchemeGroupVersion.WithResource("resourcequotas"):                               synced[*corev1.ResourceQuota],
 		appsv1.SchemeGroupVersion.WithResource("statefulsets"):                                 synced[*appsv1.StatefulSet],
+		appsv1.SchemeGroupVersion.WithResource("daemonsets"):                                   synced[*appsv1.DaemonSet],
 		appsv1.SchemeGroupVersion.WithResource("controllerrevisions"):                          synced[*appsv1.ControllerRevision],
 		corev1.SchemeGroupVersion.WithResource("persistentvolumeclaims"):                       synced[*corev1.PersistentVolumeClaim],
 		corev1.SchemeGroupVersion.WithResource("persistentvolumes"):                            synced[*corev1.PersistentVolume],

@@ -11,7 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/kubernetes/pkg/controller/history"
 	kubests "k8s.io/kubernetes/pkg/controller/statefulset"
@@ -96,24 +95,7 @@ func (o *syncObjects) UpdateStatefulSetStatus(ctx context.Context, set *appsv1.S
 // ListControllerRevisions returns the revisions of parent's namespace
 // that selector matches and that parent controls or nothing does.
 func (o *syncObjects) ListControllerRevisions(parent metav1.Object, _ schema.GroupVersionKind, selector labels.Selector) ([]*appsv1.ControllerRevision, error) {
-	idx := o.ssc.inf.ControllerRevisions.GetIndexer()
-	owned, err := controller.Controlled(idx, parent.GetNamespace(), parent.GetUID())
-	if err != nil {
-		return nil, err
-	}
-	orphans, err := controller.Orphans(idx, parent.GetNamespace())
-	if err != nil {
-		return nil, err
-	}
-	var out []*appsv1.ControllerRevision
-	for _, list := range [][]*appsv1.ControllerRevision{owned, orphans} {
-		for _, r := range list {
-			if selector.Matches(labels.Set(r.Labels)) {
-				out = append(out, r)
-			}
-		}
-	}
-	return out, nil
+	return controller.OwnedOrOrphanRevisions(o.ssc.inf.ControllerRevisions.GetIndexer(), parent, selector)
 }
 
 // CreateControllerRevision creates revision, named after parent and the
@@ -173,26 +155,11 @@ func (o *syncObjects) UpdateControllerRevision(revision *appsv1.ControllerRevisi
 // AdoptControllerRevision makes parent the controller of revision, which
 // must have none.
 func (o *syncObjects) AdoptControllerRevision(parent metav1.Object, parentKind schema.GroupVersionKind, revision *appsv1.ControllerRevision) (*appsv1.ControllerRevision, error) {
-	if owner := metav1.GetControllerOfNoCopy(revision); owner != nil {
-		return nil, fmt.Errorf("attempt to adopt revision owned by %v", owner)
-	}
-	data, err := controller.AdoptPatch(revision.UID, *controller.NewControllerRef(parent, parentKind))
-	if err != nil {
-		return nil, err
-	}
-	return o.ssc.client.PatchRevision(o.ctx, parent.GetNamespace(), revision.Name, types.StrategicMergePatchType, data)
+	return controller.AdoptRevision(o.ctx, o.ssc.client, parent, parentKind, revision)
 }
 
 // ReleaseControllerRevision removes parent's owner reference from
 // revision; a revision gone or no longer parent's is released already.
 func (o *syncObjects) ReleaseControllerRevision(parent metav1.Object, revision *appsv1.ControllerRevision) (*appsv1.ControllerRevision, error) {
-	data, err := controller.ReleasePatch(revision.UID, parent.GetUID())
-	if err != nil {
-		return nil, err
-	}
-	released, err := o.ssc.client.PatchRevision(o.ctx, revision.Namespace, revision.Name, types.StrategicMergePatchType, data)
-	if apierrors.IsNotFound(err) || apierrors.IsInvalid(err) {
-		return nil, nil
-	}
-	return released, err
+	return controller.ReleaseRevision(o.ctx, o.ssc.client, parent, revision)
 }

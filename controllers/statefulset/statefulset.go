@@ -76,14 +76,7 @@ type Client interface {
 	// CreateClaim and UpdateClaim write PersistentVolumeClaims.
 	CreateClaim(ctx context.Context, claim *corev1.PersistentVolumeClaim) (*corev1.PersistentVolumeClaim, error)
 	UpdateClaim(ctx context.Context, claim *corev1.PersistentVolumeClaim) (*corev1.PersistentVolumeClaim, error)
-	// GetRevision reads a ControllerRevision from the server.
-	GetRevision(ctx context.Context, namespace, name string) (*appsv1.ControllerRevision, error)
-	// CreateRevision, UpdateRevision, PatchRevision and DeleteRevision
-	// write ControllerRevisions.
-	CreateRevision(ctx context.Context, rev *appsv1.ControllerRevision) (*appsv1.ControllerRevision, error)
-	UpdateRevision(ctx context.Context, rev *appsv1.ControllerRevision) (*appsv1.ControllerRevision, error)
-	PatchRevision(ctx context.Context, namespace, name string, pt types.PatchType, data []byte) (*appsv1.ControllerRevision, error)
-	DeleteRevision(ctx context.Context, namespace, name string) error
+	controller.RevisionClient
 }
 
 // Options tune a Controller; the zero value is kube's.
@@ -254,10 +247,10 @@ func (ssc *Controller) setsFor(pod *corev1.Pod) []*appsv1.StatefulSet {
 
 // REST is the Client over listwatch's REST client.
 type REST struct {
-	sets      *client.Resource[*appsv1.StatefulSet]
-	pods      *client.Resource[*corev1.Pod]
-	claims    *client.Resource[*corev1.PersistentVolumeClaim]
-	revisions *client.Resource[*appsv1.ControllerRevision]
+	sets   *client.Resource[*appsv1.StatefulSet]
+	pods   *client.Resource[*corev1.Pod]
+	claims *client.Resource[*corev1.PersistentVolumeClaim]
+	*controller.RevisionREST
 }
 
 var _ Client = (*REST)(nil)
@@ -265,10 +258,10 @@ var _ Client = (*REST)(nil)
 // NewClient returns the controller's API access through c.
 func NewClient(c *client.Client) *REST {
 	return &REST{
-		sets:      client.For[*appsv1.StatefulSet](c, ""),
-		pods:      client.For[*corev1.Pod](c, ""),
-		claims:    client.For[*corev1.PersistentVolumeClaim](c, ""),
-		revisions: client.For[*appsv1.ControllerRevision](c, ""),
+		sets:         client.For[*appsv1.StatefulSet](c, ""),
+		pods:         client.For[*corev1.Pod](c, ""),
+		claims:       client.For[*corev1.PersistentVolumeClaim](c, ""),
+		RevisionREST: controller.NewRevisionREST(c),
 	}
 }
 
@@ -310,29 +303,4 @@ func (r *REST) CreateClaim(ctx context.Context, claim *corev1.PersistentVolumeCl
 // UpdateClaim replaces the PersistentVolumeClaim.
 func (r *REST) UpdateClaim(ctx context.Context, claim *corev1.PersistentVolumeClaim) (*corev1.PersistentVolumeClaim, error) {
 	return r.claims.Namespace(claim.Namespace).Update(ctx, claim, metav1.UpdateOptions{})
-}
-
-// GetRevision reads the ControllerRevision from the server.
-func (r *REST) GetRevision(ctx context.Context, namespace, name string) (*appsv1.ControllerRevision, error) {
-	return r.revisions.Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
-}
-
-// CreateRevision creates the ControllerRevision.
-func (r *REST) CreateRevision(ctx context.Context, rev *appsv1.ControllerRevision) (*appsv1.ControllerRevision, error) {
-	return r.revisions.Namespace(rev.Namespace).Create(ctx, rev, metav1.CreateOptions{})
-}
-
-// UpdateRevision replaces the ControllerRevision.
-func (r *REST) UpdateRevision(ctx context.Context, rev *appsv1.ControllerRevision) (*appsv1.ControllerRevision, error) {
-	return r.revisions.Namespace(rev.Namespace).Update(ctx, rev, metav1.UpdateOptions{})
-}
-
-// PatchRevision patches the ControllerRevision namespace/name.
-func (r *REST) PatchRevision(ctx context.Context, namespace, name string, pt types.PatchType, data []byte) (*appsv1.ControllerRevision, error) {
-	return r.revisions.Namespace(namespace).Patch(ctx, name, pt, data, metav1.PatchOptions{})
-}
-
-// DeleteRevision deletes the ControllerRevision namespace/name.
-func (r *REST) DeleteRevision(ctx context.Context, namespace, name string) error {
-	return r.revisions.Namespace(namespace).Delete(ctx, name, metav1.DeleteOptions{})
 }

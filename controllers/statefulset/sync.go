@@ -38,7 +38,9 @@ func (ssc *Controller) sync(ctx context.Context, key string) (controller.Result,
 	}
 	objs := &syncObjects{ctx: ctx, ssc: ssc}
 	control := kubests.NewDefaultStatefulSetControl(kubests.NewStatefulPodControlFromManager(objs, kubeadapt.Events{Recorder: ssc.recorder}), objs, objs)
-	adopt := &adoption{ssc: ssc, set: set}
+	adopt := &controller.AdoptionCheck{Owner: set, Kind: controllerKind.Kind, Get: func(ctx context.Context) (metav1.Object, error) {
+		return ssc.client.GetStatefulSet(ctx, set.Namespace, set.Name)
+	}}
 	if err := ssc.adoptOrphanRevisions(ctx, control, adopt, set); err != nil {
 		return controller.Result{}, err
 	}
@@ -64,7 +66,7 @@ func (ssc *Controller) sync(ctx context.Context, key string) (controller.Result,
 
 // adoptOrphanRevisions adopts the ControllerRevisions without a
 // controller that the set's selector matches.
-func (ssc *Controller) adoptOrphanRevisions(ctx context.Context, control kubests.StatefulSetControlInterface, adopt *adoption, set *appsv1.StatefulSet) error {
+func (ssc *Controller) adoptOrphanRevisions(ctx context.Context, control kubests.StatefulSetControlInterface, adopt *controller.AdoptionCheck, set *appsv1.StatefulSet) error {
 	revisions, err := control.ListRevisions(set)
 	if err != nil {
 		return err
@@ -78,7 +80,7 @@ func (ssc *Controller) adoptOrphanRevisions(ctx context.Context, control kubests
 	if len(orphans) == 0 {
 		return nil
 	}
-	if err := adopt.check(ctx); err != nil {
+	if err := adopt.Check(ctx); err != nil {
 		return fmt.Errorf("can't adopt ControllerRevisions: %w", err)
 	}
 	return control.AdoptOrphanRevisions(set, orphans)
@@ -87,7 +89,7 @@ func (ssc *Controller) adoptOrphanRevisions(ctx context.Context, control kubests
 // claimPods returns the pods the set manages: its own that its selector
 // matches and that are named after it, and the orphans of its namespace
 // that are, which it adopts; its own that no longer are, it releases.
-func (ssc *Controller) claimPods(ctx context.Context, adopt *adoption, set *appsv1.StatefulSet, selector labels.Selector) ([]*corev1.Pod, error) {
+func (ssc *Controller) claimPods(ctx context.Context, adopt *controller.AdoptionCheck, set *appsv1.StatefulSet, selector labels.Selector) ([]*corev1.Pod, error) {
 	idx := ssc.inf.Pods.GetIndexer()
 	owned, err := controller.ControlledPods(idx, set.Namespace, set.UID)
 	if err != nil {
@@ -103,7 +105,7 @@ func (ssc *Controller) claimPods(ctx context.Context, adopt *adoption, set *apps
 		Selector:   selector,
 		Kind:       controllerKind,
 		Filter:     func(pod *corev1.Pod) bool { return isMemberOf(set, pod) },
-		Recheck:    adopt.fresh,
+		Recheck:    adopt.Fresh,
 	}
 	return m.ClaimPods(ctx, append(owned[:len(owned):len(owned)], orphans...))
 }
@@ -135,43 +137,4 @@ func parentAndOrdinal(name string) (parent string, ordinal int, ok bool) {
 		}
 	}
 	return name[:i-1], n, true
-}
-
-// adoption is the check, made at most once per sync and only when
-// something is to be adopted, that the set still exists with the UID the
-// cache has and is not being deleted: read afresh from the server, since
-// the cache may lag a deletion (kube's RecheckDeletionTimestamp).
-type adoption struct {
-	ssc     *Controller
-	set     *appsv1.StatefulSet
-	checked bool
-	err     error
-}
-
-// fresh reads the set from the server, failing if it was replaced.
-func (a *adoption) fresh(ctx context.Context) (metav1.Object, error) {
-	fresh, err := a.ssc.client.GetStatefulSet(ctx, a.set.Namespace, a.set.Name)
-	if err != nil {
-		return nil, err
-	}
-	if fresh.UID != a.set.UID {
-		return nil, fmt.Errorf("original StatefulSet %s/%s is gone: got uid %s, wanted %s", a.set.Namespace, a.set.Name, fresh.UID, a.set.UID)
-	}
-	return fresh, nil
-}
-
-// check fails if the set cannot adopt.
-func (a *adoption) check(ctx context.Context) error {
-	if a.checked {
-		return a.err
-	}
-	a.checked = true
-	fresh, err := a.fresh(ctx)
-	switch {
-	case err != nil:
-		a.err = err
-	case fresh.GetDeletionTimestamp() != nil:
-		a.err = fmt.Errorf("%w: StatefulSet %s/%s", controller.ErrOwnerBeingDeleted, a.set.Namespace, a.set.Name)
-	}
-	return a.err
 }

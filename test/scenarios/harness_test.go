@@ -77,6 +77,9 @@ type scenario struct {
 	// then are further steps, each done in turn once the state before
 	// it is reached.
 	then []step
+	// cleanup, when set, undoes what the scenario changed outside its
+	// namespace (a node's taints) once it has ended.
+	cleanup func(ctx context.Context, c *client.Client) error
 }
 
 // step is one action of a scenario after its creation, and the state it
@@ -92,7 +95,7 @@ type Golden struct {
 	// RecordedFrom names what the objects were recorded from.
 	RecordedFrom string `json:"recordedFrom"`
 	// Objects are the masked objects, by resource (cronjobs, jobs, pods,
-	// events; statefulsets, controllerrevisions,
+	// events; statefulsets, daemonsets, controllerrevisions,
 	// persistentvolumeclaims, resourcequotas, replicasets, services,
 	// endpoints and endpointslices where there are some), each
 	// list sorted.
@@ -177,6 +180,13 @@ func (tg *target) run(t *testing.T, s scenario) {
 		}
 		return err == nil, err
 	})
+	if s.cleanup != nil {
+		t.Cleanup(func() {
+			if err := s.cleanup(context.Background(), tg.c); err != nil {
+				t.Errorf("cleanup: %v", err)
+			}
+		})
+	}
 	if err := s.create(ctx, tg.c, ns, tg.replay); err != nil {
 		t.Fatal(err)
 	}
@@ -312,7 +322,7 @@ var (
 )
 
 // snapshot lists the CronJobs, Jobs, pods, events, StatefulSets,
-// ControllerRevisions, PersistentVolumeClaims, ResourceQuotas,
+// DaemonSets, ControllerRevisions, PersistentVolumeClaims, ResourceQuotas,
 // ReplicaSets, Services, Endpoints and EndpointSlices of
 // namespace ns and masks them (see the package documentation).
 func snapshot(ctx context.Context, c *client.Client, ns string) (map[string]any, error) {
@@ -334,6 +344,10 @@ func snapshot(ctx context.Context, c *client.Client, ns string) (map[string]any,
 	}
 	events = slices.DeleteFunc(events, func(e *corev1.Event) bool { return e.Source.Component == persistentVolumeController })
 	sets, err := list[*appsv1.StatefulSet](ctx, c, ns)
+	if err != nil {
+		return nil, err
+	}
+	daemonSets, err := list[*appsv1.DaemonSet](ctx, c, ns)
 	if err != nil {
 		return nil, err
 	}
@@ -375,7 +389,7 @@ func snapshot(ctx context.Context, c *client.Client, ns string) (map[string]any,
 	for _, k := range []struct {
 		name string
 		objs []any
-	}{{"statefulsets", anys(sets)}, {"controllerrevisions", anys(revisions)}, {"persistentvolumeclaims", anys(claims)}, {"resourcequotas", anys(quotas)},
+	}{{"statefulsets", anys(sets)}, {"daemonsets", anys(daemonSets)}, {"controllerrevisions", anys(revisions)}, {"persistentvolumeclaims", anys(claims)}, {"resourcequotas", anys(quotas)},
 		{"replicasets", anys(replicaSets)}, {"services", anys(services)}, {"endpoints", anys(endpoints)}, {"endpointslices", anys(endpointSlices)}} {
 		if len(k.objs) > 0 {
 			kinds = append(kinds, k)
@@ -428,7 +442,7 @@ func snapshot(ctx context.Context, c *client.Client, ns string) (map[string]any,
 	}
 	replacer := strings.NewReplacer(rewrites...)
 	rewrite := func(s string) string { return replacer.Replace(minutes(s)) }
-	// The pods of a Job or a ReplicaSet are named from it with kube's
+	// The pods of a Job, a ReplicaSet or a DaemonSet are named from it with kube's
 	// five random characters; once a pod is gone, only its owner's name
 	// tells that in the events that name it.
 	ownerNames := map[string]bool{}
@@ -438,8 +452,11 @@ func snapshot(ctx context.Context, c *client.Client, ns string) (map[string]any,
 	for _, rs := range replicaSets {
 		ownerNames[rewrite(rs.Name)] = true
 	}
+	for _, ds := range daemonSets {
+		ownerNames[ds.Name] = true
+	}
 	for _, e := range events {
-		if e.InvolvedObject.Kind == "Job" || e.InvolvedObject.Kind == "ReplicaSet" {
+		if e.InvolvedObject.Kind == "Job" || e.InvolvedObject.Kind == "ReplicaSet" || e.InvolvedObject.Kind == "DaemonSet" {
 			ownerNames[rewrite(e.InvolvedObject.Name)] = true
 		}
 	}

@@ -178,6 +178,7 @@ var scenarios = []scenario{
 	resourceQuotaStatus(),
 	serviceEndpoints(),
 	serviceEndpointsMirrored(),
+	daemonSetTaintedNode(),
 	concurrencyScenario("cronjob-replace", batchv1.ReplaceConcurrent),
 	concurrencyScenario("cronjob-forbid", batchv1.ForbidConcurrent),
 	{
