@@ -41,6 +41,7 @@ var controllerAccounts = map[string]string{
 	StatefulSet:            "statefulset-controller",
 	AdmissionPolicyStatus:  "validatingadmissionpolicy-status-controller",
 	ResourceQuota:          "resourcequota-controller",
+	Disruption:             "disruption-controller",
 }
 
 // ControllerUser returns the user controller name acts as with

@@ -35,6 +35,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/client-go/rest"
 
@@ -45,6 +46,7 @@ import (
 	"github.com/listwatch/listwatch/controllers/clusterroleaggregation"
 	"github.com/listwatch/listwatch/controllers/cronjob"
 	"github.com/listwatch/listwatch/controllers/deployment"
+	"github.com/listwatch/listwatch/controllers/disruption"
 	"github.com/listwatch/listwatch/controllers/endpoints"
 	"github.com/listwatch/listwatch/controllers/garbagecollector"
 	"github.com/listwatch/listwatch/controllers/job"
@@ -88,6 +90,9 @@ const (
 	AdmissionPolicyStatus = "validatingadmissionpolicystatus"
 	// ResourceQuota is kube's resourcequota controller.
 	ResourceQuota = "resourcequota"
+	// Disruption is kube's disruption controller (PodDisruptionBudget
+	// status).
+	Disruption = "disruption"
 )
 
 // AllControllers lists every controller, in the order they start.
@@ -152,6 +157,8 @@ type Config struct {
 	ResourceQuota resourcequota.Options
 	// StatefulSet tunes the StatefulSet controller (workers).
 	StatefulSet statefulset.Options
+	// Disruption tunes the disruption controller (workers, clock).
+	Disruption disruption.Options
 	// PodLifecycle tunes the simulated nodes.
 	PodLifecycle podlifecycle.Options
 	// Namespace tunes the namespace controller.
@@ -776,6 +783,20 @@ var controllers = []controllerDef{
 			Claims:              informers.For[*corev1.PersistentVolumeClaim](d.factory),
 			ControllerRevisions: informers.For[*appsv1.ControllerRevision](d.factory),
 		}, statefulset.NewClient(d.clientOf(StatefulSet)), opts)
+	}},
+	{Disruption, func(_ context.Context, d deps) (runner, error) {
+		opts := d.m.cfg.Disruption
+		// kube's disruption controller records its events as
+		// "controllermanager".
+		opts.Controller = d.options(disruption.Component, opts.Controller)
+		return disruption.New(disruption.Informers{
+			PDBs:                   informers.For[*policyv1.PodDisruptionBudget](d.factory),
+			Pods:                   informers.For[*corev1.Pod](d.factory),
+			ReplicationControllers: informers.For[*corev1.ReplicationController](d.factory),
+			ReplicaSets:            informers.For[*appsv1.ReplicaSet](d.factory),
+			Deployments:            informers.For[*appsv1.Deployment](d.factory),
+			StatefulSets:           informers.For[*appsv1.StatefulSet](d.factory),
+		}, disruption.NewClient(d.clientOf(Disruption)), opts)
 	}},
 	{ClusterRoleAggregation, func(_ context.Context, d deps) (runner, error) {
 		return clusterroleaggregation.New(informers.For[*rbacv1.ClusterRole](d.factory), clusterroleaggregation.NewClient(d.clientOf(ClusterRoleAggregation)),

@@ -8,6 +8,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/kubernetes/pkg/quota/v1/install"
 
@@ -79,6 +80,7 @@ func init() {
 		countTyped[*appsv1.Deployment], countTyped[*appsv1.ReplicaSet],
 		countTyped[*appsv1.StatefulSet], countTyped[*appsv1.ControllerRevision],
 		countTyped[*batchv1.Job], countTyped[*batchv1.CronJob],
+		countTyped[*policyv1.PodDisruptionBudget],
 	} {
 		add()
 	}

@@ -9,6 +9,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -20,7 +21,8 @@ import (
 // sharedTyped are the Go types whose typed informers the other controllers
 // of this module hold (the ReplicationManager, the ReplicaSet and
 // Deployment controllers, the Job and CronJob controllers, the
-// StatefulSet controller, the endpoints controller,
+// StatefulSet controller, the disruption controller's budgets, the
+// endpoints controller,
 // the pod lifecycle controller and its nodes, the service account, root
 // CA, cluster role aggregation and admission policy status controllers,
 // and the resource quota controller's quotas and claims):
@@ -34,6 +36,7 @@ var sharedTyped = subscribersOf(
 	typed[*appsv1.Deployment], typed[*appsv1.ReplicaSet], typed[*rbacv1.ClusterRole],
 	typed[*batchv1.Job], typed[*batchv1.CronJob], typed[*corev1.Node], typed[*admissionregistrationv1.ValidatingAdmissionPolicy],
 	typed[*appsv1.StatefulSet], typed[*appsv1.ControllerRevision], typed[*corev1.PersistentVolumeClaim], typed[*corev1.ResourceQuota],
+	typed[*policyv1.PodDisruptionBudget],
 )
 
 // typed adds to m the Subscriber of the informer of T.
@@ -55,7 +58,7 @@ func subscribersOf(adds ...func(map[reflect.Type]Subscriber)) map[reflect.Type]S
 // services, endpoints, service accounts, config maps, deployments, replica
 // sets, jobs, cron jobs, stateful sets, controller revisions, persistent
 // volume claims, nodes, cluster roles, validating admission policies,
-// resource quotas)
+// resource quotas, pod disruption budgets)
 // subscribe through the informer of their Go type,
 // so that the collector shares it; every other one through a metadata-only
 // informer (Metadata), as Kubernetes' collector does, which caches no

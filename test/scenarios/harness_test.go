@@ -20,6 +20,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -91,8 +92,9 @@ type Golden struct {
 	// RecordedFrom names what the objects were recorded from.
 	RecordedFrom string `json:"recordedFrom"`
 	// Objects are the masked objects, by resource (cronjobs, jobs, pods,
-	// events; statefulsets, controllerrevisions and
-	// persistentvolumeclaims and resourcequotas where there are some), each
+	// events; statefulsets, controllerrevisions,
+	// persistentvolumeclaims, resourcequotas, replicasets and
+	// poddisruptionbudgets where there are some), each
 	// list sorted.
 	Objects map[string]any `json:"objects"`
 }
@@ -307,7 +309,8 @@ var (
 )
 
 // snapshot lists the CronJobs, Jobs, pods, events, StatefulSets,
-// ControllerRevisions, PersistentVolumeClaims and ResourceQuotas of
+// ControllerRevisions, PersistentVolumeClaims, ResourceQuotas,
+// ReplicaSets and PodDisruptionBudgets of
 // namespace ns and masks them (see the package documentation).
 func snapshot(ctx context.Context, c *client.Client, ns string) (map[string]any, error) {
 	cronJobs, err := list[*batchv1.CronJob](ctx, c, ns)
@@ -343,6 +346,14 @@ func snapshot(ctx context.Context, c *client.Client, ns string) (map[string]any,
 	if err != nil {
 		return nil, err
 	}
+	replicaSets, err := list[*appsv1.ReplicaSet](ctx, c, ns)
+	if err != nil {
+		return nil, err
+	}
+	budgets, err := list[*policyv1.PodDisruptionBudget](ctx, c, ns)
+	if err != nil {
+		return nil, err
+	}
 	kinds := []struct {
 		name string
 		objs []any
@@ -352,7 +363,8 @@ func snapshot(ctx context.Context, c *client.Client, ns string) (map[string]any,
 	for _, k := range []struct {
 		name string
 		objs []any
-	}{{"statefulsets", anys(sets)}, {"controllerrevisions", anys(revisions)}, {"persistentvolumeclaims", anys(claims)}, {"resourcequotas", anys(quotas)}} {
+	}{{"statefulsets", anys(sets)}, {"controllerrevisions", anys(revisions)}, {"persistentvolumeclaims", anys(claims)}, {"resourcequotas", anys(quotas)},
+		{"replicasets", anys(replicaSets)}, {"poddisruptionbudgets", anys(budgets)}} {
 		if len(k.objs) > 0 {
 			kinds = append(kinds, k)
 		}
@@ -406,6 +418,11 @@ func snapshot(ctx context.Context, c *client.Client, ns string) (map[string]any,
 		if e.InvolvedObject.Kind == "Job" {
 			jobNames[rewrite(e.InvolvedObject.Name)] = true
 		}
+	}
+	// So are a ReplicaSet's, which its events name once they are gone
+	// (evicted).
+	for _, rs := range replicaSets {
+		jobNames[rs.Name] = true
 	}
 	var podNames []*regexp.Regexp
 	for n := range jobNames {
