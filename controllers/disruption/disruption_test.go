@@ -73,7 +73,9 @@ func (a *api) GetScale(_ context.Context, gvr schema.GroupVersionResource, _, na
 	return &autoscalingv1.Scale{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID(name)}, Spec: autoscalingv1.ScaleSpec{Replicas: n}}, nil
 }
 
-func (a *api) ServesScale(context.Context, schema.GroupVersionResource) (bool, error) { return true, nil }
+func (a *api) ServesScale(context.Context, schema.GroupVersionResource) (bool, error) {
+	return true, nil
+}
 
 // recorder keeps the events.
 type recorder struct {
@@ -200,34 +202,34 @@ func TestStatus(t *testing.T) {
 		recheck time.Duration
 		err     bool
 	}{{
-		name: "minAvailable int counts the pods there are",
-		pdb:  pdb(minAvailable(intstr.FromInt32(2))),
-		pods: []*corev1.Pod{pod("a", rsRef), pod("b", rsRef), pod("c", rsRef, notReady), pod("d", rsRef, deleting)},
-		want: policyv1.PodDisruptionBudgetStatus{CurrentHealthy: 2, DesiredHealthy: 2, ExpectedPods: 4, DisruptionsAllowed: 0, ObservedGeneration: 2},
+		name:   "minAvailable int counts the pods there are",
+		pdb:    pdb(minAvailable(intstr.FromInt32(2))),
+		pods:   []*corev1.Pod{pod("a", rsRef), pod("b", rsRef), pod("c", rsRef, notReady), pod("d", rsRef, deleting)},
+		want:   policyv1.PodDisruptionBudgetStatus{CurrentHealthy: 2, DesiredHealthy: 2, ExpectedPods: 4, DisruptionsAllowed: 0, ObservedGeneration: 2},
 		reason: policyv1.InsufficientPodsReason,
 	}, {
-		name: "minAvailable percent of a ReplicaSet's scale, rounded up",
-		pdb:  pdb(minAvailable(intstr.FromString("50%"))),
-		pods: []*corev1.Pod{pod("a", rsRef), pod("b", rsRef), pod("c", rsRef)},
-		want: policyv1.PodDisruptionBudgetStatus{CurrentHealthy: 3, DesiredHealthy: 2, ExpectedPods: 4, DisruptionsAllowed: 1, ObservedGeneration: 2},
+		name:   "minAvailable percent of a ReplicaSet's scale, rounded up",
+		pdb:    pdb(minAvailable(intstr.FromString("50%"))),
+		pods:   []*corev1.Pod{pod("a", rsRef), pod("b", rsRef), pod("c", rsRef)},
+		want:   policyv1.PodDisruptionBudgetStatus{CurrentHealthy: 3, DesiredHealthy: 2, ExpectedPods: 4, DisruptionsAllowed: 1, ObservedGeneration: 2},
 		reason: policyv1.SufficientPodsReason,
 	}, {
-		name: "maxUnavailable of a Deployment's scale, through its ReplicaSet",
-		pdb:  pdb(maxUnavailable(intstr.FromInt32(1))),
-		pods: []*corev1.Pod{pod("a", rsOfDep), pod("b", rsOfDep), pod("c", rsOfDep)},
-		want: policyv1.PodDisruptionBudgetStatus{CurrentHealthy: 3, DesiredHealthy: 5, ExpectedPods: 6, DisruptionsAllowed: 0, ObservedGeneration: 2},
+		name:   "maxUnavailable of a Deployment's scale, through its ReplicaSet",
+		pdb:    pdb(maxUnavailable(intstr.FromInt32(1))),
+		pods:   []*corev1.Pod{pod("a", rsOfDep), pod("b", rsOfDep), pod("c", rsOfDep)},
+		want:   policyv1.PodDisruptionBudgetStatus{CurrentHealthy: 3, DesiredHealthy: 5, ExpectedPods: 6, DisruptionsAllowed: 0, ObservedGeneration: 2},
 		reason: policyv1.InsufficientPodsReason,
 	}, {
-		name: "maxUnavailable percent of a StatefulSet and a ReplicationController",
-		pdb:  pdb(maxUnavailable(intstr.FromString("25%"))),
-		pods: []*corev1.Pod{pod("a", ssRef), pod("b", ssRef), pod("c", rcRef), pod("d", ssRef), pod("e", rcRef), pod("f", ssRef), pod("g", ssRef), pod("h", rcRef)},
-		want: policyv1.PodDisruptionBudgetStatus{CurrentHealthy: 8, DesiredHealthy: 6, ExpectedPods: 8, DisruptionsAllowed: 2, ObservedGeneration: 2},
+		name:   "maxUnavailable percent of a StatefulSet and a ReplicationController",
+		pdb:    pdb(maxUnavailable(intstr.FromString("25%"))),
+		pods:   []*corev1.Pod{pod("a", ssRef), pod("b", ssRef), pod("c", rcRef), pod("d", ssRef), pod("e", rcRef), pod("f", ssRef), pod("g", ssRef), pod("h", rcRef)},
+		want:   policyv1.PodDisruptionBudgetStatus{CurrentHealthy: 8, DesiredHealthy: 6, ExpectedPods: 8, DisruptionsAllowed: 2, ObservedGeneration: 2},
 		reason: policyv1.SufficientPodsReason,
 	}, {
-		name: "a controller with a scale subresource",
-		pdb:  pdb(maxUnavailable(intstr.FromInt32(1))),
-		pods: []*corev1.Pod{pod("a", widgetRef), pod("b", widgetRef)},
-		want: policyv1.PodDisruptionBudgetStatus{CurrentHealthy: 2, DesiredHealthy: 6, ExpectedPods: 7, DisruptionsAllowed: 0, ObservedGeneration: 2},
+		name:   "a controller with a scale subresource",
+		pdb:    pdb(maxUnavailable(intstr.FromInt32(1))),
+		pods:   []*corev1.Pod{pod("a", widgetRef), pod("b", widgetRef)},
+		want:   policyv1.PodDisruptionBudgetStatus{CurrentHealthy: 2, DesiredHealthy: 6, ExpectedPods: 7, DisruptionsAllowed: 0, ObservedGeneration: 2},
 		reason: policyv1.InsufficientPodsReason,
 	}, {
 		name:   "no pods",
@@ -236,10 +238,10 @@ func TestStatus(t *testing.T) {
 		reason: policyv1.InsufficientPodsReason,
 		events: []string{"Normal NoPods: No matching pods found"},
 	}, {
-		name: "unmanaged pods under a percentage",
-		pdb:  pdb(maxUnavailable(intstr.FromString("50%"))),
-		pods: []*corev1.Pod{pod("a", metav1.OwnerReference{}), pod("b", rsRef)},
-		want: policyv1.PodDisruptionBudgetStatus{CurrentHealthy: 2, DesiredHealthy: 2, ExpectedPods: 4, DisruptionsAllowed: 0, ObservedGeneration: 2},
+		name:   "unmanaged pods under a percentage",
+		pdb:    pdb(maxUnavailable(intstr.FromString("50%"))),
+		pods:   []*corev1.Pod{pod("a", metav1.OwnerReference{}), pod("b", rsRef)},
+		want:   policyv1.PodDisruptionBudgetStatus{CurrentHealthy: 2, DesiredHealthy: 2, ExpectedPods: 4, DisruptionsAllowed: 0, ObservedGeneration: 2},
 		reason: policyv1.InsufficientPodsReason,
 		events: []string{`Warning UnmanagedPods: Pods selected by this PodDisruptionBudget (selector: &LabelSelector{MatchLabels:map[string]string{app: web,},MatchExpressions:[]LabelSelectorRequirement{},}) were found to be unmanaged. As a result, the status of the PDB cannot be calculated correctly, which may result in undefined behavior. To account for these pods please set ".spec.minAvailable" field of the PDB to an integer value.`},
 	}, {
