@@ -13,6 +13,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -53,6 +54,7 @@ func TestBuiltinResources(t *testing.T) {
 		appsv1.SchemeGroupVersion.WithResource("statefulsets"):                                 synced[*appsv1.StatefulSet],
 		appsv1.SchemeGroupVersion.WithResource("controllerrevisions"):                          synced[*appsv1.ControllerRevision],
 		corev1.SchemeGroupVersion.WithResource("persistentvolumeclaims"):                       synced[*corev1.PersistentVolumeClaim],
+		policyv1.SchemeGroupVersion.WithResource("poddisruptionbudgets"):                       synced[*policyv1.PodDisruptionBudget],
 	}
 	synctest.Test(t, func(t *testing.T) {
 		sources := map[schema.GroupVersionResource]cache.ListerWatcher[cache.Object]{}
