@@ -170,6 +170,9 @@ func encodeErr(err error) error {
 func (s *Server) write(ctx context.Context, req request, verb, name string) registry.Write {
 	w := registry.Write{Verb: verb, Namespace: req.namespace, Name: name, Subresource: req.sub, Warn: req.warn, Admission: s.admissionChain(), DryRun: req.dryRun}
 	w.Check = s.escalationCheck(req.res.GR())
+	if req.internal {
+		w.Admission = kube.NoAdmission
+	}
 	if req.manage != nil {
 		w.Options = req.manage.asked
 	}

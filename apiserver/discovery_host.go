@@ -163,6 +163,9 @@ func (s *Server) discoveryResource(r *resource) discovery.Resource {
 	if r.Binding {
 		sub(resources.Binding, "Binding", metav1.Verbs{"create"})
 	}
+	if r.Def != nil && r.Def.HasSubresource(resources.Eviction) {
+		d.Subresources = append(d.Subresources, discovery.Subresource{Name: resources.Eviction, Group: "policy", Version: "v1", Kind: "Eviction", Verbs: metav1.Verbs{"create"}})
+	}
 	if r.Def != nil && r.Def.HasSubresource(resources.Approval) {
 		sub(resources.Approval, r.GVK.Kind, subVerbs)
 	}

@@ -18,7 +18,8 @@ type request struct {
 	res       *resource
 	namespace string
 	name      string
-	// sub is the subresource: "", "status", "scale" or "binding".
+	// sub is the subresource: "", "status", "scale", "binding" or
+	// "eviction".
 	sub string
 	// dryRun: validate and answer as if written, but write nothing.
 	dryRun bool
@@ -29,6 +30,9 @@ type request struct {
 	// manager (managedfields.go); nil for the server's own writes, which
 	// keep what is stored.
 	manage *fieldManagement
+	// internal: the write is one the server's storage makes as part of
+	// another (an eviction's), which kube runs under no admission.
+	internal bool
 }
 
 func (s *Server) routes() http.Handler {
@@ -99,6 +103,7 @@ func (s *Server) parseResourcePath(gv schema.GroupVersion, p []string) (request,
 		case req.sub == "status" && res.HasStatus:
 		case req.sub == "scale" && res.Scale != nil:
 		case req.sub == "binding" && res.Binding:
+		case req.sub == resources.Eviction && res.Def != nil && res.Def.HasSubresource(resources.Eviction):
 		case (req.sub == resources.Finalize || req.sub == resources.Approval) && res.Def != nil && res.Def.HasSubresource(req.sub):
 		case res.UnknownSubresourceNotFound():
 			// The custom resource handler answers an unknown subresource
@@ -133,6 +138,8 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, req reque
 		switch {
 		case req.sub == "binding":
 			err = methodNotAllowed(r, req)
+		case req.sub == resources.Eviction:
+			err = methodNotAllowedPath(r)
 		case req.name != "":
 			err = s.handleGet(w, r, req)
 		case isWatch(r):
@@ -144,24 +151,38 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, req reque
 		switch {
 		case req.sub == "binding":
 			err = s.handleBinding(w, r, req)
+		case req.sub == resources.Eviction:
+			err = s.handleEviction(w, r, req)
 		case req.name != "":
 			err = methodNotAllowed(r, req)
 		default:
 			err = s.handleCreate(w, r, req)
 		}
 	case http.MethodPut:
+		if req.sub == resources.Eviction {
+			err = methodNotAllowedPath(r)
+			break
+		}
 		if req.name == "" || req.sub == "binding" {
 			err = methodNotAllowed(r, req)
 			break
 		}
 		err = s.handleUpdate(w, r, req)
 	case http.MethodPatch:
+		if req.sub == resources.Eviction {
+			err = methodNotAllowedPath(r)
+			break
+		}
 		if req.name == "" || req.sub == "binding" {
 			err = methodNotAllowed(r, req)
 			break
 		}
 		err = s.handlePatch(w, r, req)
 	case http.MethodDelete:
+		if req.sub == resources.Eviction {
+			err = methodNotAllowedPath(r)
+			break
+		}
 		if req.name == "" || req.sub != "" {
 			if req.name == "" && req.sub == "" && (req.res.Def == nil || slices.Contains(req.res.Def.DiscoveryVerbs(), "deletecollection")) {
 				err = s.handleDeleteCollection(w, r, req)

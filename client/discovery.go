@@ -86,3 +86,18 @@ func (c *Client) getJSON(ctx context.Context, path string, v any) error {
 	}
 	return nil
 }
+
+// ServerResourcesForGroupVersion reads the discovery document of gv: its
+// resources and subresources (pods/status, deployments/scale) with their
+// kinds.
+func (c *Client) ServerResourcesForGroupVersion(ctx context.Context, gv schema.GroupVersion) (*metav1.APIResourceList, error) {
+	path := "/api/" + url.PathEscape(gv.Version)
+	if gv.Group != "" {
+		path = "/apis/" + url.PathEscape(gv.Group) + "/" + url.PathEscape(gv.Version)
+	}
+	var list metav1.APIResourceList
+	if err := c.getJSON(ctx, path, &list); err != nil {
+		return nil, err
+	}
+	return &list, nil
+}

@@ -35,3 +35,15 @@ func (r *Resource[T]) CreateSubresource(ctx context.Context, name, subresource s
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, int64(r.c.maxEvent)))
 	return resp.Body.Close()
 }
+
+// GetSubresource reads the subresource of the object called name (the
+// Scale of scale) as JSON into out.
+func (r *Resource[T]) GetSubresource(ctx context.Context, name, subresource string, out any) error {
+	if err := nameRequired("get "+subresource, name); err != nil {
+		return err
+	}
+	if r.err != nil {
+		return r.err
+	}
+	return r.c.getJSON(ctx, r.path(name, subresource), out)
+}

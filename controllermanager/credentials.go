@@ -45,6 +45,7 @@ var controllerAccounts = map[string]string{
 	ResourceQuota:          "resourcequota-controller",
 	EndpointSlice:          "endpointslice-controller",
 	EndpointSliceMirroring: "endpointslicemirroring-controller",
+	Disruption:             "disruption-controller",
 }
 
 // ControllerUser returns the user controller name acts as with

@@ -36,6 +36,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/client-go/rest"
 
@@ -47,6 +48,7 @@ import (
 	"github.com/listwatch/listwatch/controllers/cronjob"
 	"github.com/listwatch/listwatch/controllers/daemonset"
 	"github.com/listwatch/listwatch/controllers/deployment"
+	"github.com/listwatch/listwatch/controllers/disruption"
 	"github.com/listwatch/listwatch/controllers/endpoints"
 	"github.com/listwatch/listwatch/controllers/endpointslice"
 	"github.com/listwatch/listwatch/controllers/endpointslicemirroring"
@@ -104,6 +106,9 @@ const (
 	EndpointSlice = "endpointslice"
 	// EndpointSliceMirroring is kube's endpointslice-mirroring controller.
 	EndpointSliceMirroring = "endpointslice-mirroring"
+	// Disruption is kube's disruption controller (PodDisruptionBudget
+	// status).
+	Disruption = "disruption"
 )
 
 // AllControllers lists every controller, in the order they start.
@@ -179,6 +184,8 @@ type Config struct {
 	// EndpointSliceMirroring tunes the EndpointSlice mirroring controller
 	// (workers, endpoints per subset, the batch period).
 	EndpointSliceMirroring endpointslicemirroring.Options
+	// Disruption tunes the disruption controller (workers, clock).
+	Disruption disruption.Options
 	// PodLifecycle tunes the simulated nodes.
 	PodLifecycle podlifecycle.Options
 	// Namespace tunes the namespace controller.
@@ -857,6 +864,20 @@ var controllers = []controllerDef{
 		opts := d.m.cfg.VolumeProtection
 		opts.Controller = d.options("persistentvolume-protection-controller", opts.Controller)
 		return volumeprotection.NewVolumes(informers.For[*corev1.PersistentVolume](d.factory), volumeprotection.NewClient(d.clientOf(PVProtection)), opts)
+	}},
+	{Disruption, func(_ context.Context, d deps) (runner, error) {
+		opts := d.m.cfg.Disruption
+		// kube's disruption controller records its events as
+		// "controllermanager".
+		opts.Controller = d.options(disruption.Component, opts.Controller)
+		return disruption.New(disruption.Informers{
+			PDBs:                   informers.For[*policyv1.PodDisruptionBudget](d.factory),
+			Pods:                   informers.For[*corev1.Pod](d.factory),
+			ReplicationControllers: informers.For[*corev1.ReplicationController](d.factory),
+			ReplicaSets:            informers.For[*appsv1.ReplicaSet](d.factory),
+			Deployments:            informers.For[*appsv1.Deployment](d.factory),
+			StatefulSets:           informers.For[*appsv1.StatefulSet](d.factory),
+		}, disruption.NewClient(d.clientOf(Disruption)), opts)
 	}},
 	{ClusterRoleAggregation, func(_ context.Context, d deps) (runner, error) {
 		return clusterroleaggregation.New(informers.For[*rbacv1.ClusterRole](d.factory), clusterroleaggregation.NewClient(d.clientOf(ClusterRoleAggregation)),

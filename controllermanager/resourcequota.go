@@ -9,6 +9,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/kubernetes/pkg/quota/v1/install"
 
@@ -81,6 +82,7 @@ func init() {
 		countTyped[*appsv1.StatefulSet], countTyped[*appsv1.ControllerRevision], countTyped[*appsv1.DaemonSet],
 		countTyped[*batchv1.Job], countTyped[*batchv1.CronJob],
 		countTyped[*discoveryv1.EndpointSlice],
+		countTyped[*policyv1.PodDisruptionBudget],
 	} {
 		add()
 	}

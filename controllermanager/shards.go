@@ -31,6 +31,7 @@ var Shardable = map[string]string{
 	CronJob:       "a CronJob's Jobs are in its namespace",
 	StatefulSet:   "a StatefulSet's pods, PersistentVolumeClaims and ControllerRevisions are in its namespace",
 	PVCProtection: "the pods that use a claim are in its namespace",
+	Disruption:    "a PodDisruptionBudget's pods, and their controllers, are in its namespace",
 	// Its syncs read nothing but the Job they delete.
 	TTLAfterFinished: "a finished Job is deleted on its own",
 }

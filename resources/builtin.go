@@ -76,7 +76,7 @@ var builtins = []*Resource{
 	of[*corev1.PersistentVolume](core, "PersistentVolume", Resource{Plural: "persistentvolumes", Singular: "persistentvolume",
 		ShortNames: []string{"pv"}, Subresources: []string{Status}}),
 	of[*corev1.Pod](core, "Pod", Resource{Plural: "pods", Singular: "pod", ShortNames: []string{"po"}, Categories: all, Namespaced: true,
-		Subresources: []string{Binding, Status},
+		Subresources: []string{Binding, Eviction, Status},
 		Fields: []string{"spec.nodeName", "spec.restartPolicy", "spec.schedulerName", "spec.serviceAccountName",
 			"spec.hostNetwork", "status.phase", "status.podIP", "status.nominatedNodeName"}}),
 	of[*corev1.PodTemplate](core, "PodTemplate", Resource{Plural: "podtemplates", Singular: "podtemplate", Namespaced: true}),

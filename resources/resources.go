@@ -31,6 +31,7 @@ const (
 	Status   = "status"
 	Scale    = "scale"
 	Binding  = "binding"
+	Eviction = "eviction"
 	Finalize = "finalize"
 	Approval = "approval"
 )

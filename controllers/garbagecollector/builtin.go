@@ -10,6 +10,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -21,8 +22,9 @@ import (
 // sharedTyped are the Go types whose typed informers the other controllers
 // of this module hold (the ReplicationManager, the ReplicaSet and
 // Deployment controllers, the Job and CronJob controllers, the
-// StatefulSet and DaemonSet controllers, the endpoints, EndpointSlice and
-// EndpointSlice mirroring controllers,
+// StatefulSet and DaemonSet controllers, the disruption controller's
+// budgets, the endpoints, EndpointSlice and EndpointSlice mirroring
+// controllers,
 // the pod lifecycle controller and its nodes, the service account, root
 // CA, cluster role aggregation and admission policy status controllers,
 // and the resource quota controller's quotas and claims):
@@ -38,6 +40,7 @@ var sharedTyped = subscribersOf(
 	typed[*appsv1.StatefulSet], typed[*appsv1.DaemonSet], typed[*appsv1.ControllerRevision], typed[*corev1.PersistentVolumeClaim], typed[*corev1.ResourceQuota],
 	typed[*corev1.PersistentVolume],
 	typed[*discoveryv1.EndpointSlice],
+	typed[*policyv1.PodDisruptionBudget],
 )
 
 // typed adds to m the Subscriber of the informer of T.
@@ -59,7 +62,7 @@ func subscribersOf(adds ...func(map[reflect.Type]Subscriber)) map[reflect.Type]S
 // services, endpoints, service accounts, config maps, deployments, replica
 // sets, jobs, cron jobs, stateful sets, daemon sets, controller revisions, persistent
 // volume claims, nodes, cluster roles, validating admission policies,
-// resource quotas)
+// resource quotas, pod disruption budgets)
 // subscribe through the informer of their Go type,
 // so that the collector shares it; every other one through a metadata-only
 // informer (Metadata), as Kubernetes' collector does, which caches no

@@ -14,6 +14,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -57,6 +58,7 @@ func TestBuiltinResources(t *testing.T) {
 		corev1.SchemeGroupVersion.WithResource("persistentvolumeclaims"):                       synced[*corev1.PersistentVolumeClaim],
 		corev1.SchemeGroupVersion.WithResource("persistentvolumes"):                            synced[*corev1.PersistentVolume],
 		discoveryv1.SchemeGroupVersion.WithResource("endpointslices"):                          synced[*discoveryv1.EndpointSlice],
+		policyv1.SchemeGroupVersion.WithResource("poddisruptionbudgets"):                       synced[*policyv1.PodDisruptionBudget],
 	}
 	synctest.Test(t, func(t *testing.T) {
 		sources := map[schema.GroupVersionResource]cache.ListerWatcher[cache.Object]{}

@@ -28,9 +28,9 @@
 //     since the epoch>"): {{minutes}} for the earliest, {{minutes+N}} for
 //     N minutes later, kept as part of the name so that the naming rule
 //     and the minutes between Jobs are compared;
-//   - the names of a Job's, a ReplicaSet's or a DaemonSet's pods, "<owner>-" and kube's
-//     five random characters, also once the pods are gone (in events):
-//     <owner>-<suffix>;
+//   - the names of a Job's, a ReplicaSet's or a DaemonSet's pods,
+//     "<owner>-" and kube's five random characters, also once the pods
+//     are gone (in events): <owner>-<suffix>;
 //   - an Event's name, "<object>.<16 hex digits of the time>": the
 //     object's part (masked as any other name) and <time>;
 //   - the simulated nodes' names and addresses (node-N, hostIP, podIP):

@@ -21,6 +21,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -97,7 +98,8 @@ type Golden struct {
 	// Objects are the masked objects, by resource (cronjobs, jobs, pods,
 	// events; statefulsets, daemonsets, controllerrevisions,
 	// persistentvolumeclaims, resourcequotas, replicasets, services,
-	// endpoints and endpointslices where there are some), each
+	// endpoints, endpointslices and poddisruptionbudgets where there are
+	// some), each
 	// list sorted.
 	Objects map[string]any `json:"objects"`
 }
@@ -323,7 +325,8 @@ var (
 
 // snapshot lists the CronJobs, Jobs, pods, events, StatefulSets,
 // DaemonSets, ControllerRevisions, PersistentVolumeClaims, ResourceQuotas,
-// ReplicaSets, Services, Endpoints and EndpointSlices of
+// ReplicaSets, Services, Endpoints, EndpointSlices and
+// PodDisruptionBudgets of
 // namespace ns and masks them (see the package documentation).
 func snapshot(ctx context.Context, c *client.Client, ns string) (map[string]any, error) {
 	cronJobs, err := list[*batchv1.CronJob](ctx, c, ns)
@@ -380,6 +383,10 @@ func snapshot(ctx context.Context, c *client.Client, ns string) (map[string]any,
 	if err != nil {
 		return nil, err
 	}
+	budgets, err := list[*policyv1.PodDisruptionBudget](ctx, c, ns)
+	if err != nil {
+		return nil, err
+	}
 	kinds := []struct {
 		name string
 		objs []any
@@ -390,7 +397,8 @@ func snapshot(ctx context.Context, c *client.Client, ns string) (map[string]any,
 		name string
 		objs []any
 	}{{"statefulsets", anys(sets)}, {"daemonsets", anys(daemonSets)}, {"controllerrevisions", anys(revisions)}, {"persistentvolumeclaims", anys(claims)}, {"resourcequotas", anys(quotas)},
-		{"replicasets", anys(replicaSets)}, {"services", anys(services)}, {"endpoints", anys(endpoints)}, {"endpointslices", anys(endpointSlices)}} {
+		{"replicasets", anys(replicaSets)}, {"services", anys(services)}, {"endpoints", anys(endpoints)}, {"endpointslices", anys(endpointSlices)},
+		{"poddisruptionbudgets", anys(budgets)}} {
 		if len(k.objs) > 0 {
 			kinds = append(kinds, k)
 		}

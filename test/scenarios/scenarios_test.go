@@ -16,6 +16,10 @@ import (
 
 // scenarios are the goldens, each recorded in testdata/<name>.json.
 var scenarios = []scenario{
+	// First, while the nodes hold no pod: its ReplicaSet's pods go one
+	// to a node on both sides.
+	drainWithBudget(),
+	budgetStatus(),
 	{
 		// A Job of 3 completions, 2 at a time, runs to Complete.
 		name: "job-complete",

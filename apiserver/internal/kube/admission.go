@@ -169,6 +169,11 @@ type Admission struct {
 	policies map[schema.GroupResource]entry
 }
 
+// NoAdmission runs no plugin: the admission of the writes kube-apiserver's
+// storages make within another (an eviction's update and delete of its
+// pod).
+var NoAdmission = &Admission{}
+
 // NewAdmission builds the plugins of cfg, initialised as kube-apiserver
 // initialises them (k8s.io/apiserver's initializer, with kube's quota
 // configuration).

@@ -2,6 +2,7 @@ package kube
 
 import (
 	"fmt"
+	policyv1 "k8s.io/api/policy/v1"
 	"net/http"
 	"slices"
 	"sort"
@@ -244,6 +245,8 @@ func OpenAPIKinds(resources []OpenAPIResource) []schema.GroupVersionKind {
 				add(scaleKind)
 			case "binding":
 				add(bindingKind)
+			case "eviction":
+				add(evictionKind)
 			}
 		}
 	}
@@ -253,6 +256,9 @@ func OpenAPIKinds(resources []OpenAPIResource) []schema.GroupVersionKind {
 var (
 	scaleKind   = schema.GroupVersionKind{Group: "autoscaling", Version: "v1", Kind: "Scale"}
 	bindingKind = schema.GroupVersionKind{Version: "v1", Kind: "Binding"}
+	// evictionKind is what pods/eviction takes (kube's EvictionREST
+	// accepts policy/v1beta1 too).
+	evictionKind = policyv1.SchemeGroupVersion.WithKind("Eviction")
 )
 
 // installRoutes registers the built-in API in a go-restful container as

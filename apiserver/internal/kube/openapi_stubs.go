@@ -145,6 +145,12 @@ type (
 		stub
 		namedCreater
 	}
+	// create at the object's name of another kind (pods/eviction)
+	createNamedKind struct {
+		stub
+		namedCreater
+		kindOf
+	}
 	// create alone, no list kind (the reviews)
 	createOnly struct {
 		stub
@@ -216,6 +222,12 @@ func addStubs(storage map[string]rest.Storage, r OpenAPIResource) error {
 				return err
 			}
 			storage[path] = &createNamed{stub: stub{newObj: newBinding, namespaced: r.Namespaced}}
+		case "eviction":
+			newEviction, err := newer(evictionKind)
+			if err != nil {
+				return err
+			}
+			storage[path] = &createNamedKind{stub: stub{newObj: newEviction, namespaced: r.Namespaced}, kindOf: kindOf{evictionKind}}
 		default:
 			return fmt.Errorf("kube: OpenAPI routes of %s: no stand-in storage for subresource %q", r.Plural, name)
 		}

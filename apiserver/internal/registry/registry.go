@@ -205,6 +205,8 @@ func equivalentResources(out []*Resource) runtime.EquivalentResourceMapper {
 				kind = schema.GroupVersionKind{Group: "autoscaling", Version: "v1", Kind: "Scale"}
 			case resources.Binding:
 				kind = schema.GroupVersionKind{Version: "v1", Kind: "Binding"}
+			case resources.Eviction:
+				kind = schema.GroupVersionKind{Group: "policy", Version: "v1", Kind: "Eviction"}
 			}
 			m.RegisterKindFor(r.GVR(), sub, kind)
 		}
