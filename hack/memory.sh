@@ -7,7 +7,8 @@
 # ReplicaSet's (kube's defaults and managedFields kept as the server keeps
 # them), then merge-patch each one's status once as a kubelet does, lets
 # the server settle and reads:
-#   - the resident memory (VmRSS) of the API server and of its etcd;
+#   - the resident memory (VmRSS) of the API server and of its etcd, and
+#     the API server's anonymous part (RssAnon: not its binary's pages);
 #   - the API server's live heap after a forced collection, from its heap
 #     profile (/debug/pprof/heap?gc=1: kube-apiserver with --profiling,
 #     listwatch by default), before the pods and after, per pod;
@@ -49,9 +50,11 @@ build_binaries
 log "building createload"
 (cd "$REPO/bench" && go build -o "$WORK/createload" ./createload)
 
-# rss_mib prints the resident memory of process $1 in MiB.
+# rss_mib prints the resident memory of process $1 in MiB: all of it
+# (VmRSS), then its anonymous part (RssAnon: the heap, stacks and the
+# runtime's own; the rest is mostly the binary's pages).
 rss_mib() {
-	awk '$1 == "VmRSS:" { printf "%.1f", $2 / 1024 }' "/proc/$1/status"
+	awk '$1 == "VmRSS:" { all = $2 } $1 == "RssAnon:" { anon = $2 } END { printf "%.1f %.1f", all / 1024, anon / 1024 }' "/proc/$1/status"
 }
 
 # heap prints the live heap of the API server, after a forced
@@ -90,14 +93,14 @@ for ((round = 1; round <= ROUNDS; round++)); do
 			-pods "$PODS" -protobuf -concurrency "$CONCURRENCY" -label "$TARGET_LABEL")
 		sleep "$SETTLE"
 		read -r heap1 objs1 <<<"$(heap "$OUT/heap-$PODS-$round-$name.pb.gz")"
-		rss_server=$(rss_mib "$server_pid")
+		read -r rss_server anon_server <<<"$(rss_mib "$server_pid")"
 		rss_etcd=null
-		[[ -n $etcd_pid ]] && rss_etcd=$(rss_mib "$etcd_pid")
+		[[ -n $etcd_pid ]] && read -r rss_etcd _ <<<"$(rss_mib "$etcd_pid")"
 		jq -c --arg target "$target" --argjson round "$round" --argjson pods "$PODS" \
-			--argjson rssServer "$rss_server" --argjson rssEtcd "$rss_etcd" \
+			--argjson rssServer "$rss_server" --argjson anonServer "$anon_server" --argjson rssEtcd "$rss_etcd" \
 			--argjson heap0 "$heap0" --argjson heap1 "$heap1" --argjson objs0 "$objs0" --argjson objs1 "$objs1" \
 			'{target: $target, label: .label, round: $round, pods: $pods, createsPerSec: .createsPerSec, patchesPerSec: .patchesPerSec,
-			  rssServerMiB: $rssServer, rssEtcdMiB: $rssEtcd, rssMiB: ($rssServer + ($rssEtcd // 0)),
+			  rssServerMiB: $rssServer, rssServerAnonMiB: $anonServer, rssEtcdMiB: $rssEtcd, rssMiB: ($rssServer + ($rssEtcd // 0)),
 			  heapMiB: (if $heap1 == null then null else $heap1 / 1048576 end),
 			  heapPerPodKB: (if $heap1 == null then null else ($heap1 - $heap0) / $pods / 1000 end),
 			  heapObjectsPerPod: (if $objs1 == null then null else ($objs1 - $objs0) / $pods end)}' \
@@ -117,6 +120,7 @@ jq -s -c --argjson pods "$PODS" '
 	(map(select(.target == "kube")) | {rss: med(.rssMiB), heap: med(.heapPerPodKB)}) as $kube
 	| group_by(.target)[]
 	| {target: .[0].target, pods: $pods, runs: length, rssMiB: med(.rssMiB), rssServerMiB: med(.rssServerMiB),
+	   rssServerAnonMiB: med(.rssServerAnonMiB),
 	   rssEtcdMiB: med(.rssEtcdMiB), heapPerPodKB: med(.heapPerPodKB), heapObjectsPerPod: med(.heapObjectsPerPod),
 	   createsPerSec: med(.createsPerSec)}
 	| .rssVsKube = (if $kube.rss then .rssMiB / $kube.rss else null end)
