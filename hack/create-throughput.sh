@@ -16,7 +16,8 @@
 #
 # A target ending in +webhook runs with one validating webhook allowing
 # every pod, served by createload itself (WEBHOOK=1: every target does).
-# Environment: WEBHOOK, CONCURRENCY (8), DURATION (10s), WARMUP (3s), ROUNDS (1:
+# PROTOBUF=1 sends the pods in protobuf, as client-go's typed clients do.
+# Environment: WEBHOOK, PROTOBUF, CONCURRENCY (8), DURATION (10s), WARMUP (3s), ROUNDS (1:
 # targets are run in turn, ROUNDS times, so that load on the machine falls
 # on all of them alike), and hack/lib/kube.sh's. Not run by CI.
 set -euo pipefail
@@ -34,44 +35,18 @@ if [[ ${#TARGETS[@]} == 0 ]]; then
 	TARGETS=(kube HEAD)
 fi
 
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/create-throughput.XXXXXX")
-cleanup() {
-	stop_all
-	local wt
-	for wt in "$WORK"/src-*; do
-		[[ -d $wt ]] && git -C "$REPO" worktree remove --force "$wt" >/dev/null 2>&1
-	done
-	rm -rf "$WORK"
-}
-trap cleanup EXIT
-
+make_work
 build_binaries
 log "building createload"
 (cd "$REPO/bench" && go build -o "$WORK/createload" ./createload)
 
-# listwatch_binary builds cmd/listwatch at revision $1 ("." is the working
-# tree) once and prints its path.
-listwatch_binary() {
-	local rev=$1 out dir
-	out=$WORK/listwatch-$(tr -c 'A-Za-z0-9\n' _ <<<"$rev")
-	if [[ ! -x $out ]]; then
-		dir=$REPO
-		if [[ $rev != . ]]; then
-			dir=$WORK/src-$(basename "$out")
-			git -C "$REPO" worktree add -q --detach "$dir" "$rev"
-		fi
-		log "building listwatch at $rev"
-		(cd "$dir" && go build -o "$out" ./cmd/listwatch)
-	fi
-	echo "$out"
-}
-
-# measure runs createload against 127.0.0.1:$1 with the server's processes
-# $2 (comma-separated) and labels the result $3; with the webhook when
-# $hook is set.
+# measure runs createload against 127.0.0.1:$API_PORT with the server's
+# processes $SERVER_PIDS and labels the result $TARGET_LABEL; with the
+# webhook when $hook is set.
 measure() {
-	"$WORK/createload" -server "https://127.0.0.1:$1" -ca "$WORK/pki/ca.crt" -token "$TOKEN" \
-		-concurrency "$CONCURRENCY" -duration "$DURATION" -warmup "$WARMUP" -pids "$2" -label "$3${hook:+ webhook}" ${hook:+-webhook}
+	"$WORK/createload" -server "https://127.0.0.1:$API_PORT" -ca "$WORK/pki/ca.crt" -token "$TOKEN" \
+		-concurrency "$CONCURRENCY" -duration "$DURATION" -warmup "$WARMUP" -pids "$SERVER_PIDS" \
+		-label "$TARGET_LABEL${hook:+ webhook}${PROTOBUF:+ protobuf}" ${hook:+-webhook} ${PROTOBUF:+-protobuf}
 }
 
 mkdir -p "$WORK/pki"
@@ -86,36 +61,8 @@ for ((round = 1; round <= ROUNDS; round++)); do
 		fi
 		mkdir -p "$run"
 		cp -r "$WORK/pki" "$run/pki"
-		case $target in
-		kube)
-			start_etcd "$run/etcd"
-			start_kube_apiserver "$run"
-			wait_ready "$API_PORT" "$WORK/pki/ca.crt"
-			measure "$API_PORT" "$API_PID,$ETCD_PID" "kube-apiserver $KUBE_VERSION (etcd)"
-			;;
-		*)
-			rev=${target%%:*} backend=etcd
-			[[ $target == *:memory ]] && backend=memory
-			bin=$(listwatch_binary "$rev")
-			port=$(free_port)
-			args=(apiserver --secure-port "$port" --cert-dir "$run/pki" --token-auth-file "$run/pki/tokens.csv"
-				--tls-cert-file "$run/pki/server.crt" --tls-private-key-file "$run/pki/server.key")
-			pids=""
-			if [[ $backend == etcd ]]; then
-				start_etcd "$run/etcd"
-				args+=(--etcd-servers "$ETCD_URL")
-				pids=",$ETCD_PID"
-			else
-				args+=(--storage-backend memory)
-			fi
-			log "starting listwatch at $rev ($backend) on 127.0.0.1:$port"
-			"$bin" "${args[@]}" >"$run/listwatch.log" 2>&1 &
-			lw_pid=$!
-			PIDS+=("$lw_pid")
-			wait_ready "$port" "$WORK/pki/ca.crt"
-			measure "$port" "$lw_pid$pids" "listwatch $rev ($backend)"
-			;;
-		esac
+		start_target "$target" "$run"
+		measure
 		stop_all
 	done
 done

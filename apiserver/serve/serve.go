@@ -25,8 +25,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"net/netip"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -75,6 +77,10 @@ type Config struct {
 	// caches' (apiserver.Server.Collector), served with the rest of it on
 	// /metrics.
 	Metrics *prometheus.Registry
+	// Profiling serves Go's profiles on /debug/pprof/, as kube-apiserver
+	// does with --profiling, to authorized users: a heap profile with
+	// gc=1 is the live heap after a forced collection.
+	Profiling bool
 	// ReadyChecks are more checks of /readyz (the storage's, named as
 	// kube-apiserver names it: "etcd"), beside the API server's own.
 	ReadyChecks []apiserver.ReadyCheck
@@ -236,10 +242,16 @@ func New(cfg Config) (_ *Server, err error) {
 		metricsHandler = promhttp.HandlerFor(cfg.Metrics, promhttp.HandlerOpts{})
 	}
 	api := s.API.Handler()
+	var profiles http.Handler
+	if cfg.Profiling {
+		profiles = profilesHandler()
+	}
 	var routes http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case metricsHandler != nil && r.URL.Path == "/metrics":
 			metricsHandler.ServeHTTP(w, r)
+		case profiles != nil && (r.URL.Path == "/debug/pprof" || strings.HasPrefix(r.URL.Path, "/debug/pprof/")):
+			profiles.ServeHTTP(w, r)
 		case isHealthPath(r.URL.Path):
 			s.health.ServeHTTP(w, r)
 		default:
@@ -270,6 +282,19 @@ func New(cfg Config) (_ *Server, err error) {
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
 	return s, nil
+}
+
+// profilesHandler serves net/http/pprof's pages under /debug/pprof/, as
+// kube-apiserver's profiling routes do (/debug/pprof redirects there).
+func profilesHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/debug/pprof", http.RedirectHandler("/debug/pprof/", http.StatusFound))
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return mux
 }
 
 // listen opens the TCP listener, on a free port when port is 0 or, with

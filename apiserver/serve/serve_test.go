@@ -47,7 +47,8 @@ func run(t *testing.T, s *Server) {
 // TestServe starts a server as a test does (admin token, free port) and
 // checks what a client of kube-apiserver finds there: the system
 // namespaces, the kubernetes Service on the server's port, the health
-// endpoints, the manifests served, and a request without a token refused.
+// endpoints, the manifests served, the heap profile, and a request without
+// a token refused.
 func TestServe(t *testing.T) {
 	crd := &unstructured.Unstructured{}
 	if err := crd.UnmarshalJSON([]byte(`{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition",
@@ -64,6 +65,7 @@ func TestServe(t *testing.T) {
 				AdminUser: "admin",
 				Manifests: []*unstructured.Unstructured{crd},
 				Filters:   filters.Options{MaxRequestsInFlight: 10, MaxMutatingRequestsInFlight: 10},
+				Profiling: true,
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -92,6 +94,11 @@ func TestServe(t *testing.T) {
 			body, err := c.RESTClient().Get().AbsPath("/readyz").Param("verbose", "").DoRaw(ctx)
 			if err != nil || !strings.Contains(string(body), "[+]poststarthook/start-system-namespaces-controller ok") || !strings.Contains(string(body), "[+]manifests ok") {
 				t.Errorf("readyz: %v %s", err, body)
+			}
+			// The live heap after a forced collection, as hack/memory.sh reads it.
+			body, err = c.RESTClient().Get().AbsPath("/debug/pprof/heap").Param("gc", "1").Param("debug", "1").DoRaw(ctx)
+			if err != nil || !strings.Contains(string(body), "# HeapAlloc = ") {
+				t.Errorf("heap profile: %v %.200s", err, body)
 			}
 			cfg := s.RESTConfig()
 			cfg.BearerToken = ""

@@ -4,13 +4,19 @@
 // creates answered 201 per second, their latency, and the CPU the server's
 // processes (the API server and, if named, its etcd) spent per create.
 //
-// It speaks plain HTTP and JSON so that one binary measures listwatch at
-// any revision and kube-apiserver alike; hack/create-throughput.sh starts
-// the servers and runs it against each.
+// With -pods it instead fills the server with a number of pods, created
+// and then patched once each as a controller and the kubelets write them,
+// for hack/memory.sh to measure what the server holds for them.
+//
+// It speaks plain HTTP, JSON and (-protobuf) kube's protobuf, so that one
+// binary measures listwatch at any revision and kube-apiserver alike;
+// hack/create-throughput.sh and hack/memory.sh start the servers and run
+// it against each.
 package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -41,6 +47,8 @@ type options struct {
 	pids        string
 	label       string
 	webhook     bool
+	protobuf    bool
+	pods        int
 }
 
 // result is one run's figures, printed as a JSON line.
@@ -54,6 +62,9 @@ type result struct {
 	P50ms          float64 `json:"p50ms"`
 	P99ms          float64 `json:"p99ms"`
 	CPUmsPerCreate float64 `json:"serverCPUmsPerCreate,omitempty"`
+	// Patches and PatchesPerSec are -pods' status patches.
+	Patches       int64   `json:"patches,omitempty"`
+	PatchesPerSec float64 `json:"patchesPerSec,omitempty"`
 }
 
 func main() {
@@ -68,7 +79,13 @@ func main() {
 	flag.StringVar(&o.pids, "pids", "", "comma-separated process IDs whose CPU time is the server's")
 	flag.StringVar(&o.label, "label", "", "name of the run in the output")
 	flag.BoolVar(&o.webhook, "webhook", false, "install one validating webhook allowing every pod, served by this process")
+	flag.BoolVar(&o.protobuf, "protobuf", false, "send the pods in protobuf (application/vnd.kubernetes.protobuf), as client-go's typed clients do, rather than JSON")
+	flag.IntVar(&o.pods, "pods", 0, "rather than creating pods for -duration, create this many pods of a ReplicaSet as kube-controller-manager does, then merge-patch each one's status once as a kubelet does (-warmup and -duration unused)")
 	flag.Parse()
+	run := run
+	if o.pods > 0 {
+		run = fill
+	}
 	res, err := run(context.Background(), o)
 	if err != nil {
 		slog.Error("createload", "err", err)
@@ -215,7 +232,7 @@ func (c *client) load(ctx context.Context, n int, seq *atomic.Int64) ([]time.Dur
 			for ctx.Err() == nil {
 				i := int(seq.Add(1))
 				t := time.Now()
-				code, _, err := c.post(ctx, c.podsPath(), pod(fmt.Sprintf("load-%s-%07d", run, i), i))
+				code, _, err := c.createPod(ctx, pod(fmt.Sprintf("load-%s-%07d", run, i), i), "")
 				if ctx.Err() != nil {
 					break // cut by the end of the run: counted neither way
 				}
@@ -241,12 +258,30 @@ func (c *client) post(ctx context.Context, path, body string) (int, string, erro
 // do sends one request with a JSON body ("" for none) and returns the
 // code and the answer (its start, for a failure).
 func (c *client) do(ctx context.Context, method, path, body string) (int, string, error) {
-	req, err := http.NewRequestWithContext(ctx, method, strings.TrimSuffix(c.o.server, "/")+path, strings.NewReader(body))
+	return c.send(ctx, request{method: method, path: path, contentType: "application/json", body: []byte(body)})
+}
+
+// request is one request to the server.
+type request struct {
+	method, path string
+	// contentType is the body's media type; accept the answer's ("":
+	// JSON); userAgent ("": Go's) names the field manager of a write.
+	contentType, accept, userAgent string
+	body                           []byte
+}
+
+// send sends r and returns the code and the answer (its start, for a
+// failure).
+func (c *client) send(ctx context.Context, r request) (int, string, error) {
+	req, err := http.NewRequestWithContext(ctx, r.method, strings.TrimSuffix(c.o.server, "/")+r.path, bytes.NewReader(r.body))
 	if err != nil {
 		return 0, "", err
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json")
+	req.Header.Set("Content-Type", r.contentType)
+	req.Header.Set("Accept", cmp.Or(r.accept, "application/json"))
+	if r.userAgent != "" {
+		req.Header.Set("User-Agent", r.userAgent)
+	}
 	if c.o.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.o.token)
 	}
@@ -256,10 +291,25 @@ func (c *client) do(ctx context.Context, method, path, body string) (int, string
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusCreated && len(b) > 300 {
+	if resp.StatusCode/100 != 2 && len(b) > 300 {
 		b = b[:300]
 	}
 	return resp.StatusCode, string(b), err
+}
+
+// createPod creates the pod of the JSON body pod in the run's namespace,
+// sent in protobuf with -protobuf (and then answered in protobuf, as
+// client-go's typed clients ask), as userAgent.
+func (c *client) createPod(ctx context.Context, pod, userAgent string) (int, string, error) {
+	r := request{method: http.MethodPost, path: c.podsPath(), contentType: "application/json", userAgent: userAgent, body: []byte(pod)}
+	if c.o.protobuf {
+		b, err := podProtobuf(pod)
+		if err != nil {
+			return 0, "", err
+		}
+		r.contentType, r.accept, r.body = protobufMediaType, protobufMediaType, b
+	}
+	return c.send(ctx, r)
 }
 
 // pod is the typical pod of the apiserver package's BenchmarkCreatePod:

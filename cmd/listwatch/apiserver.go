@@ -92,6 +92,8 @@ type serverConfig struct {
 	// DisableShardedListAndWatch makes the server ignore shardSelector
 	// (--feature-gates=ShardedListAndWatch=false).
 	DisableShardedListAndWatch bool
+	// Profiling serves Go's profiles on /debug/pprof/ (serve.Config.Profiling).
+	Profiling bool
 
 	// wrapRoutes, when set, wraps the routes inside the filter chain: a
 	// test holds requests in their in-flight slots with it.
@@ -118,6 +120,7 @@ func (c *serverConfig) addFlags(fs *flag.FlagSet) {
 	fs.Int64Var(&c.MaxRequestBodyBytes, "max-request-body-bytes", filters.DefaultMaxRequestBodyBytes, "cap on request body size in bytes")
 	fs.DurationVar(&c.RequestTimeout, "request-timeout", filters.DefaultRequestTimeout, "bound on every request but watches, the reading of its body included")
 	featureGatesFlag(fs, &c.DisableWatchList, &c.DisableShardedListAndWatch)
+	fs.BoolVar(&c.Profiling, "profiling", true, "serve Go's profiles on /debug/pprof/ to authorized users, as kube-apiserver's --profiling (a heap profile with ?gc=1 is the live heap after a forced collection)")
 	fs.Func("disable-admission-plugins", "comma-separated admission plugins not to run, as kube-apiserver's (ServiceAccount, where no controller-manager makes the default service accounts)", func(v string) error {
 		c.DisableAdmissionPlugins = nil
 		for _, p := range strings.Split(v, ",") {
@@ -350,6 +353,7 @@ func startServer(ctx context.Context, cfg serverConfig, log *slog.Logger) (_ *ru
 			InFlightQueue:               inFlightQueue(cfg.PriorityAndFairness),
 		},
 		Metrics:         reg,
+		Profiling:       cfg.Profiling,
 		ReadyChecks:     []apiserver.ReadyCheck{storageCheck},
 		Manifests:       manifests,
 		ShutdownTimeout: shutdownTimeout,

@@ -2,7 +2,8 @@
 # hack/lib/kube.sh: what the scripts that run a real kube-apiserver share —
 # building kube-apiserver and etcd from the Go module proxy, free ports,
 # certificates and a token, starting and stopping the processes. Sourced by
-# record-goldens.sh and create-throughput.sh; the caller sets `set -euo
+# record-goldens.sh, create-throughput.sh, memory.sh and the others; the
+# caller sets `set -euo
 # pipefail`, SCRIPT (its name, for log lines) and may set:
 #
 #   KUBE_VERSION      the kube-apiserver release (default v1.37.2; the staging
@@ -206,8 +207,9 @@ start_etcd() {
 }
 
 # make_work makes the run directory WORK, named after $SCRIPT, and on exit
-# stops the processes started and removes it, unless KEEP_WORK is set
-# (then it says where it is kept).
+# stops the processes started, removes the worktrees listwatch_binary
+# checked out, and removes it, unless KEEP_WORK is set (then it says where
+# it is kept).
 make_work() {
 	WORK=$(mktemp -d "${TMPDIR:-/tmp}/$SCRIPT.XXXXXX")
 	trap cleanup_work EXIT
@@ -215,11 +217,76 @@ make_work() {
 
 cleanup_work() {
 	stop_all
+	local wt
+	for wt in "$WORK"/src-*; do
+		[[ -d $wt ]] && git -C "$REPO" worktree remove --force "$wt" >/dev/null 2>&1
+	done
 	if [[ -n ${KEEP_WORK:-} ]]; then
 		log "kept $WORK"
 	else
 		rm -rf "$WORK"
 	fi
+}
+
+# listwatch_binary builds cmd/listwatch at git revision $1 ("." is the
+# working tree, uncommitted changes included) into $WORK once and prints
+# its path; a revision is checked out in a worktree under $WORK.
+listwatch_binary() {
+	local rev=$1 out dir
+	out=$WORK/listwatch-$(tr -c 'A-Za-z0-9\n' _ <<<"$rev")
+	if [[ ! -x $out ]]; then
+		dir=$REPO
+		if [[ $rev != . ]]; then
+			dir=$WORK/src-$(basename "$out")
+			git -C "$REPO" worktree add -q --detach "$dir" "$rev"
+		fi
+		log "building listwatch at $rev"
+		(cd "$dir" && go build -o "$out" ./cmd/listwatch)
+	fi
+	echo "$out"
+}
+
+# start_target starts the server a benchmark's target names, with the
+# certificates make_pki wrote in $2/pki and its files in $2: "kube" is
+# kube-apiserver on a fresh etcd, "REV" listwatch's API server built at
+# git revision REV (listwatch_binary) on a fresh etcd of the same build as
+# kube's, "REV:memory" the same on its memory backend. Further arguments
+# are added to kube-apiserver's or listwatch's flags. It waits until the
+# server is ready and sets API_PORT, SERVER_PIDS (the API server's process
+# and its etcd's, comma-separated) and TARGET_LABEL.
+start_target() {
+	local target=$1 run=$2
+	case $target in
+	kube)
+		start_etcd "$run/etcd"
+		start_kube_apiserver "$run" "${@:3}"
+		SERVER_PIDS=$API_PID,$ETCD_PID
+		TARGET_LABEL="kube-apiserver $KUBE_VERSION (etcd)"
+		;;
+	*)
+		local rev=${target%%:*} backend=etcd bin args
+		[[ $target == *:memory ]] && backend=memory
+		bin=$(listwatch_binary "$rev")
+		API_PORT=$(free_port)
+		args=(apiserver --secure-port "$API_PORT" --cert-dir "$run/pki" --token-auth-file "$run/pki/tokens.csv"
+			--tls-cert-file "$run/pki/server.crt" --tls-private-key-file "$run/pki/server.key")
+		SERVER_PIDS=""
+		if [[ $backend == etcd ]]; then
+			start_etcd "$run/etcd"
+			args+=(--etcd-servers "$ETCD_URL")
+			SERVER_PIDS=",$ETCD_PID"
+		else
+			args+=(--storage-backend memory)
+		fi
+		log "starting listwatch at $rev ($backend) on 127.0.0.1:$API_PORT"
+		"$bin" "${args[@]}" "${@:3}" >"$run/listwatch.log" 2>&1 &
+		API_PID=$!
+		PIDS+=("$API_PID")
+		SERVER_PIDS=$API_PID$SERVER_PIDS
+		TARGET_LABEL="listwatch $rev ($backend)"
+		;;
+	esac
+	wait_ready "$API_PORT" "$run/pki/ca.crt"
 }
 
 # kubeconfig prints a kubeconfig for https://127.0.0.1:$1 with token $2 and

@@ -205,6 +205,12 @@ func Request(w http.ResponseWriter, r *http.Request, res *registry.Resource, bod
 	if err != nil {
 		return nil, nil, err
 	}
+	if format == Protobuf && res.HasGoType() {
+		// Protobuf has no unknown or duplicate fields to report.
+		if u, ext, ok, err := TypedProtobuf(res, body, typedOnly); ok || err != nil {
+			return u, ext, err
+		}
+	}
 	js, err := ToJSON(res, format, body)
 	if err != nil {
 		return nil, nil, err
