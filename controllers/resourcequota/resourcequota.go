@@ -77,7 +77,10 @@ type Controller struct {
 	resync   time.Duration
 }
 
-var resourceQuotas = corev1.SchemeGroupVersion.WithResource("resourcequotas")
+var (
+	resourceQuotas = corev1.SchemeGroupVersion.WithResource("resourcequotas")
+	resourceClaims = schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1", Resource: "resourceclaims"}
+)
 
 // New returns the controller over the shared ResourceQuota informer,
 // counting the objects of counted, and writing quotas' status through c.
@@ -106,7 +109,11 @@ func New(quotas cache.Informer[*corev1.ResourceQuota], counted []Counted, c *cli
 	}
 	evaluators, err := core.NewEvaluators(listerFor, nil, func(gvr schema.GroupVersionResource) bool {
 		_, ok := listers[gvr]
-		return ok
+		// kube's evaluator of resource claims (DRA) reads device classes
+		// and pods through a client-go informer factory of its own, which
+		// is not given here (it would dereference the nil one): claims
+		// are counted by number, as any other resource.
+		return ok && gvr != resourceClaims
 	})
 	if err != nil {
 		return nil, fmt.Errorf("resourcequota: %w", err)

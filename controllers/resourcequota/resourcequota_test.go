@@ -42,6 +42,10 @@ func TestNew(t *testing.T) {
 			CountedBy(widgets, informer[*metav1.PartialObjectMetadata]()),
 		}, true},
 		{"pods as metadata", []Counted{CountedBy(pods, informer[*metav1.PartialObjectMetadata]())}, false},
+		// As a cluster with dynamic resource allocation serves them:
+		// counted by number, not by kube's DRA evaluator, which needs an
+		// informer factory of its own.
+		{"resource claims", []Counted{CountedBy(schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1", Resource: "resourceclaims"}, informer[*metav1.PartialObjectMetadata]())}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
