@@ -27,7 +27,8 @@
 #   SIZE=100 hack/controlplane-kube.sh statefulset daemonset
 #   KCM_QPS="default 1000" hack/controlplane-kube.sh
 #
-# Environment: ROUNDS (2); SIZE (1k, or 10k for the rc and deployment
+# Environment: ROUNDS (2); ETCD_FSYNC (1: kube's etcd fsyncs, as the
+# listwatch side's embedded etcd does; 0 runs it with --unsafe-no-fsync); SIZE (1k, or 10k for the rc and deployment
 # rows); KCM_QPS, the kube-controller-manager settings to run, each
 # "default" (kube's own --kube-api-qps 20 and --kube-api-burst 30: its
 # client-side rate limit is part of what it does by default) or a number
@@ -45,6 +46,9 @@ SCRIPT=controlplane-kube
 source "$(dirname "${BASH_SOURCE[0]}")/lib/kube.sh"
 
 ROUNDS=${ROUNDS:-2}
+# The bench's in-process etcd fsyncs, as `listwatch up`'s does and as a
+# cluster's does: kube's etcd here does too, unless ETCD_FSYNC=0.
+ETCD_FSYNC=${ETCD_FSYNC:-1}
 SIZE=${SIZE:-1k}
 OURS=${OURS:-1}
 ON_KUBE=${ON_KUBE:-1}

@@ -188,10 +188,13 @@ stop_all() {
 	PIDS=()
 }
 
-# start_etcd starts etcd with its data in $1 (no fsync: a benchmark or a
-# recording, not a cluster) and sets ETCD_URL.
+# start_etcd starts etcd with its data in $1 and sets ETCD_URL. It does
+# not fsync (a recording, not a cluster) unless ETCD_FSYNC=1: a benchmark
+# against a listwatch side whose embedded etcd fsyncs sets it, so that
+# both sides' etcd do the same work.
 start_etcd() {
-	local dir=$1 client peer
+	local dir=$1 client peer nofsync=--unsafe-no-fsync
+	[[ ${ETCD_FSYNC:-0} == 1 ]] && nofsync=
 	client=$(free_port)
 	peer=$(free_port)
 	mkdir -p "$dir"
@@ -200,7 +203,7 @@ start_etcd() {
 	"$BIN/etcd" --name kube --data-dir "$dir/data" \
 		--listen-client-urls "$ETCD_URL" --advertise-client-urls "$ETCD_URL" \
 		--listen-peer-urls "http://127.0.0.1:$peer" --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
-		--initial-cluster "kube=http://127.0.0.1:$peer" --unsafe-no-fsync --log-level warn \
+		--initial-cluster "kube=http://127.0.0.1:$peer" $nofsync --log-level warn \
 		>"$dir/etcd.log" 2>&1 &
 	ETCD_PID=$!
 	PIDS+=("$ETCD_PID")
