@@ -42,6 +42,7 @@ func TestAPIServerFlags(t *testing.T) {
 		MaxRequestMemory:            512 << 20,
 		MaxRequestBodyBytes:         3 << 20,
 		RequestTimeout:              time.Minute,
+		Profiling:                   true,
 	}
 	tests := []struct {
 		name    string
@@ -58,7 +59,7 @@ func TestAPIServerFlags(t *testing.T) {
 		{name: "everything else", args: []string{"--bind-address=0.0.0.0", "--secure-port=0", "--data-dir=/d", "--storage-backend=memory",
 			"--compaction-interval=1m", "--token-auth-file=/t", "--tls-cert-file=/c", "--tls-private-key-file=/k", "--cert-dir=/p",
 			"--custom-resources=/cr.yaml", "--max-requests-inflight=1", "--max-mutating-requests-inflight=2", "--max-request-body-bytes=3",
-			"--max-request-memory=4", "--request-timeout=30s", "--enable-priority-and-fairness=false"},
+			"--max-request-memory=4", "--request-timeout=30s", "--enable-priority-and-fairness=false", "--profiling=false"},
 			change: func(c *serverConfig) {
 				c.BindAddress, c.SecurePort = "0.0.0.0", 0
 				c.Storage.DataDir, c.Storage.Backend, c.Storage.CompactionInterval = "/d", backendMemory, time.Minute
@@ -68,6 +69,7 @@ func TestAPIServerFlags(t *testing.T) {
 				c.RequestTimeout = 30 * time.Second
 				c.PriorityAndFairness = false
 				c.MaxRequestMemory = 4
+				c.Profiling = false
 			}},
 		{name: "bad duration", args: []string{"--compaction-interval=soon"}, wantErr: true},
 		{name: "feature gates off", args: []string{"--feature-gates=WatchList=false,ShardedListAndWatch=false"},
