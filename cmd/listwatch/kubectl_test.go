@@ -498,9 +498,10 @@ items:
 		if !strings.Contains(r.stdout, "replicationcontroller/web labeled") {
 			t.Fatalf("label: %s", r)
 		}
-		rows := tableRows(e.ok("get", "rc", "web", "-L", "color").stdout)
-		if rows[0][len(rows[0])-1] != "COLOR" || rowFor(rows, "web")[len(rows[0])-1] != "blue" {
-			t.Errorf("label column: %v", rows)
+		out := e.ok("get", "rc", "web", "-L", "color").stdout
+		rows := tableRows(out)
+		if web := rowFor(rows, "web"); len(web) != len(rows[0]) || rows[0][len(rows[0])-1] != "COLOR" || web[len(web)-1] != "blue" {
+			t.Errorf("label column:\n%s", out)
 		}
 		if got := strings.TrimSpace(e.ok("get", "rc", "-l", "color=blue", "-o", "name").stdout); got != "replicationcontroller/web" {
 			t.Errorf("selected %q, want replicationcontroller/web", got)
