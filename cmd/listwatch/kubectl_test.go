@@ -501,7 +501,7 @@ items:
 		out := e.ok("get", "rc", "web", "-L", "color").stdout
 		rows := tableRows(out)
 		if web := rowFor(rows, "web"); len(web) != len(rows[0]) || rows[0][len(rows[0])-1] != "COLOR" || web[len(web)-1] != "blue" {
-			t.Errorf("label column:\n%s", out)
+			t.Errorf("label column:\n%s\nlabels now: %s", out, e.ok("get", "rc", "web", "-o", "jsonpath={.metadata.labels}").stdout)
 		}
 		if got := strings.TrimSpace(e.ok("get", "rc", "-l", "color=blue", "-o", "name").stdout); got != "replicationcontroller/web" {
 			t.Errorf("selected %q, want replicationcontroller/web", got)
