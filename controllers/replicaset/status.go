@@ -84,28 +84,24 @@ func readyCondition(pod *corev1.Pod) *corev1.PodCondition {
 	return nil
 }
 
-// updateStatus writes status to obj unless obj has it already. The write
-// has no resourceVersion precondition: the controller is the status's
-// only writer, and computes it from the pods, not from the rest of the
-// object. kube's controller sends the cached resourceVersion and, when
-// another writer has moved the object on (the Deployment controller
-// scaling it), reads the object and writes the same status again; this
-// comes to the same without the refused write and the read. The UID is
-// sent, and is a precondition: an object replaced under the same name
-// refuses a status that is not its own with a conflict, and gets its own
-// from its own sync. An object gone meanwhile needs no status.
+// updateStatus writes status to obj unless obj has it already, with
+// obj's resourceVersion as precondition: the API server's status update
+// keeps the metadata it is sent (kube's strategy resets only the spec),
+// so a write without it would put back labels and annotations another
+// writer changed since the cache's copy. A conflict is returned, and the
+// sync retried on the newer object. An object gone meanwhile needs no
+// status.
 func (m *Manager[T]) updateStatus(ctx context.Context, obj T, status appsv1.ReplicaSetStatus) error {
 	if apiequality.Semantic.DeepEqual(m.kind.Status(obj), status) {
 		return nil
 	}
 	next := m.kind.WithStatus(obj, status)
-	next.SetResourceVersion("")
 	written, err := m.client.UpdateStatus(ctx, next)
 	switch {
 	case err == nil:
 		m.writes.Replaced(objectKey(obj), obj, written)
 		return nil
-	case apierrors.IsNotFound(err), apierrors.IsConflict(err):
+	case apierrors.IsNotFound(err):
 		return nil
 	}
 	return fmt.Errorf("updating status of %s: %w", objectKey(obj), err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -123,12 +124,13 @@ func TestNextAvailable(t *testing.T) {
 	})
 }
 
-// TestUpdateStatusUnconditional: a status computed on a stale cached RC
-// is written in one call, over another writer's change, which it keeps;
-// an unchanged status is not written; an RC gone meanwhile needs none;
-// one replaced under the same name refuses it, which is no failure: the
-// replacement has its own sync.
-func TestUpdateStatusUnconditional(t *testing.T) {
+// TestUpdateStatusPreconditions: a status computed on a stale cached RC
+// is refused with a conflict, so that another writer's change to its
+// metadata is not written over (the API server's status update keeps the
+// metadata it is sent); on the current RC it is written in one call; an
+// unchanged status is not written; one replaced under the same name
+// refuses it; an RC gone meanwhile needs none.
+func TestUpdateStatusPreconditions(t *testing.T) {
 	forEachKind(t, func(t *testing.T, k kindCase) {
 		synctest.Test(t, func(t *testing.T) {
 			e := k.newEnv(t, Options{})
@@ -139,21 +141,28 @@ func TestUpdateStatusUnconditional(t *testing.T) {
 				t.Fatal(err)
 			}
 			want := corev1.ReplicationControllerStatus{Replicas: 3, ObservedGeneration: 1}
-			if err := e.m.updateStatus(t.Context(), stale, want); err != nil {
+			if err := e.m.updateStatus(t.Context(), stale, want); !apierrors.IsConflict(err) {
+				t.Fatalf("status on a stale RC: %v, want a conflict", err)
+			}
+			if got := e.rc("web"); got.Status.Replicas == 3 || got.Labels["changed"] != "yes" {
+				t.Errorf("stored RC after a stale status %+v", got)
+			}
+			_, _, _, _, before := e.api.counts()
+			if err := e.m.updateStatus(t.Context(), e.rc("web"), want); err != nil {
 				t.Fatal(err)
 			}
 			if got := e.rc("web"); got.Status.Replicas != 3 || got.Labels["changed"] != "yes" {
 				t.Errorf("stored RC %+v", got)
 			}
-			if _, _, _, _, calls := e.api.counts(); calls != 1 {
-				t.Errorf("status calls %d, want 1", calls)
+			if _, _, _, _, calls := e.api.counts(); calls != before+1 {
+				t.Errorf("status calls %d, want %d", calls, before+1)
 			}
 			// Unchanged status: no write at all.
 			if err := e.m.updateStatus(t.Context(), e.rc("web"), want); err != nil {
 				t.Fatal(err)
 			}
-			if _, _, _, _, calls := e.api.counts(); calls != 1 {
-				t.Errorf("status calls %d after a no-op, want 1", calls)
+			if _, _, _, _, calls := e.api.counts(); calls != before+1 {
+				t.Errorf("status calls %d after a no-op, want %d", calls, before+1)
 			}
 			// Replaced: the new RC keeps its own status.
 			if _, err := e.rcs.Delete(ns, "web"); err != nil {
@@ -162,9 +171,7 @@ func TestUpdateStatusUnconditional(t *testing.T) {
 			replacement := newRC("web", 1)
 			replacement.UID = "uid-web-2"
 			e.createRC(replacement)
-			if err := e.m.updateStatus(t.Context(), stale, corev1.ReplicationControllerStatus{Replicas: 9}); err != nil {
-				t.Errorf("status of a replaced RC: %v", err)
-			}
+			_ = e.m.updateStatus(t.Context(), stale, corev1.ReplicationControllerStatus{Replicas: 9})
 			if got := e.rc("web").Status.Replicas; got == 9 {
 				t.Error("the replaced RC's status was written onto its replacement")
 			}
