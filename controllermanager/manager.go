@@ -650,6 +650,7 @@ func (m *Manager) runControllers(ctx context.Context, g *group) error {
 		def, _ := lookup(name)
 		r, err := def.new(ctx, d)
 		if err != nil {
+			release(runs[:i])
 			return fmt.Errorf("%s: %w", name, err)
 		}
 		runs[i] = r
@@ -693,6 +694,19 @@ func (m *Manager) runControllers(ctx context.Context, g *group) error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// release runs controllers that were built but are not to run on an
+// ended context, so that what their constructors started stops: kube's
+// controllers start their queues' goroutines there. Without it, every
+// term whose build failed (discovery refused, or cancelled at shutdown)
+// would leak them.
+func release(runs []runner) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(controller.ErrStopNow)
+	for _, r := range runs {
+		_ = r.Run(ctx)
+	}
 }
 
 func (m *Manager) eventOptions() record.Options {
