@@ -147,3 +147,22 @@ func BenchmarkPack(b *testing.B) {
 		}
 	})
 }
+
+// FuzzPack packs any value against any dictionary and unpacks it to the
+// same bytes, and unpacks any bytes to an error or to size bytes, never a
+// panic.
+func FuzzPack(f *testing.F) {
+	pod := podValue("ns", "web-1", map[string]string{"app": "web"}, corev1.PodRunning)
+	f.Add(pod, podValue("ns", "web-2", nil, corev1.PodPending), []byte{3, 'a', 'b', 'c', 0})
+	f.Add([]byte("abcdefgh"), []byte("xxabcdefghyy"), []byte{0, 8, 0, 0})
+	f.Fuzz(func(t *testing.T, dict, value, ops []byte) {
+		d := newDictionary(dict)
+		got, err := d.unpack(d.pack(value), len(value))
+		if err != nil || !bytes.Equal(got, value) {
+			t.Fatalf("unpacked %q, %v; want %q", got, err, value)
+		}
+		if b, err := d.unpack(ops, len(value)); err == nil && len(b) != len(value) {
+			t.Fatalf("unpacked %d bytes with no error, want %d", len(b), len(value))
+		}
+	})
+}
