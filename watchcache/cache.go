@@ -152,6 +152,10 @@ type Cache[T Object] struct {
 	// compacted is the newest storage compaction the cache knows of: no
 	// list at, nor watch from, a revision below it is served from memory.
 	compacted int64
+
+	// dict is what the versions only the window keeps are packed against
+	// (pack.go), made from the first one; only apply reads and writes it.
+	dict *dictionary
 }
 
 // Stats are counters for metrics.
@@ -315,12 +319,13 @@ func (c *Cache[T]) newItem(kv storage.KeyValue, like *Item[T]) (*Item[T], T, err
 		// The key's string too, rather than one per version.
 		same, kv.Key = like.attrs, like.key
 	}
-	it := &Item[T]{key: kv.Key, rev: kv.Revision, value: kv.Value, attrs: newAttrs(ls, fs, hashesOf(obj), same), codec: &c.codec}
+	value := kv.Value
+	if c.cfg.Keep != nil {
+		value = c.cfg.Keep(kv)
+	}
+	it := newItemOf(kv.Key, kv.Revision, value, newAttrs(ls, fs, hashesOf(obj), same), &c.codec)
 	if c.cfg.Preset != nil {
 		c.cfg.Preset(kv, obj, &it.enc)
-	}
-	if c.cfg.Keep != nil {
-		it.value = c.cfg.Keep(kv)
 	}
 	return it, obj, nil
 }
@@ -559,10 +564,23 @@ func (c *Cache[T]) apply(ev storage.Event) {
 			rec.fresh, rec.hasFresh = obj, true
 		}
 	}
+	if replaced := c.applyRecord(rec); replaced != nil {
+		// Outside the lock: the version is the window's alone, and no
+		// other goroutine packs.
+		if c.dict == nil {
+			c.dict = newDictionary(replaced.Value())
+		}
+		replaced.pack(c.dict)
+	}
+}
+
+// applyRecord applies rec to the state and the window and hands it to the
+// watchers; it returns the version rec replaced, if any.
+func (c *Cache[T]) applyRecord(rec *record[T]) (replaced *Item[T]) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if rec.rev <= c.rev {
-		return // already seen (a re-watch may repeat the boundary)
+		return nil // already seen (a re-watch may repeat the boundary)
 	}
 	rec.prev = c.state[rec.key]
 	if rec.prev != nil {
@@ -576,6 +594,7 @@ func (c *Cache[T]) apply(ev storage.Event) {
 			// go (a deleted version keeps them, to serialize its DELETED
 			// event from).
 			rec.prev.enc.drop()
+			replaced = rec.prev
 		}
 	} else {
 		delete(c.state, rec.key)
@@ -589,6 +608,7 @@ func (c *Cache[T]) apply(ev storage.Event) {
 	}
 	rec.dropFresh()
 	c.advanceLocked(rec.rev)
+	return replaced
 }
 
 // bookmark sends a BOOKMARK at the cache's revision to the watchers that

@@ -2,10 +2,10 @@ package watchcache
 
 import (
 	"log/slog"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
@@ -23,13 +23,20 @@ import (
 // patched once on etcd: 73.8 KB and 886 heap objects per pod held
 // decoded, 16.8 KB and 19 held as bytes, of which about 10 KB are the
 // two versions' JSON and 3 KB etcd's raft log).
+// Once the version is the window's alone the cache packs its bytes
+// (pack.go); Value unpacks them.
 // An Item is immutable and shared: its bytes must not be modified.
 type Item[T Object] struct {
-	key   string
-	rev   int64
-	value []byte
-	attrs *attrs
-	codec *codec[T]
+	key string
+	rev int64
+	// plain is the version's bytes, nil once they are packed; packed is
+	// set before plain is cleared, so that a reader finding plain nil
+	// finds packed.
+	plain  atomic.Pointer[[]byte]
+	packed atomic.Pointer[packedValue]
+	size   int // the bytes' length
+	attrs  *attrs
+	codec  *codec[T]
 	// enc memoizes the version's serializations, shared by every list and
 	// event that carries it.
 	enc Encodings
@@ -43,7 +50,14 @@ func NewItem[T Object](kv storage.KeyValue, decode func(storage.KeyValue) (T, er
 	if err != nil {
 		return nil, err
 	}
-	return &Item[T]{key: kv.Key, rev: kv.Revision, value: kv.Value, attrs: &attrs{}, codec: &codec[T]{decode: decode, empty: empty, log: slog.Default()}}, nil
+	return newItemOf(kv.Key, kv.Revision, kv.Value, &attrs{}, &codec[T]{decode: decode, empty: empty, log: slog.Default()}), nil
+}
+
+// newItemOf returns the version of key at rev whose bytes are value.
+func newItemOf[T Object](key string, rev int64, value []byte, a *attrs, c *codec[T]) *Item[T] {
+	it := &Item[T]{key: key, rev: rev, size: len(value), attrs: a, codec: c}
+	it.plain.Store(&value)
+	return it
 }
 
 // codec decodes a cache's items.
@@ -61,8 +75,36 @@ func (it *Item[T]) Revision() int64 { return it.rev }
 
 // Value is the version's bytes as storage holds them (for a DELETED
 // event's object, the last version's bytes: its resourceVersion is the
-// delete's). They are shared and must not be modified.
-func (it *Item[T]) Value() []byte { return it.value }
+// delete's). They are shared and must not be modified. A version the
+// cache keeps only for its window is unpacked anew on each call; should
+// that fail (it does not: pack and unpack are each other's inverse) the
+// error is logged and Value is empty.
+func (it *Item[T]) Value() []byte {
+	if p := it.plain.Load(); p != nil {
+		return *p
+	}
+	pv := it.packed.Load()
+	b, err := pv.dict.unpack(pv.ops, it.size)
+	if err != nil {
+		it.codec.log.Error("watchcache: unpacking a cached version failed", "key", it.key, "rev", it.rev, "err", err)
+	}
+	return b
+}
+
+// pack packs the version's bytes against d when that makes them
+// smaller; only the goroutine applying the cache's events calls it.
+func (it *Item[T]) pack(d *dictionary) {
+	p := it.plain.Load()
+	if p == nil || len(*p) < minPacked {
+		return
+	}
+	ops := d.pack(*p)
+	if len(ops) > len(*p)*3/4 {
+		return
+	}
+	it.packed.Store(&packedValue{dict: d, ops: ops})
+	it.plain.Store(nil)
+}
 
 // Encodings memoizes the version's serializations, shared by every list
 // and event that carries it while it is the object's current version.
@@ -71,7 +113,7 @@ func (it *Item[T]) Encodings() *Encodings { return &it.enc }
 // Decode decodes the version with Config.Decode, anew on each call: the
 // caller owns the result.
 func (it *Item[T]) Decode() (T, error) {
-	return it.codec.decode(storage.KeyValue{Key: it.key, Value: it.value, Revision: it.rev})
+	return it.codec.decode(storage.KeyValue{Key: it.key, Value: it.Value(), Revision: it.rev})
 }
 
 // Object is Decode for callers that cannot act on an error: the cache
@@ -89,25 +131,31 @@ func (it *Item[T]) Object() T {
 	return obj
 }
 
-// attrs are an item's labels and selectable fields, as key/value pairs
-// sorted by key in one slice: the labels first (nl pairs), then the
-// fields. Two maps took about three times the memory, and an object's
-// attributes seldom change between its versions, which then share them.
+// attrs are an item's labels and selectable fields: their keys and
+// values in one string, the labels' pairs first and then the fields',
+// each sorted by key, with where each key and value ends. Two maps took
+// about three times the memory, a []string with a header per key and
+// value about twice (BenchmarkCachedPodHeap, 10,000 pods and their
+// previous versions: newAttrs held 19.0 MB as a []string), and an
+// object's attributes seldom change between its versions, which then
+// share them.
 type attrs struct {
-	kv []string
-	nl int
+	all string
+	// ends[i] is where the i-th string of all ends: the key of pair p is
+	// string 2p, its value string 2p+1.
+	ends []uint32
+	nl   int // the number of label pairs
 	// hashes are what shard selectors read.
 	hashes shardHashes
 }
 
 // newAttrs returns the attributes of ls, fs and h, or same when it holds
-// exactly them. The strings share one allocation, not one each as the
-// decoded object had them.
+// exactly them.
 func newAttrs(ls labels.Set, fs fields.Set, h shardHashes, same *attrs) *attrs {
 	kv := make([]string, 0, 2*(len(ls)+len(fs)))
 	kv = appendSorted(kv, ls)
 	kv = appendSorted(kv, fs)
-	if same != nil && same.nl == len(ls) && same.hashes == h && slices.Equal(same.kv, kv) {
+	if same != nil && same.nl == len(ls) && same.hashes == h && same.equal(kv) {
 		return same
 	}
 	n := 0
@@ -116,14 +164,43 @@ func newAttrs(ls labels.Set, fs fields.Set, h shardHashes, same *attrs) *attrs {
 	}
 	var b strings.Builder
 	b.Grow(n)
-	for _, s := range kv {
-		b.WriteString(s)
-	}
-	all := b.String()
+	ends := make([]uint32, len(kv))
 	for i, s := range kv {
-		kv[i], all = all[:len(s)], all[len(s):]
+		b.WriteString(s)
+		ends[i] = uint32(b.Len())
 	}
-	return &attrs{kv: kv, nl: len(ls), hashes: h}
+	return &attrs{all: b.String(), ends: ends, nl: len(ls), hashes: h}
+}
+
+// str is the i-th string of a.
+func (a *attrs) str(i int) string {
+	start := uint32(0)
+	if i > 0 {
+		start = a.ends[i-1]
+	}
+	return a.all[start:a.ends[i]]
+}
+
+// equal reports whether a holds exactly the strings kv.
+func (a *attrs) equal(kv []string) bool {
+	if len(kv) != len(a.ends) {
+		return false
+	}
+	for i, s := range kv {
+		if a.str(i) != s {
+			return false
+		}
+	}
+	return true
+}
+
+// lookup finds key among the pairs from lo to hi (not included).
+func (a *attrs) lookup(lo, hi int, key string) (string, bool) {
+	i := lo + sort.Search(hi-lo, func(i int) bool { return a.str(2*(lo+i)) >= key })
+	if i < hi && a.str(2*i) == key {
+		return a.str(2*i + 1), true
+	}
+	return "", false
 }
 
 func appendSorted[M ~map[string]string](kv []string, m M) []string {
@@ -145,16 +222,6 @@ func (p byKey) Swap(i, j int) {
 	p[2*i+1], p[2*j+1] = p[2*j+1], p[2*i+1]
 }
 
-// lookup finds key among the sorted pairs of kv.
-func lookup(kv []string, key string) (string, bool) {
-	n := len(kv) / 2
-	i := sort.Search(n, func(i int) bool { return kv[2*i] >= key })
-	if i < n && kv[2*i] == key {
-		return kv[2*i+1], true
-	}
-	return "", false
-}
-
 // labelsOf and fieldsOf are the labels.Labels and fields.Fields of attrs;
 // pointers, so that handing them to a selector allocates nothing.
 type (
@@ -162,9 +229,11 @@ type (
 	fieldsOf attrs
 )
 
-func (a *labelsOf) Lookup(k string) (string, bool) { return lookup(a.kv[:2*a.nl], k) }
+func (a *labelsOf) Lookup(k string) (string, bool) { return (*attrs)(a).lookup(0, a.nl, k) }
 func (a *labelsOf) Has(k string) bool              { _, ok := a.Lookup(k); return ok }
 func (a *labelsOf) Get(k string) string            { v, _ := a.Lookup(k); return v }
-func (a *fieldsOf) lookup(k string) (string, bool) { return lookup(a.kv[2*a.nl:], k) }
-func (a *fieldsOf) Has(k string) bool              { _, ok := a.lookup(k); return ok }
-func (a *fieldsOf) Get(k string) string            { v, _ := a.lookup(k); return v }
+func (a *fieldsOf) lookup(k string) (string, bool) {
+	return (*attrs)(a).lookup(a.nl, len(a.ends)/2, k)
+}
+func (a *fieldsOf) Has(k string) bool   { _, ok := a.lookup(k); return ok }
+func (a *fieldsOf) Get(k string) string { v, _ := a.lookup(k); return v }

@@ -58,7 +58,7 @@ func (r *record[T]) event(t watch.EventType) *Event[T] {
 	var ev *Event[T]
 	if t == watch.Deleted {
 		last := r.prev
-		it := &Item[T]{key: last.key, rev: r.rev, value: last.value, attrs: last.attrs, codec: last.codec}
+		it := newItemOf(last.key, r.rev, last.Value(), last.attrs, last.codec)
 		ev = itemEvent(t, it)
 		ev.base = &last.enc
 	} else {
@@ -75,9 +75,9 @@ func (r *record[T]) event(t watch.EventType) *Event[T] {
 // bytes of the version it made, or for a delete of the one it removed.
 func (r *record[T]) size() int64 {
 	if r.cur != nil {
-		return int64(len(r.cur.value))
+		return int64(r.cur.size)
 	}
-	return int64(len(r.prev.value))
+	return int64(r.prev.size)
 }
 
 // window is a ring of the most recent records, in revision order. The
