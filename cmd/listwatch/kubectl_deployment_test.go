@@ -197,6 +197,40 @@ func TestKubectlRollout(t *testing.T) {
 		}
 	})
 
+	// What a new user tries first: kubectl create job runs to Complete and
+	// kubectl wait returns on it; the nodes are Ready; describe shows the
+	// pod's events, as kube's scheduler and kubelet record them.
+	t.Run("job, nodes and pod events", func(t *testing.T) {
+		e.ok("create", "job", "pi", "--image=registry.example/pi:1")
+		e.ok("wait", "--for=condition=complete", "job/pi", "--timeout=60s")
+		// NAME STATUS COMPLETIONS DURATION AGE
+		table := e.ok("get", "job", "pi").stdout
+		if row := rowFor(tableRows(table), "pi"); len(row) < 3 || row[1] != "Complete" || row[2] != "1/1" {
+			t.Errorf("kubectl get job pi:\n%s", table)
+		}
+		// NAME STATUS ROLES AGE VERSION
+		table = e.ok("get", "nodes").stdout
+		rows := tableRows(table)
+		if len(rows) < 2 {
+			t.Fatalf("kubectl get nodes:\n%s", table)
+		}
+		for _, row := range rows[1:] {
+			if len(row) < 2 || row[1] != "Ready" {
+				t.Errorf("node not Ready in kubectl get nodes:\n%s", table)
+			}
+		}
+		described := e.ok("describe", "pod", "-l", "job-name=pi").stdout
+		events := described[strings.Index(described, "Events:")+1:]
+		for _, reason := range []string{"Scheduled", "Pulled", "Created", "Started"} {
+			if !strings.Contains(described, "Events:") || !strings.Contains(events, reason) {
+				t.Errorf("kubectl describe pod lacks the %s event:\n%s", reason, described)
+			}
+		}
+		if !strings.Contains(described, "Status:") || !strings.Contains(described, "Succeeded") {
+			t.Errorf("kubectl describe pod: the pod did not succeed:\n%s", described)
+		}
+	})
+
 	// kubectl rollout status of a StatefulSet and of a DaemonSet returns
 	// once their pods are up, and again once kubectl set image has rolled
 	// them (the StatefulSet's one at a time from the highest ordinal, the
