@@ -105,6 +105,7 @@ func (s *Server) parseResourcePath(gv schema.GroupVersion, p []string) (request,
 		case req.sub == "binding" && res.Binding:
 		case req.sub == resources.Eviction && res.Def != nil && res.Def.HasSubresource(resources.Eviction):
 		case (req.sub == resources.Finalize || req.sub == resources.Approval) && res.Def != nil && res.Def.HasSubresource(req.sub):
+		case isKubeletSubresource(res.GR(), req.sub):
 		case res.UnknownSubresourceNotFound():
 			// The custom resource handler answers an unknown subresource
 			// as a missing object.
@@ -127,6 +128,10 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, req reque
 			WriteStatus(w, err)
 			return
 		}
+	}
+	if isKubeletSubresource(req.res.GR(), req.sub) {
+		WriteStatus(w, s.handleKubelet(r, req))
+		return
 	}
 	if req.sub == resources.Finalize && r.Method != http.MethodPut {
 		// A namespace's finalize subresource only takes updates.

@@ -199,7 +199,8 @@ func TestKubectlRollout(t *testing.T) {
 
 	// What a new user tries first: kubectl create job runs to Complete and
 	// kubectl wait returns on it; the nodes are Ready; describe shows the
-	// pod's events, as kube's scheduler and kubelet record them.
+	// pod's events, as kube's scheduler and kubelet record them; logs and
+	// exec say that no kubelet runs here.
 	t.Run("job, nodes and pod events", func(t *testing.T) {
 		e.ok("create", "job", "pi", "--image=registry.example/pi:1")
 		e.ok("wait", "--for=condition=complete", "job/pi", "--timeout=60s")
@@ -228,6 +229,13 @@ func TestKubectlRollout(t *testing.T) {
 		}
 		if !strings.Contains(described, "Status:") || !strings.Contains(described, "Succeeded") {
 			t.Errorf("kubectl describe pod: the pod did not succeed:\n%s", described)
+		}
+		// No kubelet runs behind the simulated nodes: kubectl logs and
+		// exec fail saying so.
+		for _, args := range [][]string{{"logs", "job/pi"}, {"exec", "deployment/web", "--", "ls"}} {
+			if r := e.run(args...); r.err == nil || !strings.Contains(r.stderr, "no kubelet runs here") {
+				t.Errorf("kubectl %s: %v, want an error saying no kubelet runs here\n%s", strings.Join(args, " "), r.err, r)
+			}
 		}
 	})
 
