@@ -22,6 +22,19 @@ import (
 // discarded, and runs it until t ends, when Run must return nil.
 func runManager(t *testing.T, cfg controllermanager.Config) *controllermanager.Manager {
 	t.Helper()
+	m, stop := startManager(t, cfg)
+	t.Cleanup(func() {
+		if err := stop(); err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	return m
+}
+
+// startManager makes a manager of cfg, with leader election off and logs
+// discarded, and runs it until stop, which returns what Run returned.
+func startManager(t *testing.T, cfg controllermanager.Config) (m *controllermanager.Manager, stop func() error) {
+	t.Helper()
 	cfg.LeaderElection = controllermanager.LeaderElection{Disabled: true}
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	m, err := controllermanager.New(cfg)
@@ -31,13 +44,10 @@ func runManager(t *testing.T, cfg controllermanager.Config) *controllermanager.M
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- m.Run(ctx) }()
-	t.Cleanup(func() {
+	return m, func() error {
 		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
-	return m
+		return <-done
+	}
 }
 
 type roundTripFunc func(*http.Request) (*http.Response, error)
@@ -64,29 +74,19 @@ func TestFailedBuildReleasesControllers(t *testing.T) {
 			return rt.RoundTrip(req)
 		})
 	}
-	m, err := controllermanager.New(controllermanager.Config{
-		Client:         &client.Config{REST: cfg, QPS: -1},
-		Controllers:    []string{controllermanager.EndpointSliceMirroring, controllermanager.GarbageCollector},
-		LeaderElection: controllermanager.LeaderElection{Disabled: true},
-		Logger:         slog.New(slog.NewTextHandler(io.Discard, nil)),
+	_, stop := startManager(t, controllermanager.Config{
+		Client:      &client.Config{REST: cfg, QPS: -1},
+		Controllers: []string{controllermanager.EndpointSliceMirroring, controllermanager.GarbageCollector},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- m.Run(ctx) }()
 	// Two terms fail: the first at once, the second after the restart
 	// backoff.
 	for deadline := time.Now().Add(30 * time.Second); refused.Load() < 2; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			cancel()
-			<-done
+			_ = stop()
 			t.Fatalf("discovery was asked %d times, want 2 terms", refused.Load())
 		}
 	}
-	cancel()
-	if err := <-done; err != nil {
+	if err := stop(); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
 	// Kept-alive connections of the clients and the server may outlive
