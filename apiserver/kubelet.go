@@ -35,7 +35,9 @@ func isKubeletSubresource(gr schema.GroupResource, sub string) bool {
 // for kube-apiserver, which reads the pod before it dials.
 func (s *Server) handleKubelet(r *http.Request, req request) error {
 	if methods := kubeletSubresources[req.sub]; methods != nil && !slices.Contains(methods, r.Method) {
-		return methodNotAllowed(r, req)
+		// The route has no handler for the method: kube's generic 405
+		// (golden core-pods-kubelet).
+		return methodNotAllowedPath(r)
 	}
 	pod, err := s.readPod(r.Context(), req)
 	if err != nil {
