@@ -102,12 +102,12 @@ func writeJSONList(w http.ResponseWriter, r *resource, res listResult, items []w
 	w.WriteHeader(http.StatusOK)
 	bw := bufio.NewWriterSize(w, listWriteBuffer)
 	_, _ = bw.Write(head)
+	var buf []byte
 	for i, it := range items {
 		if i > 0 {
 			_ = bw.WriteByte(',')
 		}
-		_, _ = bw.Write(it.Head)
-		_, _ = bw.Write(it.Body)
+		it.Write(bw, &buf)
 	}
 	_, _ = bw.WriteString(tail)
 	// A client gone mid-body is not an error to answer: the status is sent.
@@ -139,13 +139,15 @@ func writeProtoList(w http.ResponseWriter, r *resource, res listResult, items []
 	head = protowire.AppendVarint(head, uint64(len(lmb)))
 	_, _ = bw.Write(head)
 	_, _ = bw.Write(lmb)
-	var tag [16]byte
+	var (
+		tag [16]byte
+		buf []byte
+	)
 	for _, it := range items {
 		t := protowire.AppendTag(tag[:0], 2, protowire.BytesType)
 		t = protowire.AppendVarint(t, uint64(it.Len()))
 		_, _ = bw.Write(t)
-		_, _ = bw.Write(it.Head)
-		_, _ = bw.Write(it.Body)
+		it.Write(bw, &buf)
 	}
 	_, _ = bw.Write(wire.AppendEnvelopeTail(tag[:0]))
 	_ = bw.Flush()

@@ -506,3 +506,60 @@ func readFrames(t *testing.T, enc encoding, body []byte) []string {
 	}
 	return names
 }
+
+// TestListPackedVersions: a list carries objects whose versions the
+// watch cache holds packed (all but its newest thousand or so) as it
+// carries the others, in JSON and in protobuf, and a watch's initial
+// events too.
+func TestListPackedVersions(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, c *client) {
+		const (
+			coll = "/api/v1/namespaces/default/configmaps"
+			n    = 1200
+		)
+		common := strings.Repeat("shared configuration ", 20)
+		for i := range n {
+			c.mustDo("POST", coll, "", fmt.Sprintf(`{"metadata":{"name":"cm-%04d","labels":{"i":"%d"}},"data":{"common":%q,"own":"%d"}}`, i, i, common, i), http.StatusCreated)
+		}
+		res := c.srv.reg.Lookup(schema.GroupVersion{Version: "v1"}, "configmaps")
+		it, ok := c.srv.cacheFor(res).Item(registry.KeyFor(res, "default", "cm-0000"))
+		if !ok || !it.Packed() {
+			t.Fatalf("cm-0000's version is not packed (cached: %v)", ok)
+		}
+		var list struct{ Items []json.RawMessage }
+		if err := json.Unmarshal(c.do("GET", coll, "", "").body, &list); err != nil || len(list.Items) != n {
+			t.Fatalf("JSON list: %d items, %v", len(list.Items), err)
+		}
+		r := c.do("GET", coll, "", "", "Accept", "application/vnd.kubernetes.protobuf")
+		obj, _, err := registry.Protobuf.Decode(r.body, nil, nil)
+		pl, ok := obj.(*corev1.ConfigMapList)
+		if err != nil || !ok || len(pl.Items) != n {
+			t.Fatalf("protobuf list: %T, %v", obj, err)
+		}
+		w := c.watch(coll + "?watch=1&resourceVersion=0")
+		for i, item := range list.Items {
+			name := fmt.Sprintf("cm-%04d", i)
+			want := c.mustDo("GET", coll+"/"+name, "", "", http.StatusOK)
+			delete(want, "kind")
+			delete(want, "apiVersion")
+			var got map[string]any
+			if err := json.Unmarshal(item, &got); err != nil || !reflect.DeepEqual(got, want) {
+				t.Fatalf("JSON list item %d: %s (%v), want %v", i, item, err, want)
+			}
+			if cm := pl.Items[i]; cm.Name != name || cm.ResourceVersion != want["metadata"].(map[string]any)["resourceVersion"] || cm.Data["common"] != common {
+				t.Fatalf("protobuf list item %d: %s at %s", i, cm.Name, cm.ResourceVersion)
+			}
+		}
+		seen := map[string]bool{}
+		for len(seen) < n {
+			ev, ok := w.next()
+			if !ok {
+				t.Fatalf("the watch ended after %d initial events", len(seen))
+			}
+			if ev.Type != "ADDED" || nested(ev.Object, "data.common") != common {
+				t.Fatalf("initial event %v", ev)
+			}
+			seen[str(ev.Object, "metadata.name")] = true
+		}
+	})
+}

@@ -153,9 +153,12 @@ type Cache[T Object] struct {
 	// list at, nor watch from, a revision below it is served from memory.
 	compacted int64
 
-	// dict is what the versions only the window keeps are packed against
-	// (pack.go), made from the first one; only apply reads and writes it.
+	// dict is what the versions are packed against (pack.go), made from
+	// the first one packed; hot holds the newest versions the cache took
+	// in, up to plainVersions, which stay plain. Only the goroutine that
+	// applies storage's events reads and writes them.
 	dict *dictionary
+	hot  hotVersions[T]
 }
 
 // Stats are counters for metrics.
@@ -292,14 +295,21 @@ func (c *Cache[T]) ResourceVersion() int64 {
 // Get returns the cached object under key (the full storage key) at the
 // cache's newest revision, decoded for the caller (Item.Object).
 func (c *Cache[T]) Get(key string) (T, bool) {
-	c.mu.Lock()
-	it, ok := c.state[key]
-	c.mu.Unlock()
+	it, ok := c.Item(key)
 	if !ok {
 		var zero T
 		return zero, false
 	}
 	return it.Object(), true
+}
+
+// Item returns the version of the object under key (the full storage
+// key) at the cache's newest revision, as the cache holds it.
+func (c *Cache[T]) Item(key string) (*Item[T], bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	it, ok := c.state[key]
+	return it, ok
 }
 
 // newItem decodes kv into an item, returning the object decoded too for
@@ -492,6 +502,9 @@ func (c *Cache[T]) rewatch(relist bool) storage.Watcher {
 				if c.reset(items, rev) {
 					c.log.Warn("watchcache: relisted", "rev", rev, "objects", len(items))
 				}
+				for _, it := range items {
+					c.pack(c.hot.push(it))
+				}
 				return w
 			}
 			c.log.Error("watchcache: list failed", "err", err)
@@ -564,14 +577,27 @@ func (c *Cache[T]) apply(ev storage.Event) {
 			rec.fresh, rec.hasFresh = obj, true
 		}
 	}
+	// Outside the lock, as only this goroutine packs: a replaced version
+	// is the window's alone, read again only by watches that replay it,
+	// and is packed now; the new one once plainVersions newer ones follow.
 	if replaced := c.applyRecord(rec); replaced != nil {
-		// Outside the lock: the version is the window's alone, and no
-		// other goroutine packs.
-		if c.dict == nil {
-			c.dict = newDictionary(replaced.Value())
-		}
-		replaced.pack(c.dict)
+		c.pack(replaced)
 	}
+	if rec.cur != nil {
+		c.pack(c.hot.push(rec.cur))
+	}
+}
+
+// pack packs it, if not nil, against the cache's dictionary, which the
+// first version packed makes.
+func (c *Cache[T]) pack(it *Item[T]) {
+	if it == nil {
+		return
+	}
+	if c.dict == nil {
+		c.dict = newDictionary(it.Value())
+	}
+	it.pack(c.dict)
 }
 
 // applyRecord applies rec to the state and the window and hands it to the

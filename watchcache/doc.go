@@ -100,7 +100,10 @@
 // serializations. Config.Decode decodes each storage event once, to read
 // those attributes, and the object is decoded again whenever it is asked
 // for (Item.Object, Event.Object, Get, ListResult.Objects) rather than
-// kept: decoded objects are several times the size of their bytes. The
+// kept: decoded objects are several times the size of their bytes. Only
+// the newest versions keep their bytes plain; the others are packed
+// against a dictionary made from one of them (most of a resource's
+// objects' bytes repeat) and unpacked whenever read. The
 // window is bounded by events (Config.WindowSize) and by the stored bytes
 // of the versions they carry (Config.WindowBytes); its oldest events leave
 // it when either bound is reached. An event and the state entry of the

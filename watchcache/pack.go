@@ -105,7 +105,14 @@ var errCorrupt = errors.New("watchcache: corrupt packed version")
 
 // unpack returns the size bytes pack made packed from.
 func (d *dictionary) unpack(packed []byte, size int) ([]byte, error) {
-	out := make([]byte, 0, size)
+	return d.unpackTo(make([]byte, 0, size), packed, size, size)
+}
+
+// unpackTo appends the first n of the size bytes pack made packed from to
+// dst. It checks packed only as far as it reads: to its end when n is
+// size.
+func (d *dictionary) unpackTo(dst, packed []byte, size, n int) ([]byte, error) {
+	out, end := dst, len(dst)+n
 	next := func() (int, bool) {
 		v, k := binary.Uvarint(packed)
 		if k <= 0 || v > uint64(len(d.b)+len(packed)) {
@@ -117,24 +124,30 @@ func (d *dictionary) unpack(packed []byte, size int) ([]byte, error) {
 	for {
 		l, ok := next()
 		if !ok || l > len(packed) {
-			return nil, errCorrupt
+			return dst, errCorrupt
+		}
+		if n < size && len(out)+l >= end {
+			return append(out, packed[:end-len(out)]...), nil
 		}
 		out, packed = append(out, packed[:l]...), packed[l:]
-		n, ok := next()
+		c, ok := next()
 		if !ok {
-			return nil, errCorrupt
+			return dst, errCorrupt
 		}
-		if n == 0 {
-			if len(packed) != 0 || len(out) != size {
-				return nil, errCorrupt
+		if c == 0 {
+			if len(packed) != 0 || len(out) != end {
+				return dst, errCorrupt
 			}
 			return out, nil
 		}
 		off, ok := next()
-		if !ok || off+n > len(d.b) {
-			return nil, errCorrupt
+		if !ok || off+c > len(d.b) {
+			return dst, errCorrupt
 		}
-		out = append(out, d.b[off:off+n]...)
+		if n < size && len(out)+c >= end {
+			return append(out, d.b[off:off+end-len(out)]...), nil
+		}
+		out = append(out, d.b[off:off+c]...)
 	}
 }
 
@@ -142,4 +155,34 @@ func (d *dictionary) unpack(packed []byte, size int) ([]byte, error) {
 type packedValue struct {
 	dict *dictionary
 	ops  []byte
+}
+
+// plainVersions is how many of the newest versions a cache keeps plain.
+// Lists and watchers read a packed version by unpacking it anew, so the
+// versions most read are kept plain: those just written, which every
+// watcher that keeps up (within DefaultWatcherBuffer events) writes out,
+// and which the next write of the same object reads back. Every older
+// version, current or replaced, is packed.
+// hack/memory.sh, 10,000 pods created and their status patched once: 8.2
+// KB of live heap per pod with the current versions plain, of which 6.9
+// KB their bytes.
+const plainVersions = 4 * DefaultWatcherBuffer
+
+// hotVersions is a ring of the newest versions a cache took in; its zero
+// value is empty and ready.
+type hotVersions[T Object] struct {
+	ring []*Item[T]
+	next int
+}
+
+// push adds it as the newest version and returns the oldest one it makes
+// leave the ring, if any, to be packed.
+func (h *hotVersions[T]) push(it *Item[T]) (out *Item[T]) {
+	if len(h.ring) < plainVersions {
+		h.ring = append(h.ring, it)
+		return nil
+	}
+	out, h.ring[h.next] = h.ring[h.next], it
+	h.next = (h.next + 1) % len(h.ring)
+	return out
 }

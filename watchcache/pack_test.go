@@ -125,6 +125,91 @@ func TestReplacedVersionsPacked(t *testing.T) {
 	})
 }
 
+// TestColdVersionsPacked: the current versions of objects written
+// plainVersions or more versions ago are packed too, whether the cache
+// took them in from its watch or from its first list, and every read
+// (Get, a list at the current revision, a watch's initial events, a
+// prefix of the bytes) sees them unchanged.
+func TestColdVersionsPacked(t *testing.T) {
+	const extra = 10
+	for _, tc := range []struct {
+		name   string
+		listed bool // written before the cache starts
+	}{
+		{"written while cached", false},
+		{"listed at start", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				st := newStore(t)
+				var c *Cache[*corev1.Pod]
+				if !tc.listed {
+					c = newPodCache(t, st, nil)
+				}
+				var rev int64
+				for i := range plainVersions + extra {
+					rev = put(t, st, "ns", fmt.Sprintf("p-%04d", i), map[string]string{"app": "web"}, corev1.PodRunning)
+				}
+				if tc.listed {
+					c = newPodCache(t, st, nil)
+				}
+				seen(c, rev)
+				synctest.Wait()
+				c.mu.Lock()
+				state := make(map[string]*Item[*corev1.Pod], len(c.state))
+				for k, v := range c.state {
+					state[k] = v
+				}
+				c.mu.Unlock()
+				packed := 0
+				for key, it := range state {
+					var i int
+					if _, err := fmt.Sscanf(key, prefix+"ns/p-%04d", &i); err != nil {
+						t.Fatal(err)
+					}
+					if it.Packed() != (i < extra) {
+						t.Errorf("%s packed: %v, want %v", key, it.Packed(), i < extra)
+					}
+					if it.Packed() {
+						packed++
+					}
+					want := podValue("ns", fmt.Sprintf("p-%04d", i), map[string]string{"app": "web"}, corev1.PodRunning)
+					if got := it.Value(); !bytes.Equal(got, want) {
+						t.Fatalf("%s unpacks to %s, want %s", key, got, want)
+					}
+					if got := it.AppendValue([]byte("x"), 20); string(got) != "x"+string(want[:20]) {
+						t.Fatalf("%s's first 20 bytes are %q, want %q", key, got[1:], want[:20])
+					}
+					// A list reads the opening of each packed version
+					// into a buffer of its own.
+					buf := make([]byte, 0, 20)
+					if n := testing.AllocsPerRun(10, func() { it.AppendValue(buf, 20) }); n != 0 {
+						t.Errorf("reading %s's first 20 bytes into a buffer that holds them allocated %v times", key, n)
+					}
+				}
+				if packed != extra {
+					t.Errorf("%d versions packed, want %d", packed, extra)
+				}
+				if pod, ok := c.Get(podKey("ns", "p-0000")); !ok || pod.Name != "p-0000" || pod.Status.Phase != corev1.PodRunning {
+					t.Errorf("Get of a packed version: %v, %v", pod, ok)
+				}
+				res, err := c.List(t.Context(), ListOptions{})
+				if err != nil || len(res.Items) != plainVersions+extra || res.Items[0].Object().Name != "p-0000" {
+					t.Fatalf("list: %d items, %v", len(res.Items), err)
+				}
+				w, err := c.Watch(t.Context(), WatchOptions{ResourceVersion: "0"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer w.Stop()
+				if got := collectUntil(t, w, rev); len(got) != plainVersions+extra {
+					t.Errorf("a watch from 0 got %d initial events, want %d", len(got), plainVersions+extra)
+				}
+			})
+		})
+	}
+}
+
 // BenchmarkPack packs and unpacks a pod's version against another pod's,
 // pods of benchpods (the pods of BenchmarkCachedPodHeap).
 func BenchmarkPack(b *testing.B) {
@@ -149,8 +234,8 @@ func BenchmarkPack(b *testing.B) {
 }
 
 // FuzzPack packs any value against any dictionary and unpacks it to the
-// same bytes, and unpacks any bytes to an error or to size bytes, never a
-// panic.
+// same bytes, whole or any prefix of them after any bytes already held,
+// and unpacks any bytes to an error or to size bytes, never a panic.
 func FuzzPack(f *testing.F) {
 	pod := podValue("ns", "web-1", map[string]string{"app": "web"}, corev1.PodRunning)
 	f.Add(pod, podValue("ns", "web-2", nil, corev1.PodPending), []byte{3, 'a', 'b', 'c', 0})
@@ -160,6 +245,11 @@ func FuzzPack(f *testing.F) {
 		got, err := d.unpack(d.pack(value), len(value))
 		if err != nil || !bytes.Equal(got, value) {
 			t.Fatalf("unpacked %q, %v; want %q", got, err, value)
+		}
+		n := len(ops) % (len(value) + 1)
+		prefix, err := d.unpackTo([]byte("held"), d.pack(value), len(value), n)
+		if err != nil || string(prefix) != "held"+string(value[:n]) {
+			t.Fatalf("unpacked the first %d bytes after 4 held as %q, %v; want %q", n, prefix, err, value[:n])
 		}
 		if b, err := d.unpack(ops, len(value)); err == nil && len(b) != len(value) {
 			t.Fatalf("unpacked %d bytes with no error, want %d", len(b), len(value))

@@ -65,31 +65,53 @@ func Keep(stored []byte, rev int64) []byte {
 // after a "{" is the version as a list item (no kind nor apiVersion).
 // ok is false when kept is not in the served form.
 func Served(kept []byte, rev int64) (js []byte, meta int, ok bool) {
+	meta, from, n, same, ok := servedRV(kept, rev)
+	switch {
+	case !ok:
+		return nil, 0, false
+	case same:
+		return kept, meta, true
+	}
+	var digits [20]byte
+	want := strconv.AppendInt(digits[:0], rev, 10)
+	out := make([]byte, 0, len(kept)-n+len(want))
+	out = append(out, kept[:from]...)
+	out = append(out, want...)
+	return append(out, kept[from+n:]...), meta, true
+}
+
+// ServedHead is Served for a version of which only head, its first
+// bytes, is at hand: ok when the version, kept by Keep, is served at rev
+// as it is kept, meta where its metadata member starts. ok is false too
+// when head ends before the version's resourceVersion.
+func ServedHead(head []byte, rev int64) (meta int, ok bool) {
+	meta, _, _, same, ok := servedRV(head, rev)
+	return meta, ok && same
+}
+
+// servedRV reads the layout of kept, a version kept by Keep (or its
+// opening bytes): where its metadata starts, where its resourceVersion's
+// digits start and how many there are, and whether they are rev's. ok is
+// false when kept is not in the served form.
+func servedRV(kept []byte, rev int64) (meta, from, n int, same, ok bool) {
 	meta, open, ok := typeMetaLayout(kept)
 	if !ok {
-		return nil, 0, false
+		return 0, 0, 0, false, false
 	}
 	at, ok := rvAt(kept, open)
 	if ok && at > open {
 		at++ // the comma
 	}
 	if !ok || !bytes.HasPrefix(kept[at:], []byte(rvKey)) {
-		return nil, 0, false
+		return 0, 0, 0, false, false
 	}
-	from := at + len(rvKey)
-	n := bytes.IndexByte(kept[from:], '"')
+	from = at + len(rvKey)
+	n = bytes.IndexByte(kept[from:], '"')
 	if n < 0 {
-		return nil, 0, false
+		return 0, 0, 0, false, false
 	}
 	var digits [20]byte
-	want := strconv.AppendInt(digits[:0], rev, 10)
-	if bytes.Equal(kept[from:from+n], want) {
-		return kept, meta, true
-	}
-	out := make([]byte, 0, len(kept)-n+len(want))
-	out = append(out, kept[:from]...)
-	out = append(out, want...)
-	return append(out, kept[from+n:]...), meta, true
+	return meta, from, n, bytes.Equal(kept[from:from+n], strconv.AppendInt(digits[:0], rev, 10)), true
 }
 
 // typeMetaLayout reads the opening of compact JSON written for a built-in

@@ -5,6 +5,7 @@
 package wire
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
@@ -112,11 +113,40 @@ func marshalJSON(u *unstructured.Unstructured) ([]byte, error) {
 
 // Piece is an object's serialization as written: Head, then Body, so
 // that an item can be written from a cached object's bytes without a
-// copy.
-type Piece struct{ Head, Body []byte }
+// copy; or, when Packed is set, Head then the bytes of that packed
+// version from From on, unpacked only as the piece is written (Write),
+// so that a list of packed versions does not unpack them all at once.
+type Piece struct {
+	Head, Body []byte
+	Packed     *Item
+	From       int
+}
 
 // Len is the piece's size.
-func (p Piece) Len() int { return len(p.Head) + len(p.Body) }
+func (p Piece) Len() int {
+	n := len(p.Head) + len(p.Body)
+	if p.Packed != nil {
+		n += p.Packed.Size() - p.From
+	}
+	return n
+}
+
+// Write writes the piece to w, unpacking a packed version into *buf,
+// which it reuses.
+func (p Piece) Write(w *bufio.Writer, buf *[]byte) {
+	_, _ = w.Write(p.Head)
+	_, _ = w.Write(p.Body)
+	if p.Packed != nil {
+		*buf = p.Packed.AppendValue((*buf)[:0], -1)
+		_, _ = w.Write((*buf)[p.From:])
+	}
+}
+
+// servedHead is how much of a packed version ItemJSON unpacks to find its
+// layout: enough for kind, apiVersion and the metadata members before
+// resourceVersion (a name, a generateName and a namespace at their
+// longest, and a uid).
+const servedHead = 1024
 
 var openBrace = []byte("{")
 
@@ -127,6 +157,12 @@ var openBrace = []byte("{")
 // the two members; any other is converted and memoized. Custom
 // resources' items keep theirs (ObjectJSON).
 func ItemJSON(it *Item) (Piece, error) {
+	if it.Packed() {
+		var head [servedHead]byte
+		if meta, ok := registry.ServedHead(it.AppendValue(head[:0], servedHead), it.Revision()); ok {
+			return Piece{Head: openBrace, Packed: it, From: meta}, nil
+		}
+	}
 	if js, meta, ok := registry.Served(it.Value(), it.Revision()); ok {
 		return Piece{Head: openBrace, Body: js[meta:]}, nil
 	}
