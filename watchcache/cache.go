@@ -157,8 +157,9 @@ type Cache[T Object] struct {
 	// the first one packed; hot holds the newest versions the cache took
 	// in, up to plainVersions, which stay plain. Only the goroutine that
 	// applies storage's events reads and writes them.
-	dict *dictionary
-	hot  hotVersions[T]
+	dict  *dictionary
+	dicts int // the dictionaries made
+	hot   hotVersions[T]
 }
 
 // Stats are counters for metrics.
@@ -589,15 +590,24 @@ func (c *Cache[T]) apply(ev storage.Event) {
 }
 
 // pack packs it, if not nil, against the cache's dictionary, which the
-// first version packed makes.
+// first version packed makes. A version the dictionary serves poorly
+// (another shape of the resource's objects: a pod with its status after
+// pods without) extends it, up to maxDictionaries times, and is packed
+// again against the extended one; the versions packed before keep the
+// dictionary they were packed against.
 func (c *Cache[T]) pack(it *Item[T]) {
 	if it == nil {
 		return
 	}
 	if c.dict == nil {
 		c.dict = newDictionary(it.Value())
+		c.dicts = 1
 	}
-	it.pack(c.dict)
+	if it.pack(c.dict) && c.dicts < maxDictionaries && len(c.dict.b) < maxDictionary {
+		c.dict = c.dict.extend(it.Value())
+		c.dicts++
+		it.repack(c.dict)
+	}
 }
 
 // applyRecord applies rec to the state and the window and hands it to the

@@ -1,6 +1,7 @@
 package watchcache
 
 import (
+	"bytes"
 	"log/slog"
 	"sort"
 	"strconv"
@@ -113,19 +114,35 @@ func (it *Item[T]) AppendValue(dst []byte, n int) []byte {
 	return out
 }
 
-// pack packs the version's bytes against d when that makes them
-// smaller; only the goroutine applying the cache's events calls it.
-func (it *Item[T]) pack(d *dictionary) {
-	p := it.plain.Load()
-	if p == nil || len(*p) < minPacked {
-		return
+// pack packs the version's bytes, unless they are packed already, against
+// d when that makes them smaller; only the goroutine applying the cache's
+// events calls it. It reports whether d served them poorly (packed them
+// to more than 1/poorPacking of their size), so that the cache may
+// extend d.
+func (it *Item[T]) pack(d *dictionary) (poor bool) {
+	if it.Packed() {
+		return false
 	}
-	ops := d.pack(*p)
-	if len(ops) > len(*p)*3/4 {
-		return
+	return it.repack(d)
+}
+
+// repack is pack for a version packed or not: one packed already keeps
+// the smaller of its packings.
+func (it *Item[T]) repack(d *dictionary) (poor bool) {
+	v := it.Value()
+	if len(v) < minPacked {
+		return false
 	}
-	it.packed.Store(&packedValue{dict: d, ops: ops})
+	ops := d.pack(v)
+	poor = len(ops) > len(v)/poorPacking
+	if cur := it.packed.Load(); len(ops) > len(v)*3/4 || cur != nil && len(cur.ops) <= len(ops) {
+		return poor
+	}
+	// Exactly sized: the packed versions are most of what a cache holds,
+	// and pack's buffer grew by doubling.
+	it.packed.Store(&packedValue{dict: d, ops: bytes.Clone(ops)})
 	it.plain.Store(nil)
+	return poor
 }
 
 // Encodings memoizes the version's serializations, shared by every list

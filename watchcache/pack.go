@@ -40,6 +40,12 @@ const (
 	maxDictionary = 32 << 10
 	// minPacked is the smallest version worth packing.
 	minPacked = 128
+	// poorPacking: a version packed to more than 1/poorPacking of its
+	// size has much the dictionary lacks, and extends it.
+	poorPacking = 8
+	// maxDictionaries bounds the dictionaries a cache makes, each at
+	// most maxDictionary bytes and its table.
+	maxDictionaries = 4
 )
 
 // newDictionary makes a dictionary of a copy of b (its first
@@ -53,6 +59,14 @@ func newDictionary(b []byte) *dictionary {
 		}
 	}
 	return d
+}
+
+// extend makes a dictionary of d's bytes followed by b's, up to
+// maxDictionary: runs d has are found where d has them, and b's others.
+func (d *dictionary) extend(b []byte) *dictionary {
+	both := make([]byte, 0, min(len(d.b)+len(b), maxDictionary))
+	both = append(both, d.b...)
+	return newDictionary(append(both, b[:min(len(b), cap(both)-len(both))]...))
 }
 
 // hash8 hashes the first minMatch bytes of b into the table's range.

@@ -2,6 +2,7 @@ package watchcache
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -207,6 +208,42 @@ func TestColdVersionsPacked(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// TestDictionaryExtends: a version of another shape than the dictionary
+// knows (a pod with its status, after pods without) packs poorly against
+// it and well against the dictionary it extends, and the versions packed
+// before still unpack against theirs.
+func TestDictionaryExtends(t *testing.T) {
+	created := benchpods.Pod(1)
+	withStatus := func(i int) []byte {
+		var pod corev1.Pod
+		if err := json.Unmarshal([]byte(benchpods.Pod(i)), &pod); err != nil {
+			t.Fatal(err)
+		}
+		pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: fmt.Sprintf("10.0.0.%d", i), HostIP: "192.168.0.1",
+			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}, {Type: corev1.PodScheduled, Status: corev1.ConditionTrue}},
+			ContainerStatuses: []corev1.ContainerStatus{{Name: "app", Ready: true, Image: "registry.example/app:1.2.3", ImageID: "registry.example/app@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+				ContainerID: "containerd://fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}}
+		b, err := json.Marshal(&pod)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	d := newDictionary([]byte(created))
+	before := d.pack([]byte(benchpods.Pod(2)))
+	first, second := withStatus(3), withStatus(4)
+	if ops := d.pack(second); len(ops) <= len(second)/poorPacking {
+		t.Fatalf("a pod with its status packs to %d of %d bytes against pods without", len(ops), len(second))
+	}
+	e := d.extend(first)
+	if ops := e.pack(second); len(ops) > len(second)/poorPacking {
+		t.Errorf("a pod with its status packs to %d of %d bytes against a dictionary extended by another", len(ops), len(second))
+	}
+	if got, err := d.unpack(before, len(benchpods.Pod(2))); err != nil || string(got) != benchpods.Pod(2) {
+		t.Errorf("a version packed before the extension unpacks to %q, %v", got, err)
 	}
 }
 
