@@ -114,9 +114,8 @@ for ((round = 1; round <= ROUNDS; round++)); do
 done
 
 # The medians per target, and their ratios to kube-apiserver's.
-jq -s -c --argjson pods "$PODS" '
-	def median: sort | if length == 0 then null else .[(length - 1) / 2 | floor] end;
-	def med(f): [.[] | f | select(. != null)] | median;
+jq -s -c -L "$REPO/hack/lib" --argjson pods "$PODS" '
+	include "summary";
 	(map(select(.target == "kube")) | {rss: med(.rssMiB), heap: med(.heapPerPodKB)}) as $kube
 	| group_by(.target)[]
 	| {target: .[0].target, pods: $pods, runs: length, rssMiB: med(.rssMiB), rssServerMiB: med(.rssServerMiB),

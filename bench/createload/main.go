@@ -19,7 +19,6 @@ import (
 	"cmp"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -34,6 +33,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/listwatch/listwatch/bench/internal/serverload"
 )
 
 type options struct {
@@ -113,7 +114,7 @@ func run(ctx context.Context, o options) (result, error) {
 		}
 		defer stop()
 	}
-	pids, err := parsePIDs(o.pids)
+	pids, err := serverload.ParsePIDs(o.pids)
 	if err != nil {
 		return result{}, err
 	}
@@ -122,7 +123,7 @@ func run(ctx context.Context, o options) (result, error) {
 	c.load(warm, o.concurrency, &seq)
 	cancel()
 
-	cpu0, err := cpuTime(pids)
+	cpu0, err := serverload.CPUTime(pids)
 	if err != nil {
 		return result{}, err
 	}
@@ -131,7 +132,7 @@ func run(ctx context.Context, o options) (result, error) {
 	lat, errs := c.load(timed, o.concurrency, &seq)
 	cancel()
 	elapsed := time.Since(start)
-	cpu1, err := cpuTime(pids)
+	cpu1, err := serverload.CPUTime(pids)
 	if err != nil {
 		return result{}, err
 	}
@@ -158,17 +159,11 @@ func newClient(o options) (*client, error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = o.concurrency
 	tr.ForceAttemptHTTP2 = false // one connection per client, as separate controllers would have
-	if o.ca != "" {
-		pem, err := os.ReadFile(o.ca)
-		if err != nil {
-			return nil, fmt.Errorf("read -ca: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("-ca %s holds no certificate", o.ca)
-		}
-		tr.TLSClientConfig = &tls.Config{RootCAs: pool}
+	pool, err := serverload.RootCAs(o.ca)
+	if err != nil {
+		return nil, err
 	}
+	tr.TLSClientConfig = &tls.Config{RootCAs: pool}
 	tr.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
 	return &client{o: o, http: &http.Client{Transport: tr, Timeout: 30 * time.Second}}, nil
 }
@@ -322,47 +317,4 @@ func pod(name string, i int) string {
 "ports":[{"containerPort":8080,"protocol":"TCP"}],
 "resources":{"requests":{"cpu":"100m","memory":"64Mi"},"limits":{"cpu":"200m","memory":"128Mi"}}}]},
 "status":{"phase":"Running","podIP":"10.0.%d.%d"}}`, name, i%10, i/100, i/100, i%50, (i/250)%250, i%250)
-}
-
-func parsePIDs(s string) ([]int, error) {
-	var out []int
-	for f := range strings.SplitSeq(s, ",") {
-		if f = strings.TrimSpace(f); f == "" {
-			continue
-		}
-		p, err := strconv.Atoi(f)
-		if err != nil {
-			return nil, fmt.Errorf("-pids: %w", err)
-		}
-		out = append(out, p)
-	}
-	return out, nil
-}
-
-// cpuTime is the user and system CPU time of the processes, from
-// /proc/<pid>/stat (fields 14 and 15, in clock ticks of 1/100 s, which is
-// what Linux reports to user space on every architecture Go runs on).
-func cpuTime(pids []int) (time.Duration, error) {
-	var total time.Duration
-	for _, p := range pids {
-		b, err := os.ReadFile("/proc/" + strconv.Itoa(p) + "/stat")
-		if err != nil {
-			return 0, fmt.Errorf("cpu time of %d: %w", p, err)
-		}
-		// The command name (field 2) may hold spaces; fields after it
-		// start after its closing parenthesis.
-		rest := string(b[bytes.LastIndexByte(b, ')')+2:])
-		f := strings.Fields(rest)
-		if len(f) < 13 {
-			return 0, fmt.Errorf("cpu time of %d: short stat", p)
-		}
-		for _, s := range f[11:13] {
-			ticks, err := strconv.ParseInt(s, 10, 64)
-			if err != nil {
-				return 0, fmt.Errorf("cpu time of %d: %w", p, err)
-			}
-			total += time.Duration(ticks) * 10 * time.Millisecond
-		}
-	}
-	return total, nil
 }
