@@ -102,11 +102,11 @@
 // for (Item.Object, Event.Object, Get, ListResult.Objects) rather than
 // kept: decoded objects are several times the size of their bytes. Only
 // the newest versions keep their bytes plain; the others are packed
-// against a dictionary made from one of them (most of a resource's
-// objects' bytes repeat) and unpacked whenever read. The
-// window is bounded by events (Config.WindowSize) and by the stored bytes
-// of the versions they carry (Config.WindowBytes); its oldest events leave
-// it when either bound is reached. An event and the state entry of the
+// against a dictionary made from a few of them (most of a resource's
+// objects' bytes repeat) and unpacked whenever read. The window is
+// bounded by events (Config.WindowSize) and by the stored bytes of the
+// versions they carry (Config.WindowBytes); its oldest events leave it
+// when either bound is reached. An event and the state entry of the
 // same version share one Item; a DELETED event's object is the last
 // version's bytes at the delete's revision.
 //

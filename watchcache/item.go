@@ -78,9 +78,9 @@ func (it *Item[T]) Revision() int64 { return it.rev }
 // Value is the version's bytes as storage holds them (for a DELETED
 // event's object, the last version's bytes: its resourceVersion is the
 // delete's). They are shared and must not be modified. A packed version
-// is unpacked anew on each call; should
-// that fail (it does not: pack and unpack are each other's inverse) the
-// error is logged and Value is empty.
+// is unpacked anew on each call; should that fail (it does not: pack and
+// unpack are each other's inverse) the error is logged and Value is
+// empty.
 func (it *Item[T]) Value() []byte {
 	if p := it.plain.Load(); p != nil {
 		return *p
