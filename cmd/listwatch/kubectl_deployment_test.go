@@ -220,12 +220,20 @@ func TestKubectlRollout(t *testing.T) {
 				t.Errorf("node not Ready in kubectl get nodes:\n%s", table)
 			}
 		}
-		described := e.ok("describe", "pod", "-l", "job-name=pi").stdout
-		events := described[strings.Index(described, "Events:")+1:]
-		for _, reason := range []string{"Scheduled", "Pulled", "Created", "Started"} {
-			if !strings.Contains(described, "Events:") || !strings.Contains(events, reason) {
-				t.Errorf("kubectl describe pod lacks the %s event:\n%s", reason, described)
+		// Events are recorded as kube's recorders record them, after the
+		// fact and in the background, behind those of the Deployment's
+		// 100 pods: describe is asked again until they have all arrived.
+		var described string
+		for deadline := time.Now().Add(60 * time.Second); ; {
+			described = e.ok("describe", "pod", "-l", "job-name=pi").stdout
+			missing := podEventsMissing(described, "Scheduled", "Pulled", "Created", "Started")
+			if len(missing) == 0 {
+				break
 			}
+			if time.Now().After(deadline) {
+				t.Fatalf("kubectl describe pod lacks the %s events:\n%s", strings.Join(missing, ", "), described)
+			}
+			time.Sleep(200 * time.Millisecond)
 		}
 		if !strings.Contains(described, "Status:") || !strings.Contains(described, "Succeeded") {
 			t.Errorf("kubectl describe pod: the pod did not succeed:\n%s", described)
@@ -417,3 +425,16 @@ spec:
       - name: db
         image: registry.example/db:1
 `
+
+// podEventsMissing is those of reasons that kubectl describe's output
+// does not list under its Events.
+func podEventsMissing(described string, reasons ...string) []string {
+	i := strings.Index(described, "Events:")
+	var missing []string
+	for _, reason := range reasons {
+		if i < 0 || !strings.Contains(described[i:], reason) {
+			missing = append(missing, reason)
+		}
+	}
+	return missing
+}
