@@ -17,9 +17,13 @@
 # A target ending in +webhook runs with one validating webhook allowing
 # every pod, served by createload itself (WEBHOOK=1: every target does).
 # PROTOBUF=1 sends the pods in protobuf, as client-go's typed clients do.
-# Environment: WEBHOOK, PROTOBUF, CONCURRENCY (8), DURATION (10s), WARMUP (3s), ROUNDS (1:
-# targets are run in turn, ROUNDS times, so that load on the machine falls
-# on all of them alike), and hack/lib/kube.sh's. Not run by CI.
+# PROFILE=1 keeps each server's CPU profile of the measured time in OUT
+# (kube-apiserver then runs with --profiling).
+# Environment: WEBHOOK, PROTOBUF, PROFILE, CONCURRENCY (8), DURATION (10s),
+# WARMUP (3s), ROUNDS (1: targets are run in turn, ROUNDS times, so that
+# load on the machine falls on all of them alike), OUT (where profiles are
+# kept; default a directory under /tmp, printed at the end when PROFILE is
+# set), and hack/lib/kube.sh's. Not run by CI.
 set -euo pipefail
 
 SCRIPT=create-throughput
@@ -30,9 +34,15 @@ CONCURRENCY=${CONCURRENCY:-8}
 DURATION=${DURATION:-10s}
 WARMUP=${WARMUP:-3s}
 ROUNDS=${ROUNDS:-1}
+PROFILE=${PROFILE:-}
 TARGETS=("$@")
 if [[ ${#TARGETS[@]} == 0 ]]; then
 	TARGETS=(kube HEAD)
+fi
+
+if [[ -n $PROFILE ]]; then
+	OUT=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/create-throughput-results.XXXXXX")}
+	mkdir -p "$OUT"
 fi
 
 make_work
@@ -61,8 +71,18 @@ for ((round = 1; round <= ROUNDS; round++)); do
 		fi
 		mkdir -p "$run"
 		cp -r "$WORK/pki" "$run/pki"
-		start_target "$target" "$run"
+		extra=()
+		[[ -n $PROFILE && $target == kube ]] && extra=(--profiling=true)
+		start_target "$target" "$run" "${extra[@]}"
+		profiler=""
+		if [[ -n $PROFILE ]]; then
+			cpu_profile "$OUT/cpu-$round-$(basename "$run").pb.gz" "$DURATION" "$WARMUP" &
+			profiler=$!
+		fi
 		measure
+		[[ -n $profiler ]] && wait "$profiler"
 		stop_all
 	done
 done
+[[ -n $PROFILE ]] && log "CPU profiles in $OUT"
+true

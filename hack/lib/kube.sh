@@ -401,3 +401,15 @@ wait_ready() {
 	log "no ready server on 127.0.0.1:$port"
 	return 1
 }
+
+# cpu_profile writes the CPU profile of the API server on $API_PORT over
+# the next $2 (a Go duration in whole seconds, such as 10s) to the file $1,
+# after waiting $3 (default 0s); kube-apiserver needs --profiling. Run it
+# in the background beside the load it profiles.
+cpu_profile() {
+	local file=$1 secs=${2%s} delay=${3:-0s}
+	sleep "$delay"
+	curl -sf --cacert "$WORK/pki/ca.crt" -H "Authorization: Bearer $TOKEN" -o "$file" \
+		"https://127.0.0.1:$API_PORT/debug/pprof/profile?seconds=$secs" ||
+		log "no CPU profile from 127.0.0.1:$API_PORT"
+}
