@@ -57,6 +57,14 @@ type Config[T Object] struct {
 	// (metadata.name, metadata.namespace and per-resource fields such as
 	// spec.nodeName); nil means DefaultAttrs.
 	Attrs func(obj T) (labels.Set, fields.Set, error)
+	// Scan, when set, reads a stored value's Attributes without decoding
+	// it: what Attrs and the object's uid and namespace would be of
+	// Decode's object, failing on the values Decode fails on. The cache
+	// then decodes a version only when it is asked for (Item.Object,
+	// Event.Object), and Preset is given T's zero value in place of the
+	// object: most versions are served from their bytes and never
+	// decoded.
+	Scan func(kv storage.KeyValue) (Attributes, error)
 	// Preset, when set, is called with each object decoded from storage,
 	// and the memo of its serializations, before any list or watch can
 	// see it: a caller that already holds the object in a form that
@@ -98,6 +106,15 @@ type Config[T Object] struct {
 	ProgressTimeout time.Duration
 	// Logger receives the cache's logs; nil means slog.Default().
 	Logger *slog.Logger
+}
+
+// Attributes are what the cache reads of each version written: its labels
+// and selectable fields, for selectors, and its uid and namespace, for
+// shard selectors.
+type Attributes struct {
+	Labels         labels.Set
+	Fields         fields.Set
+	UID, Namespace string
 }
 
 // DefaultAttrs returns the object's labels and the fields metadata.name and
@@ -316,14 +333,10 @@ func (c *Cache[T]) Item(key string) (*Item[T], bool) {
 // newItem decodes kv into an item, returning the object decoded too for
 // a caller that has a use for it now. The item shares the attributes of
 // like, an earlier version, when they are the same.
-func (c *Cache[T]) newItem(kv storage.KeyValue, like *Item[T]) (*Item[T], T, error) {
-	obj, err := c.cfg.Decode(kv)
+func (c *Cache[T]) newItem(kv storage.KeyValue, like *Item[T]) (it *Item[T], obj T, decoded bool, err error) {
+	a, obj, decoded, err := c.attributes(kv)
 	if err != nil {
-		return nil, obj, fmt.Errorf("decode %s at %d: %w", kv.Key, kv.Revision, err)
-	}
-	ls, fs, err := c.cfg.Attrs(obj)
-	if err != nil {
-		return nil, obj, fmt.Errorf("attributes of %s at %d: %w", kv.Key, kv.Revision, err)
+		return nil, obj, false, err
 	}
 	var same *attrs
 	if like != nil {
@@ -334,11 +347,31 @@ func (c *Cache[T]) newItem(kv storage.KeyValue, like *Item[T]) (*Item[T], T, err
 	if c.cfg.Keep != nil {
 		value = c.cfg.Keep(kv)
 	}
-	it := newItemOf(kv.Key, kv.Revision, value, newAttrs(ls, fs, hashesOf(obj), same), &c.codec)
+	it = newItemOf(kv.Key, kv.Revision, value, newAttrs(a.Labels, a.Fields, a.hashes(), same), &c.codec)
 	if c.cfg.Preset != nil {
 		c.cfg.Preset(kv, obj, &it.enc)
 	}
-	return it, obj, nil
+	return it, obj, decoded, nil
+}
+
+// attributes reads the Attributes of a stored value: with Config.Scan
+// when set, else from the object Decode makes, which it returns too
+// (decoded true).
+func (c *Cache[T]) attributes(kv storage.KeyValue) (a Attributes, obj T, decoded bool, err error) {
+	if c.cfg.Scan != nil {
+		if a, err = c.cfg.Scan(kv); err != nil {
+			return a, obj, false, fmt.Errorf("decode %s at %d: %w", kv.Key, kv.Revision, err)
+		}
+		return a, obj, false, nil
+	}
+	if obj, err = c.cfg.Decode(kv); err != nil {
+		return a, obj, false, fmt.Errorf("decode %s at %d: %w", kv.Key, kv.Revision, err)
+	}
+	if a.Labels, a.Fields, err = c.cfg.Attrs(obj); err != nil {
+		return a, obj, false, fmt.Errorf("attributes of %s at %d: %w", kv.Key, kv.Revision, err)
+	}
+	a.UID, a.Namespace = string(obj.GetUID()), obj.GetNamespace()
+	return a, obj, true, nil
 }
 
 // listStorage reads the whole prefix at storage's latest revision, page by
@@ -358,7 +391,7 @@ func (c *Cache[T]) listStorage(ctx context.Context) ([]*Item[T], int64, error) {
 		}
 		rev = res.Revision
 		for _, kv := range res.Items {
-			it, _, err := c.newItem(kv, nil)
+			it, _, _, err := c.newItem(kv, nil)
 			if err != nil {
 				c.log.Error("watchcache: skipping object", "err", err)
 				continue
@@ -567,7 +600,7 @@ func (c *Cache[T]) apply(ev storage.Event) {
 		c.mu.Lock()
 		like := c.state[rec.key]
 		c.mu.Unlock()
-		it, obj, err := c.newItem(ev.KV, like)
+		it, obj, decoded, err := c.newItem(ev.KV, like)
 		if err != nil {
 			// The cache cannot show a value it cannot decode; it drops the
 			// key so that it never serves a stale version as current.
@@ -575,7 +608,7 @@ func (c *Cache[T]) apply(ev storage.Event) {
 		} else {
 			rec.cur = it
 			// The watchers now registered get the object decoded once.
-			rec.fresh, rec.hasFresh = obj, true
+			rec.fresh, rec.hasFresh = obj, decoded
 		}
 	}
 	// Outside the lock, as only this goroutine packs: a replaced version

@@ -61,6 +61,17 @@ func podAttrs(p *corev1.Pod) (labels.Set, fields.Set, error) {
 	}, nil
 }
 
+// scanPod is a Config.Scan of pods: their attributes read without
+// handing the cache an object.
+func scanPod(kv storage.KeyValue) (Attributes, error) {
+	p, err := decodePod(kv)
+	if err != nil {
+		return Attributes{}, err
+	}
+	ls, fs, err := podAttrs(p)
+	return Attributes{Labels: ls, Fields: fs, UID: string(p.UID), Namespace: p.Namespace}, err
+}
+
 // newPodCache starts a pod cache on st, closed at the end of the test.
 func newPodCache(t testing.TB, st storage.Interface, mod func(*Config[*corev1.Pod])) *Cache[*corev1.Pod] {
 	t.Helper()

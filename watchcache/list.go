@@ -219,7 +219,7 @@ func (c *Cache[T]) pageFromStorage(ctx context.Context, rev int64, p page[T]) (*
 		rev = sr.Revision
 		res.ResourceVersion = rev
 		for i, kv := range sr.Items {
-			it, _, err := c.newItem(kv, nil)
+			it, _, _, err := c.newItem(kv, nil)
 			if err != nil {
 				return nil, fmt.Errorf("watchcache %s: %w", c.cfg.Prefix, err)
 			}

@@ -25,9 +25,9 @@ type shardHashes struct {
 	uid, namespace uint64
 }
 
-// hashesOf returns the shard hashes of obj.
-func hashesOf(obj Object) shardHashes {
-	return shardHashes{uid: hashField(string(obj.GetUID())), namespace: hashField(obj.GetNamespace())}
+// hashes returns the shard hashes of a version with attributes a.
+func (a Attributes) hashes() shardHashes {
+	return shardHashes{uid: hashField(a.UID), namespace: hashField(a.Namespace)}
 }
 
 // hashField is kube's sharding.HashField as a number.

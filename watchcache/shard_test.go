@@ -57,7 +57,7 @@ func TestShardMatchesKube(t *testing.T) {
 		if i%10 == 0 {
 			pod.Namespace = "" // cluster-scoped
 		}
-		h := hashesOf(pod)
+		h := Attributes{UID: string(pod.UID), Namespace: pod.Namespace}.hashes()
 		near := h.uid
 		if rng.IntN(2) == 0 {
 			near = h.namespace

@@ -56,6 +56,11 @@ func NewCache(r *Resource, decode func(storage.KeyValue) (*unstructured.Unstruct
 		// watch cache holds the objects converted.
 		cfg.Preset = presetJSON
 	}
+	if c.hinted {
+		// Stored as served: the cache reads what it needs of each
+		// version from its JSON, and decodes it only when asked.
+		cfg.Scan = newAttrsScanner(r).scan
+	}
 	cfg.Keep = r.Kept
 	cfg.Attrs = func(u *unstructured.Unstructured) (labels.Set, fields.Set, error) {
 		return labels.Set(u.GetLabels()), FieldSet(r, u.Object), nil
