@@ -46,23 +46,12 @@ var ErrNotObject = errors.New("jsontree: not a JSON object")
 // with data.
 func DecodeObject(data []byte) (map[string]any, error) {
 	d := decoder{data: data}
-	d.skipSpace()
-	if d.pos >= len(d.data) || d.data[d.pos] != '{' {
-		// Still report a malformed document as such.
-		if _, err := d.value(); err != nil {
-			return nil, err
-		}
-		return nil, ErrNotObject
-	}
-	v, err := d.value()
-	if err != nil {
-		return nil, err
-	}
-	d.skipSpace()
-	if d.pos != len(d.data) {
-		return nil, d.errorf("invalid character %q after top-level value", d.data[d.pos])
-	}
-	return v.(map[string]any), nil
+	var m map[string]any
+	err := d.document(func() (err error) {
+		m, err = d.object()
+		return err
+	})
+	return m, err
 }
 
 // decoder is a recursive-descent parser over one document.
@@ -85,6 +74,28 @@ func (d *decoder) skipSpace() {
 			return
 		}
 	}
+}
+
+// document reads data as one JSON object and nothing but whitespace
+// around it, with parse called at the object's '{'. Another value is
+// checked, so that a malformed document is reported as such, and is
+// ErrNotObject.
+func (d *decoder) document(parse func() error) error {
+	d.skipSpace()
+	if d.pos >= len(d.data) || d.data[d.pos] != '{' {
+		if err := d.skip(); err != nil {
+			return err
+		}
+		return ErrNotObject
+	}
+	if err := parse(); err != nil {
+		return err
+	}
+	d.skipSpace()
+	if d.pos != len(d.data) {
+		return d.errorf("invalid character %q after top-level value", d.data[d.pos])
+	}
+	return nil
 }
 
 // value decodes the value starting at d.pos, with no space before it.
@@ -129,39 +140,51 @@ func (d *decoder) nest() error {
 }
 
 func (d *decoder) object() (map[string]any, error) {
-	if err := d.nest(); err != nil {
+	m := map[string]any{}
+	err := d.members(d.key, func(k string) error {
+		v, err := d.value()
+		m[k] = v
+		return err
+	})
+	if err != nil {
 		return nil, err
 	}
+	return m, nil
+}
+
+// members walks the object at d.pos: each key is read by key, then
+// member is called at its value, which it must read whole.
+func (d *decoder) members(key func() (string, error), member func(k string) error) error {
+	if err := d.nest(); err != nil {
+		return err
+	}
 	d.pos++ // {
-	m := map[string]any{}
 	d.skipSpace()
 	if d.pos < len(d.data) && d.data[d.pos] == '}' {
 		d.pos++
 		d.depth--
-		return m, nil
+		return nil
 	}
 	for {
 		if d.pos >= len(d.data) || d.data[d.pos] != '"' {
-			return nil, d.errorf("looking for beginning of object key string")
+			return d.errorf("looking for beginning of object key string")
 		}
-		k, err := d.key()
+		k, err := key()
 		if err != nil {
-			return nil, err
+			return err
 		}
 		d.skipSpace()
 		if d.pos >= len(d.data) || d.data[d.pos] != ':' {
-			return nil, d.errorf("after object key, want ':'")
+			return d.errorf("after object key, want ':'")
 		}
 		d.pos++
 		d.skipSpace()
-		v, err := d.value()
-		if err != nil {
-			return nil, err
+		if err := member(k); err != nil {
+			return err
 		}
-		m[k] = v
 		d.skipSpace()
 		if d.pos >= len(d.data) {
-			return nil, d.errorf("unexpected end of JSON input")
+			return d.errorf("unexpected end of JSON input")
 		}
 		switch d.data[d.pos] {
 		case ',':
@@ -170,34 +193,46 @@ func (d *decoder) object() (map[string]any, error) {
 		case '}':
 			d.pos++
 			d.depth--
-			return m, nil
+			return nil
 		default:
-			return nil, d.errorf("after object key:value pair, want ',' or '}'")
+			return d.errorf("after object key:value pair, want ',' or '}'")
 		}
 	}
 }
 
 func (d *decoder) array() ([]any, error) {
-	if err := d.nest(); err != nil {
+	a := []any{}
+	err := d.elements(func() error {
+		v, err := d.value()
+		a = append(a, v)
+		return err
+	})
+	if err != nil {
 		return nil, err
 	}
+	return a, nil
+}
+
+// elements walks the array at d.pos, calling elem at each element,
+// which it must read whole.
+func (d *decoder) elements(elem func() error) error {
+	if err := d.nest(); err != nil {
+		return err
+	}
 	d.pos++ // [
-	a := []any{}
 	d.skipSpace()
 	if d.pos < len(d.data) && d.data[d.pos] == ']' {
 		d.pos++
 		d.depth--
-		return a, nil
+		return nil
 	}
 	for {
-		v, err := d.value()
-		if err != nil {
-			return nil, err
+		if err := elem(); err != nil {
+			return err
 		}
-		a = append(a, v)
 		d.skipSpace()
 		if d.pos >= len(d.data) {
-			return nil, d.errorf("unexpected end of JSON input")
+			return d.errorf("unexpected end of JSON input")
 		}
 		switch d.data[d.pos] {
 		case ',':
@@ -206,9 +241,9 @@ func (d *decoder) array() ([]any, error) {
 		case ']':
 			d.pos++
 			d.depth--
-			return a, nil
+			return nil
 		default:
-			return nil, d.errorf("after array element, want ',' or ']'")
+			return d.errorf("after array element, want ',' or ']'")
 		}
 	}
 }

@@ -68,21 +68,8 @@ func (p *Picker) Pick(data []byte, dst []any) ([]any, error) {
 	dst = slices.Grow(dst[:0], p.paths)[:p.paths]
 	clear(dst)
 	d := decoder{data: data}
-	d.skipSpace()
-	if d.pos >= len(d.data) || d.data[d.pos] != '{' {
-		if err := d.skip(); err != nil {
-			return dst, err
-		}
-		return dst, ErrNotObject
-	}
-	if err := d.pick(p.root, dst); err != nil {
-		return dst, err
-	}
-	d.skipSpace()
-	if d.pos != len(d.data) {
-		return dst, d.errorf("invalid character %q after top-level value", d.data[d.pos])
-	}
-	return dst, nil
+	err := d.document(func() error { return d.pick(p.root, dst) })
+	return dst, err
 }
 
 // pick reads the value at d.pos, which n's paths go through: decoded
@@ -94,75 +81,25 @@ func (d *decoder) pick(n *pickNode, dst []any) error {
 		if err != nil {
 			return err
 		}
-		n.set(dst, v)
-		// Paths under n are read from the value decoded.
-		for k, child := range n.children {
-			m, ok := v.(map[string]any)
-			var cv any
-			if ok {
-				cv, ok = m[k]
-			}
-			fillFrom(child, cv, ok, dst)
-		}
+		fillFrom(n, v, true, dst)
 		return nil
 	}
 	if d.pos >= len(d.data) || d.data[d.pos] != '{' {
 		// Not an object: nothing under it is found.
 		return d.skip()
 	}
-	if err := d.nest(); err != nil {
-		return err
-	}
-	d.pos++ // {
-	d.skipSpace()
-	if d.pos < len(d.data) && d.data[d.pos] == '}' {
-		d.pos++
-		d.depth--
-		return nil
-	}
-	for {
-		if d.pos >= len(d.data) || d.data[d.pos] != '"' {
-			return d.errorf("looking for beginning of object key string")
+	return d.members(d.key, func(k string) error {
+		child := n.children[k]
+		if child == nil {
+			return d.skip()
 		}
-		k, err := d.key()
-		if err != nil {
-			return err
+		// A repeated key's last value wins: what an earlier one gave
+		// is forgotten.
+		for _, i := range child.below {
+			dst[i] = nil
 		}
-		d.skipSpace()
-		if d.pos >= len(d.data) || d.data[d.pos] != ':' {
-			return d.errorf("after object key, want ':'")
-		}
-		d.pos++
-		d.skipSpace()
-		if child := n.children[k]; child != nil {
-			// A repeated key's last value wins: what an earlier one
-			// gave is forgotten.
-			for _, i := range child.below {
-				dst[i] = nil
-			}
-			err = d.pick(child, dst)
-		} else {
-			err = d.skip()
-		}
-		if err != nil {
-			return err
-		}
-		d.skipSpace()
-		if d.pos >= len(d.data) {
-			return d.errorf("unexpected end of JSON input")
-		}
-		switch d.data[d.pos] {
-		case ',':
-			d.pos++
-			d.skipSpace()
-		case '}':
-			d.pos++
-			d.depth--
-			return nil
-		default:
-			return d.errorf("after object key:value pair, want ',' or '}'")
-		}
-	}
+		return d.pick(child, dst)
+	})
 }
 
 // fillFrom sets the paths at and under n from v, the value decoded there
@@ -184,109 +121,27 @@ func fillFrom(n *pickNode, v any, found bool, dst []any) {
 }
 
 // skip checks the value at d.pos as value would decode it, without
-// keeping any of it.
+// building objects, arrays or strings (numbers and literals cost value
+// nothing to decode).
 func (d *decoder) skip() error {
 	if d.pos >= len(d.data) {
 		return d.errorf("unexpected end of JSON input")
 	}
-	switch c := d.data[d.pos]; {
-	case c == '{':
-		return d.skipObject()
-	case c == '[':
-		return d.skipArray()
-	case c == '"':
+	switch d.data[d.pos] {
+	case '{':
+		return d.members(d.skipKey, func(string) error { return d.skip() })
+	case '[':
+		return d.elements(d.skip)
+	case '"':
 		return d.skipString()
-	case c == '-' || ('0' <= c && c <= '9'):
-		_, err := d.number()
-		return err
-	case c == 't':
-		return d.literal("true")
-	case c == 'f':
-		return d.literal("false")
-	case c == 'n':
-		return d.literal("null")
 	default:
-		return d.errorf("invalid character %q looking for beginning of value", c)
+		_, err := d.value()
+		return err
 	}
 }
 
-func (d *decoder) skipObject() error {
-	if err := d.nest(); err != nil {
-		return err
-	}
-	d.pos++ // {
-	d.skipSpace()
-	if d.pos < len(d.data) && d.data[d.pos] == '}' {
-		d.pos++
-		d.depth--
-		return nil
-	}
-	for {
-		if d.pos >= len(d.data) || d.data[d.pos] != '"' {
-			return d.errorf("looking for beginning of object key string")
-		}
-		if err := d.skipString(); err != nil {
-			return err
-		}
-		d.skipSpace()
-		if d.pos >= len(d.data) || d.data[d.pos] != ':' {
-			return d.errorf("after object key, want ':'")
-		}
-		d.pos++
-		d.skipSpace()
-		if err := d.skip(); err != nil {
-			return err
-		}
-		d.skipSpace()
-		if d.pos >= len(d.data) {
-			return d.errorf("unexpected end of JSON input")
-		}
-		switch d.data[d.pos] {
-		case ',':
-			d.pos++
-			d.skipSpace()
-		case '}':
-			d.pos++
-			d.depth--
-			return nil
-		default:
-			return d.errorf("after object key:value pair, want ',' or '}'")
-		}
-	}
-}
-
-func (d *decoder) skipArray() error {
-	if err := d.nest(); err != nil {
-		return err
-	}
-	d.pos++ // [
-	d.skipSpace()
-	if d.pos < len(d.data) && d.data[d.pos] == ']' {
-		d.pos++
-		d.depth--
-		return nil
-	}
-	for {
-		if err := d.skip(); err != nil {
-			return err
-		}
-		d.skipSpace()
-		if d.pos >= len(d.data) {
-			return d.errorf("unexpected end of JSON input")
-		}
-		switch d.data[d.pos] {
-		case ',':
-			d.pos++
-			d.skipSpace()
-		case ']':
-			d.pos++
-			d.depth--
-			return nil
-		default:
-			return d.errorf("after array element, want ',' or ']'")
-		}
-	}
-}
+// skipKey checks an object key as key would read it.
+func (d *decoder) skipKey() (string, error) { return "", d.skipString() }
 
 // skipString checks the string at d.pos as string would decode it.
 func (d *decoder) skipString() error {
