@@ -175,7 +175,8 @@ type Cache[T Object] struct {
 	// in, up to plainVersions, which stay plain. Only the goroutine that
 	// applies storage's events reads and writes them.
 	dict  *dictionary
-	dicts int // the dictionaries made
+	dicts int       // the dictionaries made
+	keys  keyTables // the fields' keys its versions share
 	hot   hotVersions[T]
 }
 
@@ -347,7 +348,7 @@ func (c *Cache[T]) newItem(kv storage.KeyValue, like *Item[T]) (it *Item[T], obj
 	if c.cfg.Keep != nil {
 		value = c.cfg.Keep(kv)
 	}
-	it = newItemOf(kv.Key, kv.Revision, value, newAttrs(a.Labels, a.Fields, a.hashes(), same), &c.codec)
+	it = newItemOf(kv.Key, kv.Revision, value, newAttrs(a.Labels, a.Fields, a.hashes(), same, &c.keys), &c.codec)
 	if c.cfg.Preset != nil {
 		c.cfg.Preset(kv, obj, &it.enc)
 	}

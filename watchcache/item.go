@@ -3,9 +3,11 @@ package watchcache
 import (
 	"bytes"
 	"log/slog"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"k8s.io/apimachinery/pkg/fields"
@@ -170,31 +172,103 @@ func (it *Item[T]) Object() T {
 	return obj
 }
 
-// attrs are an item's labels and selectable fields: their keys and
-// values in one string, the labels' pairs first and then the fields',
-// each sorted by key, with where each key and value ends. Two maps took
-// about three times the memory, a []string with a header per key and
-// value about twice (BenchmarkCachedPodHeap, 10,000 pods and their
-// previous versions: newAttrs held 19.0 MB as a []string), and an
+// attrs are an item's labels and selectable fields: the labels' keys and
+// values and the fields' values in one string, the labels' pairs first,
+// sorted by key, then the fields' values in the order of their keys, which
+// are kept once for all the versions with the same keys (fieldKeys: a
+// resource's fields are a fixed list), with where each string ends. Two
+// maps took about three times the memory, a []string with a header per
+// key and value about twice (BenchmarkCachedPodHeap, 10,000 pods and
+// their previous versions: newAttrs held 19.0 MB as a []string); the
+// fields' keys were more than half of the string (hack/memory.sh, 10,000
+// pods: 650 bytes per version's attrs with them, note of issue 41). An
 // object's attributes seldom change between its versions, which then
 // share them.
 type attrs struct {
 	all string
-	// ends[i] is where the i-th string of all ends: the key of pair p is
-	// string 2p, its value string 2p+1.
-	ends []uint32
-	nl   int // the number of label pairs
+	// ends[i] is where the i-th string of all ends: the key of label p
+	// is string 2p, its value string 2p+1; the value of field f is
+	// string 2*nl+f.
+	ends   []uint32
+	nl     int        // the number of label pairs
+	fields *fieldKeys // the fields' keys; nil: no fields
 	// hashes are what shard selectors read.
 	hashes shardHashes
 }
 
-// newAttrs returns the attributes of ls, fs and h, or same when it holds
-// exactly them.
-func newAttrs(ls labels.Set, fs fields.Set, h shardHashes, same *attrs) *attrs {
+// fieldKeys are the sorted keys of a set of fields.
+type fieldKeys []string
+
+// matches reports whether k's keys are those of pairs, sorted key/value
+// pairs.
+func (k *fieldKeys) matches(pairs []string) bool {
+	if k == nil {
+		return len(pairs) == 0
+	}
+	if len(*k) != len(pairs)/2 {
+		return false
+	}
+	for i, key := range *k {
+		if pairs[2*i] != key {
+			return false
+		}
+	}
+	return true
+}
+
+// keyTables holds the fieldKeys a cache's versions share; it is safe for
+// concurrent use (lists read from storage make items too).
+type keyTables struct {
+	mu     sync.Mutex
+	tables []*fieldKeys
+}
+
+// maxKeyTables bounds the key sets a cache shares: one per resource in
+// practice; the versions of a set beyond are given keys of their own.
+const maxKeyTables = 16
+
+// of returns the shared fieldKeys of pairs, sorted key/value pairs.
+func (t *keyTables) of(pairs []string) *fieldKeys {
+	if len(pairs) == 0 {
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, k := range t.tables {
+		if k.matches(pairs) {
+			return k
+		}
+	}
+	keys := make(fieldKeys, len(pairs)/2)
+	for i := range keys {
+		keys[i] = strings.Clone(pairs[2*i])
+	}
+	if len(t.tables) < maxKeyTables {
+		t.tables = append(t.tables, &keys)
+	}
+	return &keys
+}
+
+// newAttrs returns the attributes of ls, fs and h, with the fields' keys
+// from tables, or same when it holds exactly them.
+func newAttrs(ls labels.Set, fs fields.Set, h shardHashes, same *attrs, tables *keyTables) *attrs {
 	kv := make([]string, 0, 2*(len(ls)+len(fs)))
 	kv = appendSorted(kv, ls)
 	kv = appendSorted(kv, fs)
-	if same != nil && same.nl == len(ls) && same.hashes == h && same.equal(kv) {
+	nl, fpairs := len(ls), kv[2*len(ls):]
+	var keys *fieldKeys
+	if same != nil && same.fields.matches(fpairs) {
+		keys = same.fields
+	} else {
+		keys = tables.of(fpairs)
+	}
+	// The fields' values take their pairs' places.
+	nf := len(fpairs) / 2
+	for f := range nf {
+		kv[2*nl+f] = fpairs[2*f+1]
+	}
+	kv = kv[:2*nl+nf]
+	if same != nil && same.nl == nl && same.hashes == h && same.fields == keys && same.equal(kv) {
 		return same
 	}
 	n := 0
@@ -208,7 +282,7 @@ func newAttrs(ls labels.Set, fs fields.Set, h shardHashes, same *attrs) *attrs {
 		b.WriteString(s)
 		ends[i] = uint32(b.Len())
 	}
-	return &attrs{all: b.String(), ends: ends, nl: len(ls), hashes: h}
+	return &attrs{all: b.String(), ends: ends, nl: nl, fields: keys, hashes: h}
 }
 
 // str is the i-th string of a.
@@ -233,13 +307,25 @@ func (a *attrs) equal(kv []string) bool {
 	return true
 }
 
-// lookup finds key among the pairs from lo to hi (not included).
-func (a *attrs) lookup(lo, hi int, key string) (string, bool) {
-	i := lo + sort.Search(hi-lo, func(i int) bool { return a.str(2*(lo+i)) >= key })
-	if i < hi && a.str(2*i) == key {
+// label finds the value of the label key.
+func (a *attrs) label(key string) (string, bool) {
+	i := sort.Search(a.nl, func(i int) bool { return a.str(2*i) >= key })
+	if i < a.nl && a.str(2*i) == key {
 		return a.str(2*i + 1), true
 	}
 	return "", false
+}
+
+// field finds the value of the field key.
+func (a *attrs) field(key string) (string, bool) {
+	if a.fields == nil {
+		return "", false
+	}
+	f, ok := slices.BinarySearch(*a.fields, key)
+	if !ok {
+		return "", false
+	}
+	return a.str(2*a.nl + f), true
 }
 
 func appendSorted[M ~map[string]string](kv []string, m M) []string {
@@ -268,11 +354,8 @@ type (
 	fieldsOf attrs
 )
 
-func (a *labelsOf) Lookup(k string) (string, bool) { return (*attrs)(a).lookup(0, a.nl, k) }
+func (a *labelsOf) Lookup(k string) (string, bool) { return (*attrs)(a).label(k) }
 func (a *labelsOf) Has(k string) bool              { _, ok := a.Lookup(k); return ok }
 func (a *labelsOf) Get(k string) string            { v, _ := a.Lookup(k); return v }
-func (a *fieldsOf) lookup(k string) (string, bool) {
-	return (*attrs)(a).lookup(a.nl, len(a.ends)/2, k)
-}
-func (a *fieldsOf) Has(k string) bool   { _, ok := a.lookup(k); return ok }
-func (a *fieldsOf) Get(k string) string { v, _ := a.lookup(k); return v }
+func (a *fieldsOf) Has(k string) bool              { _, ok := (*attrs)(a).field(k); return ok }
+func (a *fieldsOf) Get(k string) string            { v, _ := (*attrs)(a).field(k); return v }

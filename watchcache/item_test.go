@@ -3,7 +3,9 @@ package watchcache
 import (
 	"bytes"
 	"fmt"
+	"math/rand/v2"
 	"runtime"
+	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -170,6 +172,95 @@ func TestAttrsShared(t *testing.T) {
 			t.Errorf("namespace %q matches = %v, want %v", ns, got, want)
 		}
 	}
+}
+
+// TestAttrsAsMaps: over random labels and fields, of a few key sets, the
+// attributes answer every lookup as the maps they were made from; the
+// versions with the same field keys share them, and a version equal to
+// the one it is given shares that one.
+func TestAttrsAsMaps(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	pool := []string{"", "a", "app", "b.c", "metadata.name", "spec.nodeName", "status.phase", "z"}
+	randSet := func(keys []string) map[string]string {
+		m := map[string]string{}
+		for _, k := range keys {
+			if rng.IntN(3) > 0 {
+				m[k] = pool[rng.IntN(len(pool))] + fmt.Sprint(rng.IntN(3))
+			}
+		}
+		return m
+	}
+	var tables keyTables
+	var prev *attrs
+	byKeys := map[string]*fieldKeys{}
+	for range 2000 {
+		ls := randSet(pool)
+		// Fields of one of three key sets, as resources have.
+		fkeys := [][]string{pool[4:7], pool[3:6], nil}[rng.IntN(3)]
+		fs := map[string]string{}
+		for _, k := range fkeys {
+			fs[k] = pool[rng.IntN(len(pool))]
+		}
+		same := prev
+		if rng.IntN(4) == 0 && prev != nil {
+			// The same attributes again: shared.
+			ls, fs = map[string]string{}, map[string]string{}
+			for i := range prev.nl {
+				ls[prev.str(2*i)] = prev.str(2*i + 1)
+			}
+			if prev.fields != nil {
+				for f, k := range *prev.fields {
+					fs[k] = prev.str(2*prev.nl + f)
+				}
+			}
+		}
+		a := newAttrs(ls, fs, shardHashes{}, same, &tables)
+		for _, k := range append(pool, "absent") {
+			v, ok := (*labelsOf)(a).Lookup(k)
+			if want, wantOK := ls[k]; v != want || ok != wantOK {
+				t.Fatalf("label %q = %q %v, want %q %v (labels %v)", k, v, ok, want, wantOK, ls)
+			}
+			if want, wantOK := fs[k]; (*fieldsOf)(a).Get(k) != want || (*fieldsOf)(a).Has(k) != wantOK {
+				t.Fatalf("field %q = %q %v, want %q %v (fields %v)", k, (*fieldsOf)(a).Get(k), (*fieldsOf)(a).Has(k), want, wantOK, fs)
+			}
+		}
+		if same != nil && maps(ls, labelsMap(same)) && maps(fs, fieldsMap(same)) && a != same {
+			t.Fatal("equal attributes not shared")
+		}
+		if len(fs) > 0 {
+			var keys []string
+			for k := range fs {
+				keys = append(keys, k)
+			}
+			slices.Sort(keys)
+			id := fmt.Sprint(keys)
+			if byKeys[id] == nil {
+				byKeys[id] = a.fields
+			}
+			if a.fields != byKeys[id] {
+				t.Fatalf("fields %v do not share their keys", fs)
+			}
+		}
+		prev = a
+	}
+}
+
+func labelsMap(a *attrs) map[string]string {
+	m := map[string]string{}
+	for i := range a.nl {
+		m[a.str(2*i)] = a.str(2*i + 1)
+	}
+	return m
+}
+
+func fieldsMap(a *attrs) map[string]string {
+	m := map[string]string{}
+	if a.fields != nil {
+		for f, k := range *a.fields {
+			m[k] = a.str(2*a.nl + f)
+		}
+	}
+	return m
 }
 
 // TestItemObject checks that an item decodes to the object at its
