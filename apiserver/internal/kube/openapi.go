@@ -2,6 +2,7 @@ package kube
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -156,18 +157,18 @@ func (o *OpenAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // and of the custom resources, joined as kube-apiserver's aggregator joins
 // the indexes of the servers behind it.
 func (o *OpenAPI) serveV3Index(w http.ResponseWriter, r *http.Request) {
-	b, err := o.builtin.v3()
+	builtin, err := o.builtin.v3Index()
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	custom, err := v3Index(r.Context(), o.custom)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
 	merged := handler3.OpenAPIV3Discovery{Paths: map[string]handler3.OpenAPIV3DiscoveryGroupVersion{}}
-	for _, svc := range []*handler3.OpenAPIService{o.custom, b} {
-		index, err := v3Index(r, svc)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-			return
-		}
+	for _, index := range []*handler3.OpenAPIV3Discovery{custom, builtin} {
 		for p, entry := range index.Paths {
 			merged.Paths[p] = entry // the built-in documents, last, win
 		}
@@ -182,8 +183,8 @@ func (o *OpenAPI) serveV3Index(w http.ResponseWriter, r *http.Request) {
 }
 
 // v3Index is the index a v3 service serves.
-func v3Index(r *http.Request, svc *handler3.OpenAPIService) (*handler3.OpenAPIV3Discovery, error) {
-	req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, "/openapi/v3", nil)
+func v3Index(ctx context.Context, svc *handler3.OpenAPIService) (*handler3.OpenAPIV3Discovery, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "/openapi/v3", nil)
 	if err != nil {
 		return nil, fmt.Errorf("kube: OpenAPI v3 index: %w", err)
 	}

@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"context"
 	"fmt"
 	policyv1 "k8s.io/api/policy/v1"
 	"net/http"
@@ -8,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	restful "github.com/emicklei/go-restful/v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -55,8 +57,60 @@ type builtinAPI struct {
 	// v2 is the Swagger 2.0 document of the whole built-in API.
 	v2 func() (*spec.Swagger, error)
 	// v3 serves one document per web service, at the paths
-	// builtinV3Paths states.
+	// builtinV3Paths states, built when asked for and kept a while
+	// (heldV3).
 	v3 func() (*handler3.OpenAPIService, error)
+	// v3Index is the index of the v3 documents, made once and kept.
+	v3Index func() (*handler3.OpenAPIV3Discovery, error)
+	held    *heldV3 // what v3 serves from
+}
+
+// v3Hold is how long built v3 documents are kept after their last use.
+const v3Hold = 10 * time.Second
+
+// heldV3 keeps the built v3 documents for v3Hold after their last use.
+// The index needs every document's hash, so it builds them all
+// (InstallV3), and kube's MutatingAdmissionPolicy plugin reads the index
+// every 5 seconds: kept for good, what the first index built held 18.3 MiB
+// of live heap (a third of the server's with 10,000 pods, hack/memory.sh,
+// note of issue 41), 5.7 MiB once the documents are let go and the index
+// is kept on its own. Building them again takes about 0.2 s. A document's
+// hash is that of its JSON, built the same way each time, so documents
+// built again are served under the hashes the index gave
+// (TestOpenAPIV3BuiltAgain).
+type heldV3 struct {
+	build func() (*handler3.OpenAPIService, error)
+
+	mu    sync.Mutex
+	svc   *handler3.OpenAPIService
+	timer *time.Timer
+}
+
+// get returns the documents, built if they are not held, and holds them
+// for v3Hold more.
+func (h *heldV3) get() (*handler3.OpenAPIService, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.svc == nil {
+		svc, err := h.build()
+		if err != nil {
+			return nil, err
+		}
+		h.svc = svc
+	}
+	if h.timer == nil {
+		h.timer = time.AfterFunc(v3Hold, h.drop)
+	} else {
+		h.timer.Reset(v3Hold)
+	}
+	return h.svc, nil
+}
+
+// drop lets the documents go.
+func (h *heldV3) drop() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.svc = nil
 }
 
 var builtinAPIs = struct {
@@ -101,7 +155,7 @@ func newBuiltinAPI(version string, resources []OpenAPIResource) *builtinAPI {
 		sw.Definitions = handler.PruneDefaults(sw.Definitions)
 		return sw, nil
 	})
-	b.v3 = sync.OnceValues(func() (*handler3.OpenAPIService, error) {
+	held := &heldV3{build: func() (*handler3.OpenAPIService, error) {
 		c, err := b.routes()
 		if err != nil {
 			return nil, err
@@ -111,6 +165,14 @@ func newBuiltinAPI(version string, resources []OpenAPIResource) *builtinAPI {
 		// InstallV3 wants a mux to register on; the service's handlers
 		// are called directly.
 		return routes.OpenAPI{V3Config: v3Config(version)}.InstallV3(c, mux.NewPathRecorderMux("openapi")), nil
+	}}
+	b.v3, b.held = held.get, held
+	b.v3Index = sync.OnceValues(func() (*handler3.OpenAPIV3Discovery, error) {
+		svc, err := held.get()
+		if err != nil {
+			return nil, err
+		}
+		return v3Index(context.Background(), svc)
 	})
 	return b
 }

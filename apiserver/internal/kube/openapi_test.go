@@ -1,8 +1,11 @@
 package kube
 
 import (
+	"encoding/json"
 	"net/http"
+	"net/url"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -17,6 +20,7 @@ import (
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/kube-openapi/pkg/handler3"
 
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
@@ -186,6 +190,57 @@ func TestOpenAPILazy(t *testing.T) {
 	// The custom resource's document needs none of the built-in API's.
 	if built != 2 {
 		t.Errorf("routes asked for %d times, want 2 (v3, v2), built once", built)
+	}
+}
+
+// TestOpenAPIV3BuiltAgain: the v3 documents are let go after a while and
+// built again when asked for, the index kept; a document built again is
+// served under the hash the index gives it (200 with that ETag, not a
+// redirect to another hash).
+func TestOpenAPIV3BuiltAgain(t *testing.T) {
+	res := builtinResources()
+	b := newBuiltinAPI("1.37", res)
+	build, built := b.held.build, 0
+	b.held.build = func() (*handler3.OpenAPIService, error) {
+		built++
+		return build()
+	}
+	o := newOpenAPI(b, res)
+	get := func(url string) *recorder {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, url, nil)
+		w := &recorder{header: http.Header{}, code: http.StatusOK}
+		o.ServeHTTP(w, req)
+		return w
+	}
+	w := get("/openapi/v3")
+	if w.code != http.StatusOK {
+		t.Fatalf("/openapi/v3: %d %s", w.code, w.body.String())
+	}
+	var index handler3.OpenAPIV3Discovery
+	if err := json.Unmarshal(w.body.Bytes(), &index); err != nil {
+		t.Fatal(err)
+	}
+	first := w.body.String()
+	if len(index.Paths) != len(builtinV3Paths(res)) {
+		t.Fatalf("index of %d documents, want %d", len(index.Paths), len(builtinV3Paths(res)))
+	}
+	b.held.drop()
+	for path, entry := range index.Paths {
+		u, err := url.Parse(entry.ServerRelativeURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := get(entry.ServerRelativeURL)
+		if w.code != http.StatusOK || w.header.Get("Etag") != strconv.Quote(u.Query().Get("hash")) {
+			t.Errorf("%s built again: %d, ETag %s, want 200 and the index's hash %s", path, w.code, w.header.Get("Etag"), u.Query().Get("hash"))
+		}
+	}
+	if built != 2 {
+		t.Errorf("documents built %d times, want 2 (for the index, and again once let go)", built)
+	}
+	if again := get("/openapi/v3"); again.code != http.StatusOK || again.body.String() != first {
+		t.Errorf("index served again: %d, the same %v", again.code, again.body.String() == first)
 	}
 }
 
