@@ -35,20 +35,13 @@ DURATION=${DURATION:-10s}
 WARMUP=${WARMUP:-3s}
 ROUNDS=${ROUNDS:-1}
 PROFILE=${PROFILE:-}
-TARGETS=("$@")
-if [[ ${#TARGETS[@]} == 0 ]]; then
-	TARGETS=(kube HEAD)
-fi
 
 if [[ -n $PROFILE ]]; then
 	OUT=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/create-throughput-results.XXXXXX")}
 	mkdir -p "$OUT"
 fi
 
-make_work
-build_binaries
-log "building createload"
-(cd "$REPO/bench" && go build -o "$WORK/createload" ./createload)
+prepare_bench createload "$@"
 
 # measure runs createload against 127.0.0.1:$API_PORT with the server's
 # processes $SERVER_PIDS and labels the result $TARGET_LABEL; with the

@@ -38,17 +38,10 @@ PODS=${PODS:-10000}
 CONCURRENCY=${CONCURRENCY:-32}
 ROUNDS=${ROUNDS:-1}
 SETTLE=${SETTLE:-10s}
-TARGETS=("$@")
-if [[ ${#TARGETS[@]} == 0 ]]; then
-	TARGETS=(kube HEAD)
-fi
 OUT=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/memory-results.XXXXXX")}
 mkdir -p "$OUT"
 
-make_work
-build_binaries
-log "building createload"
-(cd "$REPO/bench" && go build -o "$WORK/createload" ./createload)
+prepare_bench createload "$@"
 
 # rss_mib prints the resident memory of process $1 in MiB: all of it
 # (VmRSS), then its anonymous part (RssAnon: the heap, stacks and the

@@ -42,17 +42,10 @@ WARMUP=${WARMUP:-5s}
 PER_CONN=${PER_CONN:-100}
 ROUNDS=${ROUNDS:-1}
 PROFILE=${PROFILE:-}
-TARGETS=("$@")
-if [[ ${#TARGETS[@]} == 0 ]]; then
-	TARGETS=(kube HEAD)
-fi
 OUT=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/watch-fanout-results.XXXXXX")}
 mkdir -p "$OUT"
 
-make_work
-build_binaries
-log "building watchload"
-(cd "$REPO/bench" && go build -o "$WORK/watchload" ./watchload)
+prepare_bench watchload "$@"
 # Every listwatch is built before the first run, so that no build loads the
 # machine while another target is measured.
 for target in "${TARGETS[@]}"; do

@@ -413,3 +413,19 @@ cpu_profile() {
 		"https://127.0.0.1:$API_PORT/debug/pprof/profile?seconds=$secs" ||
 		log "no CPU profile from 127.0.0.1:$API_PORT"
 }
+
+# prepare_bench sets TARGETS to the targets given after $1 (kube and
+# listwatch at HEAD when none), makes the work directory, builds kube's
+# binaries and the bench harness's tool $1 into $WORK/$1.
+prepare_bench() {
+	local tool=$1
+	shift
+	TARGETS=("$@")
+	if [[ ${#TARGETS[@]} == 0 ]]; then
+		TARGETS=(kube HEAD)
+	fi
+	make_work
+	build_binaries
+	log "building $tool"
+	(cd "$REPO/bench" && go build -o "$WORK/$tool" "./$tool")
+}
