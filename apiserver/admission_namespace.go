@@ -8,7 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/listwatch/listwatch/apiserver/internal/registry"
 	"github.com/listwatch/listwatch/storage"
@@ -26,6 +25,9 @@ var namespacesResource = func() *resource {
 	panic("no namespaces resource")
 }()
 
+// namespacePhaseField is the selectable field of a namespace's phase.
+const namespacePhaseField = "status.phase"
+
 // namespacesPrefix is the storage prefix of namespaces.
 var namespacesPrefix = registry.PrefixFor(namespacesResource, "")
 
@@ -41,16 +43,23 @@ var namespacesPrefix = registry.PrefixFor(namespacesResource, "")
 // The storage read it saves is a round trip and a decode per create.
 func (s *Server) namespaceExists(ctx context.Context, res *resource, ns, name string) error {
 	key := registry.KeyFor(namespacesResource, "", ns)
-	var nsObj *unstructured.Unstructured
+	phase, found := "", false
 	// The cache is the one of the server's own namespaces resource:
-	// namespacesResource is a copy of it that no cache is kept for.
+	// namespacesResource is a copy of it that no cache is kept for. The
+	// phase is one of a namespace's selectable fields, which the cache
+	// holds without decoding the namespace: this runs on every create.
 	nsRes := s.reg.Lookup(namespacesResource.GVK.GroupVersion(), namespacesResource.Plural)
 	if nsRes != nil {
 		if c := s.cacheFor(nsRes); c != nil && c.ResourceVersion() >= s.writes.Namespaces() {
-			nsObj, _ = c.Get(key)
+			if it, ok := c.Item(key); ok {
+				phase, found = it.Field(namespacePhaseField)
+				if !found {
+					phase, found = registry.NestedString(it.Object().Object, "status", "phase"), true
+				}
+			}
 		}
 	}
-	if nsObj == nil {
+	if !found {
 		kv, err := s.cfg.Storage.Get(ctx, key)
 		if errors.Is(err, storage.ErrNotFound) {
 			return apierrors.NewNotFound(namespacesResource.GR(), ns)
@@ -58,11 +67,13 @@ func (s *Server) namespaceExists(ctx context.Context, res *resource, ns, name st
 		if err != nil {
 			return err
 		}
-		if nsObj, err = registry.DecodeKV(kv); err != nil {
+		nsObj, err := registry.DecodeKV(kv)
+		if err != nil {
 			return err
 		}
+		phase = registry.NestedString(nsObj.Object, "status", "phase")
 	}
-	if registry.NestedString(nsObj.Object, "status", "phase") != string(corev1.NamespaceTerminating) {
+	if phase != string(corev1.NamespaceTerminating) {
 		return nil
 	}
 	if name == "" {

@@ -90,6 +90,11 @@ func (it *Item[T]) Value() []byte {
 	return it.AppendValue(make([]byte, 0, it.size), -1)
 }
 
+// Field is the value of the version's selectable field key (one of
+// Attributes.Fields), as field selectors read it, and whether it has
+// that field: read without decoding the version.
+func (it *Item[T]) Field(key string) (string, bool) { return it.attrs.field(key) }
+
 // Size is the length of the version's bytes (Value).
 func (it *Item[T]) Size() int { return it.size }
 

@@ -223,6 +223,9 @@ func TestAttrsAsMaps(t *testing.T) {
 			if want, wantOK := fs[k]; (*fieldsOf)(a).Get(k) != want || (*fieldsOf)(a).Has(k) != wantOK {
 				t.Fatalf("field %q = %q %v, want %q %v (fields %v)", k, (*fieldsOf)(a).Get(k), (*fieldsOf)(a).Has(k), want, wantOK, fs)
 			}
+			if v, ok := (&Item[*corev1.Pod]{attrs: a}).Field(k); v != fs[k] || ok != hasKey(fs, k) {
+				t.Fatalf("Item.Field(%q) = %q %v, want %q (fields %v)", k, v, ok, fs[k], fs)
+			}
 		}
 		if same != nil && maps(ls, labelsMap(same)) && maps(fs, fieldsMap(same)) && a != same {
 			t.Fatal("equal attributes not shared")
@@ -243,6 +246,11 @@ func TestAttrsAsMaps(t *testing.T) {
 		}
 		prev = a
 	}
+}
+
+func hasKey(m map[string]string, k string) bool {
+	_, ok := m[k]
+	return ok
 }
 
 func labelsMap(a *attrs) map[string]string {
@@ -279,6 +287,9 @@ func TestItemObject(t *testing.T) {
 	bad, err := NewItem(storage.KeyValue{Key: kv.Key, Value: []byte("{"), Revision: 9}, decodePod)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if v, ok := it.Field("status.phase"); ok || v != "" {
+		t.Errorf("Field of an item made outside a cache = %q %v, want none", v, ok)
 	}
 	if _, err := bad.Decode(); err == nil {
 		t.Error("Decode of bad bytes: no error")
