@@ -19,6 +19,10 @@
 # PROTOBUF=1 sends the pods in protobuf, as client-go's typed clients do.
 # PROFILE=1 keeps each server's CPU profile of the measured time in OUT
 # (kube-apiserver then runs with --profiling).
+# SERVER_CPUS=0 LOAD_CPUS=1 runs each API server on CPU 0 alone, and its
+# etcd and the clients on CPU 1: the server's own throughput, which on a
+# machine of two CPUs is otherwise shared with the clients and etcd, whose
+# cost per create is about the same for every server.
 # Environment: WEBHOOK, PROTOBUF, PROFILE, CONCURRENCY (8), DURATION (10s),
 # WARMUP (3s), ROUNDS (1: targets are run in turn, ROUNDS times, so that
 # load on the machine falls on all of them alike), OUT (where profiles are
@@ -47,9 +51,9 @@ prepare_bench createload "$@"
 # processes $SERVER_PIDS and labels the result $TARGET_LABEL; with the
 # webhook when $hook is set.
 measure() {
-	"$WORK/createload" -server "https://127.0.0.1:$API_PORT" -ca "$WORK/pki/ca.crt" -token "$TOKEN" \
+	(on_cpus "${LOAD_CPUS:-}" "$WORK/createload" -server "https://127.0.0.1:$API_PORT" -ca "$WORK/pki/ca.crt" -token "$TOKEN" \
 		-concurrency "$CONCURRENCY" -duration "$DURATION" -warmup "$WARMUP" -pids "$SERVER_PIDS" \
-		-label "$TARGET_LABEL${hook:+ webhook}${PROTOBUF:+ protobuf}" ${hook:+-webhook} ${PROTOBUF:+-protobuf}
+		-label "$TARGET_LABEL${hook:+ webhook}${PROTOBUF:+ protobuf}${SERVER_CPUS:+ on CPUs $SERVER_CPUS}" ${hook:+-webhook} ${PROTOBUF:+-protobuf})
 }
 
 mkdir -p "$WORK/pki"

@@ -11,6 +11,12 @@
 #   KUBE_BUILD_DIR    where the built binaries are cached between runs
 #                     (default ${XDG_CACHE_HOME:-~/.cache}/listwatch/kube-$KUBE_VERSION)
 #   KUBE_REBUILD=1    rebuild the binaries even when cached
+#   SERVER_CPUS       CPUs (a taskset list, such as 0) the API server runs on;
+#   LOAD_CPUS         and the CPUs its etcd and the benchmark's clients run
+#                     on (such as 1). Unset, every process may run on every
+#                     CPU, and on a small machine the clients and etcd take
+#                     CPU time from the server under test: the throughput
+#                     measured is then the machine's, not the server's.
 
 KUBE_VERSION=${KUBE_VERSION:-v1.37.2}
 STAGING_VERSION=v0.${KUBE_VERSION#v1.}
@@ -19,6 +25,16 @@ KUBE_BUILD_DIR=${KUBE_BUILD_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/listwatch/kube-
 BIN=$KUBE_BUILD_DIR/bin
 # PIDS are the processes started, stopped last first by stop_all.
 PIDS=()
+
+# on_cpus runs "${@:2}" on the CPUs $1 (taskset's list), or anywhere
+# when $1 is empty. It execs, so a caller's $! is the command's process;
+# Go programs size GOMAXPROCS to the CPUs they may run on.
+on_cpus() {
+	if [[ -n $1 ]]; then
+		exec taskset -c "$1" "${@:2}"
+	fi
+	exec "${@:2}"
+}
 
 log() { printf '%s %s: %s\n' "$(date +%H:%M:%S)" "${SCRIPT:-kube}" "$*" >&2; }
 
@@ -200,10 +216,10 @@ start_etcd() {
 	mkdir -p "$dir"
 	ETCD_URL=http://127.0.0.1:$client
 	log "starting etcd on 127.0.0.1:$client"
-	"$BIN/etcd" --name kube --data-dir "$dir/data" \
+	(on_cpus "${LOAD_CPUS:-}" "$BIN/etcd" --name kube --data-dir "$dir/data" \
 		--listen-client-urls "$ETCD_URL" --advertise-client-urls "$ETCD_URL" \
 		--listen-peer-urls "http://127.0.0.1:$peer" --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
-		--initial-cluster "kube=http://127.0.0.1:$peer" $nofsync --log-level warn \
+		--initial-cluster "kube=http://127.0.0.1:$peer" $nofsync --log-level warn) \
 		>"$dir/etcd.log" 2>&1 &
 	ETCD_PID=$!
 	PIDS+=("$ETCD_PID")
@@ -282,7 +298,7 @@ start_target() {
 			args+=(--storage-backend memory)
 		fi
 		log "starting listwatch at $rev ($backend) on 127.0.0.1:$API_PORT"
-		"$bin" "${args[@]}" "${@:3}" >"$run/listwatch.log" 2>&1 &
+		(on_cpus "${SERVER_CPUS:-}" "$bin" "${args[@]}" "${@:3}") >"$run/listwatch.log" 2>&1 &
 		API_PID=$!
 		PIDS+=("$API_PID")
 		SERVER_PIDS=$API_PID$SERVER_PIDS
@@ -326,7 +342,7 @@ start_kube_apiserver() {
 	local work=$1
 	API_PORT=$(free_port)
 	log "starting kube-apiserver $KUBE_VERSION on 127.0.0.1:$API_PORT"
-	"$BIN/kube-apiserver" \
+	(on_cpus "${SERVER_CPUS:-}" "$BIN/kube-apiserver" \
 		--etcd-servers "$ETCD_URL" \
 		--bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$API_PORT" \
 		--cert-dir "$work/pki" --tls-cert-file "$work/pki/server.crt" --tls-private-key-file "$work/pki/server.key" \
@@ -338,7 +354,7 @@ start_kube_apiserver() {
 		--allow-privileged=true \
 		--endpoint-reconciler-type none \
 		--profiling=false \
-		"${@:2}" \
+		"${@:2}") \
 		>"$work/kube-apiserver.log" 2>&1 &
 	API_PID=$!
 	PIDS+=("$API_PID")
