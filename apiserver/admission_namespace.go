@@ -53,9 +53,6 @@ func (s *Server) namespaceExists(ctx context.Context, res *resource, ns, name st
 		if c := s.cacheFor(nsRes); c != nil && c.ResourceVersion() >= s.writes.Namespaces() {
 			if it, ok := c.Item(key); ok {
 				phase, found = it.Field(namespacePhaseField)
-				if !found {
-					phase, found = registry.NestedString(it.Object().Object, "status", "phase"), true
-				}
 			}
 		}
 	}
@@ -71,7 +68,7 @@ func (s *Server) namespaceExists(ctx context.Context, res *resource, ns, name st
 		if err != nil {
 			return err
 		}
-		phase = registry.NestedString(nsObj.Object, "status", "phase")
+		phase = registry.NestedString(nsObj.Object, registry.FieldPath(namespacesResource, namespacePhaseField)...)
 	}
 	if phase != string(corev1.NamespaceTerminating) {
 		return nil

@@ -220,11 +220,12 @@ func TestAttrsAsMaps(t *testing.T) {
 			if want, wantOK := ls[k]; v != want || ok != wantOK {
 				t.Fatalf("label %q = %q %v, want %q %v (labels %v)", k, v, ok, want, wantOK, ls)
 			}
-			if want, wantOK := fs[k]; (*fieldsOf)(a).Get(k) != want || (*fieldsOf)(a).Has(k) != wantOK {
+			want, wantOK := fs[k]
+			if (*fieldsOf)(a).Get(k) != want || (*fieldsOf)(a).Has(k) != wantOK {
 				t.Fatalf("field %q = %q %v, want %q %v (fields %v)", k, (*fieldsOf)(a).Get(k), (*fieldsOf)(a).Has(k), want, wantOK, fs)
 			}
-			if v, ok := (&Item[*corev1.Pod]{attrs: a}).Field(k); v != fs[k] || ok != hasKey(fs, k) {
-				t.Fatalf("Item.Field(%q) = %q %v, want %q (fields %v)", k, v, ok, fs[k], fs)
+			if v, ok := (&Item[*corev1.Pod]{attrs: a}).Field(k); v != want || ok != wantOK {
+				t.Fatalf("Item.Field(%q) = %q %v, want %q %v (fields %v)", k, v, ok, want, wantOK, fs)
 			}
 		}
 		if same != nil && maps(ls, labelsMap(same)) && maps(fs, fieldsMap(same)) && a != same {
@@ -246,11 +247,6 @@ func TestAttrsAsMaps(t *testing.T) {
 		}
 		prev = a
 	}
-}
-
-func hasKey(m map[string]string, k string) bool {
-	_, ok := m[k]
-	return ok
 }
 
 func labelsMap(a *attrs) map[string]string {
