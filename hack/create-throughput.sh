@@ -51,9 +51,9 @@ prepare_bench createload "$@"
 # processes $SERVER_PIDS and labels the result $TARGET_LABEL; with the
 # webhook when $hook is set.
 measure() {
-	(on_cpus "${LOAD_CPUS:-}" "$WORK/createload" -server "https://127.0.0.1:$API_PORT" -ca "$WORK/pki/ca.crt" -token "$TOKEN" \
+	run_tool createload -server "https://127.0.0.1:$API_PORT" -ca "$WORK/pki/ca.crt" -token "$TOKEN" \
 		-concurrency "$CONCURRENCY" -duration "$DURATION" -warmup "$WARMUP" -pids "$SERVER_PIDS" \
-		-label "$TARGET_LABEL${hook:+ webhook}${PROTOBUF:+ protobuf}${SERVER_CPUS:+ on CPUs $SERVER_CPUS}" ${hook:+-webhook} ${PROTOBUF:+-protobuf})
+		-label "$TARGET_LABEL${hook:+ webhook}${PROTOBUF:+ protobuf}" ${hook:+-webhook} ${PROTOBUF:+-protobuf}
 }
 
 mkdir -p "$WORK/pki"

@@ -26,9 +26,9 @@
 # targets run in turn, ROUNDS times, so that load on the machine falls on
 # all of them alike), SETTLE (15s: the wait before the baseline heap is
 # read, and after the last write, for watch caches and etcd to catch up),
-# OUT (where the results, heap
-# profiles and servers' logs are kept; default a directory under /tmp,
-# printed at the end), and hack/lib/kube.sh's. Not run by CI.
+# OUT (where the results, heap profiles and servers' logs are kept;
+# default a directory under /tmp, printed at the end), and
+# hack/lib/kube.sh's. Not run by CI.
 set -euo pipefail
 
 SCRIPT=memory
@@ -88,7 +88,7 @@ for ((round = 1; round <= ROUNDS; round++)); do
 		sleep "$SETTLE"
 		read -r heap0 objs0 <<<"$(heap)"
 		log "$TARGET_LABEL: $PODS pods, $CONCURRENCY clients"
-		load=$("$WORK/createload" -server "https://127.0.0.1:$API_PORT" -ca "$WORK/pki/ca.crt" -token "$TOKEN" \
+		load=$(run_tool createload -server "https://127.0.0.1:$API_PORT" -ca "$WORK/pki/ca.crt" -token "$TOKEN" \
 			-pods "$PODS" -protobuf -concurrency "$CONCURRENCY" -label "$TARGET_LABEL")
 		sleep "$SETTLE"
 		read -r heap1 objs1 <<<"$(heap "$OUT/heap-$PODS-$round-$name.pb.gz")"

@@ -71,7 +71,7 @@ for ((round = 1; round <= ROUNDS; round++)); do
 		fi
 		start_target "$target" "$run" "${extra[@]}"
 		log "$TARGET_LABEL: $WATCHERS watchers of $PODS pods, $RATE updates/s for $DURATION (load average before: $load1 $load5 $load15)"
-		"$WORK/watchload" -server "https://127.0.0.1:$API_PORT" -ca "$WORK/pki/ca.crt" -token "$TOKEN" \
+		run_tool watchload -server "https://127.0.0.1:$API_PORT" -ca "$WORK/pki/ca.crt" -token "$TOKEN" \
 			-pods "$PODS" -watchers "$WATCHERS" -per-conn "$PER_CONN" -rate "$RATE" \
 			-duration "$DURATION" -warmup "$WARMUP" -pids "$SERVER_PIDS" -label "$TARGET_LABEL" "${profile[@]}" |
 			jq -c --arg target "$target" --argjson round "$round" --argjson l1 "$load1" --argjson l5 "$load5" --argjson l15 "$load15" \

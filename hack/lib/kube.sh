@@ -305,6 +305,7 @@ start_target() {
 		TARGET_LABEL="listwatch $rev ($backend)"
 		;;
 	esac
+	TARGET_LABEL+=${SERVER_CPUS:+ on CPUs $SERVER_CPUS}
 	wait_ready "$API_PORT" "$run/pki/ca.crt"
 }
 
@@ -428,6 +429,12 @@ cpu_profile() {
 	curl -sf --cacert "$WORK/pki/ca.crt" -H "Authorization: Bearer $TOKEN" -o "$file" \
 		"https://127.0.0.1:$API_PORT/debug/pprof/profile?seconds=$secs" ||
 		log "no CPU profile from 127.0.0.1:$API_PORT"
+}
+
+# run_tool runs the bench harness's tool $1 (built by prepare_bench) with
+# the arguments after it, on LOAD_CPUS as the load it makes.
+run_tool() {
+	(on_cpus "${LOAD_CPUS:-}" "$WORK/$1" "${@:2}")
 }
 
 # prepare_bench sets TARGETS to the targets given after $1 (kube and
