@@ -20,11 +20,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/component-base/featuregate"
-	"k8s.io/klog/v2"
 
 	"github.com/listwatch/listwatch/apiserver"
 	"github.com/listwatch/listwatch/apiserver/filters"
 	"github.com/listwatch/listwatch/apiserver/serve"
+	"github.com/listwatch/listwatch/internal/kubelog"
 	"github.com/listwatch/listwatch/internal/pki"
 )
 
@@ -205,7 +205,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (*slog.Logger, error) {
 // informational records at DEBUG (kubeLevels).
 func newLogger(w io.Writer, level slog.Level) *slog.Logger {
 	h := slog.NewTextHandler(w, &slog.HandlerOptions{Level: level})
-	klog.SetSlogLogger(slog.New(kubeLevels{h.WithAttrs([]slog.Attr{slog.String("logger", "kube")})}))
+	kubelog.Route(h)
 	return slog.New(h)
 }
 

@@ -7,6 +7,7 @@ package testbackends
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -15,6 +16,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/listwatch/listwatch/internal/kubelog"
 	"github.com/listwatch/listwatch/storage"
 	"github.com/listwatch/listwatch/storage/etcd"
 	"github.com/listwatch/listwatch/storage/memory"
@@ -87,7 +89,12 @@ func Close() error {
 // the tests passed, fails the run if goroutines are left: it waits up to
 // 20 s for them, since etcd's client and member goroutines end a moment
 // after Close. A TestMain calls os.Exit(testbackends.Run(m)).
+//
+// What Kubernetes' packages log through klog (thousands of lines from the
+// admission plugins of every server a package starts) shows at WARN and
+// above only, so that a failing test's report stays in sight.
 func Run(m *testing.M) int {
+	kubelog.Route(slog.NewTextHandler(os.Stderr, nil))
 	code := m.Run()
 	if err := Close(); err != nil {
 		fmt.Fprintln(os.Stderr, "closing the embedded etcd:", err)

@@ -1,4 +1,4 @@
-package main
+package kubelog
 
 import (
 	"bytes"
@@ -42,7 +42,9 @@ func TestKubeLogLevels(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.level.String(), func(t *testing.T) {
 			var buf bytes.Buffer
-			log := newLogger(&buf, tt.level)
+			h := slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: tt.level})
+			Route(h)
+			log := slog.New(h)
 			logAll()
 			log.Info("ours")
 			var lines []string
