@@ -3,6 +3,7 @@ package apiserver
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -43,12 +44,18 @@ func (h crdHost) Definition(name string) (*unstructured.Unstructured, bool) {
 	return h.s.cacheFor(h.res).Get(registry.KeyFor(h.res, "", name))
 }
 
-func (h crdHost) Definitions(ctx context.Context) ([]*unstructured.Unstructured, error) {
+func (h crdHost) Definitions(ctx context.Context, group string) ([]*unstructured.Unstructured, error) {
 	list, err := h.s.cacheFor(h.res).List(ctx, watchcache.ListOptions{ResourceVersion: "0"})
 	if err != nil {
 		return nil, err
 	}
-	return list.Objects(), nil
+	var out []*unstructured.Unstructured
+	for _, it := range list.Items {
+		if name, _ := it.Field("metadata.name"); strings.HasSuffix(name, "."+group) {
+			out = append(out, it.Object())
+		}
+	}
+	return out, nil
 }
 
 func (h crdHost) WatchDefinitions(ctx context.Context) (*watchcache.Watcher[*unstructured.Unstructured], error) {

@@ -60,24 +60,24 @@ spec:
 
 // client talks to a real server on 127.0.0.1.
 type client struct {
-	t    *testing.T
+	t    testing.TB
 	base string
 	srv  *Server
 	st   storage.Interface
 }
 
-func newClient(t *testing.T, st storage.Interface) *client {
+func newClient(t testing.TB, st storage.Interface) *client {
 	t.Helper()
 	return newClientWith(t, st, WatchCacheConfig{BookmarkInterval: 100 * time.Millisecond})
 }
 
-func newClientWith(t *testing.T, st storage.Interface, wc WatchCacheConfig) *client {
+func newClientWith(t testing.TB, st storage.Interface, wc WatchCacheConfig) *client {
 	t.Helper()
 	return newClientConfig(t, st, func(cfg *Config) { cfg.WatchCache = wc })
 }
 
 // newClientConfig is newClient with the server's Config changed by mod.
-func newClientConfig(t *testing.T, st storage.Interface, mod func(*Config)) *client {
+func newClientConfig(t testing.TB, st storage.Interface, mod func(*Config)) *client {
 	t.Helper()
 	cfg := Config{
 		Storage:    st,
@@ -121,7 +121,7 @@ type response struct {
 	hdr  http.Header
 }
 
-func (r response) obj(t *testing.T) map[string]any {
+func (r response) obj(t testing.TB) map[string]any {
 	t.Helper()
 	m := map[string]any{}
 	if err := json.Unmarshal(r.body, &m); err != nil {
@@ -130,7 +130,7 @@ func (r response) obj(t *testing.T) map[string]any {
 	return m
 }
 
-func (r response) status(t *testing.T) metav1.Status {
+func (r response) status(t testing.TB) metav1.Status {
 	t.Helper()
 	var st metav1.Status
 	if err := json.Unmarshal(r.body, &st); err != nil || st.Kind != "Status" {
@@ -202,7 +202,7 @@ func str(m map[string]any, path string) string {
 
 // watchStream is an open watch.
 type watchStream struct {
-	t    *testing.T
+	t    testing.TB
 	dec  *json.Decoder
 	body io.Closer
 	hdr  http.Header

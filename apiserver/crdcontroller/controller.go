@@ -30,8 +30,11 @@ type Server interface {
 	// Definition returns the stored definition name from the server's
 	// watch cache; false when there is none.
 	Definition(name string) (*unstructured.Unstructured, bool)
-	// Definitions lists the stored definitions from the watch cache.
-	Definitions(ctx context.Context) ([]*unstructured.Unstructured, error)
+	// Definitions lists, from the watch cache, the stored definitions
+	// that may be of group: those whose name ends in a dot and group, as
+	// the name of every definition of group does (its plural, a dot, its
+	// group), so that the others need not be decoded.
+	Definitions(ctx context.Context, group string) ([]*unstructured.Unstructured, error)
 	// WatchDefinitions watches the definitions from the watch cache's
 	// current state; watchcache.ErrClosed once it is closed.
 	WatchDefinitions(ctx context.Context) (*watchcache.Watcher[*unstructured.Unstructured], error)
@@ -187,7 +190,7 @@ func (c *Controller) sync(ctx context.Context, name string) (requeue bool, err e
 	// The other definitions are listed before the names lock is taken, so
 	// that the workers decide names one at a time but list in parallel;
 	// what was accepted since the list is in c.accepted.
-	others := c.definitions()
+	others := c.definitions(cur.Spec.Group)
 	c.namesMu.Lock()
 	names, namesCond, establishedCond := c.calculateNames(cur, others)
 	desired.Status.AcceptedNames = names
@@ -236,9 +239,13 @@ func (c *Controller) forget(name string) {
 	c.namesMu.Unlock()
 }
 
-// definitions lists the stored definitions, from the watch cache.
-func (c *Controller) definitions() []*unstructured.Unstructured {
-	list, err := c.s.Definitions(context.Background())
+// definitions lists the stored definitions that may be of group, from the
+// watch cache. Only those are decoded: a pass that decoded every
+// definition made creating n definitions cost O(n²) (100 at once, with
+// 500 installed, took 69 ms of CPU each in BenchmarkCRDEstablish, against
+// 23 ms with none).
+func (c *Controller) definitions(group string) []*unstructured.Unstructured {
+	list, err := c.s.Definitions(context.Background(), group)
 	if err != nil {
 		return nil
 	}
