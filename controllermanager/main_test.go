@@ -4,6 +4,11 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/listwatch/listwatch/internal/kubelog"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	kubelog.ToStderr()
+	goleak.VerifyTestMain(m)
+}

@@ -17,9 +17,13 @@ import (
 
 	"github.com/listwatch/listwatch/controllermanager"
 	"github.com/listwatch/listwatch/envtest"
+	"github.com/listwatch/listwatch/internal/kubelog"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	kubelog.ToStderr()
+	goleak.VerifyTestMain(m)
+}
 
 // eventually polls cond until it holds, failing t after a while.
 func eventually(t *testing.T, what string, cond func() (bool, error)) {

@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/listwatch/listwatch/internal/kubelog"
 )
 
 // execMainEnv, set in its environment, makes the test binary the listwatch
@@ -25,6 +27,7 @@ func TestMain(m *testing.M) {
 		stop()
 		os.Exit(code)
 	}
+	kubelog.ToStderr()
 	goleak.VerifyTestMain(m)
 }
 

@@ -13,9 +13,13 @@ import (
 	"github.com/listwatch/listwatch/client"
 	"github.com/listwatch/listwatch/controllermanager"
 	"github.com/listwatch/listwatch/envtest"
+	"github.com/listwatch/listwatch/internal/kubelog"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	kubelog.ToStderr()
+	goleak.VerifyTestMain(m)
+}
 
 // TestTypeChecking: the controller, run by the controller-manager against
 // a real API server, writes each generation's type checking of a

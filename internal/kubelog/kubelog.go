@@ -8,6 +8,7 @@ package kubelog
 import (
 	"context"
 	"log/slog"
+	"os"
 
 	"k8s.io/klog/v2"
 )
@@ -18,6 +19,12 @@ import (
 func Route(h slog.Handler) {
 	klog.SetSlogLogger(slog.New(kubeLevels{h.WithAttrs([]slog.Attr{slog.String("logger", "kube")})}))
 }
+
+// ToStderr routes klog to standard error, where only Kubernetes'
+// warnings and errors show: for the TestMain of a test binary that runs
+// Kubernetes' code in process, whose admission plugins alone log
+// thousands of informational lines over a package's tests.
+func ToStderr() { Route(slog.NewTextHandler(os.Stderr, nil)) }
 
 // kubeLevels is the slog.Handler Kubernetes' own packages (which log
 // through klog) log through: it hands their records to h four levels

@@ -7,7 +7,6 @@ package testbackends
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -94,7 +93,7 @@ func Close() error {
 // admission plugins of every server a package starts) shows at WARN and
 // above only, so that a failing test's report stays in sight.
 func Run(m *testing.M) int {
-	kubelog.Route(slog.NewTextHandler(os.Stderr, nil))
+	kubelog.ToStderr()
 	code := m.Run()
 	if err := Close(); err != nil {
 		fmt.Fprintln(os.Stderr, "closing the embedded etcd:", err)
