@@ -26,6 +26,8 @@ import (
 	"sort"
 	"text/tabwriter"
 	"time"
+
+	"github.com/listwatch/listwatch/internal/kubelog"
 )
 
 // Row is one measured figure.
@@ -97,6 +99,9 @@ func profileWindow(impl string) (end func()) {
 }
 
 func main() {
+	// Kubernetes' packages (the API server's admission plugins, client-go)
+	// log their info through klog; only their errors show beside the rows.
+	kubelog.ToStderr()
 	if spec := os.Getenv(replicaEnv); spec != "" {
 		os.Exit(runReplica(spec))
 	}

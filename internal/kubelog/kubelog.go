@@ -20,10 +20,11 @@ func Route(h slog.Handler) {
 	klog.SetSlogLogger(slog.New(kubeLevels{h.WithAttrs([]slog.Attr{slog.String("logger", "kube")})}))
 }
 
-// ToStderr routes klog to standard error, where only Kubernetes'
-// warnings and errors show: for the TestMain of a test binary that runs
-// Kubernetes' code in process, whose admission plugins alone log
-// thousands of informational lines over a package's tests.
+// ToStderr routes klog to standard error, where only Kubernetes' errors
+// show (klog's warnings reach slog as info): for the TestMain of a test
+// binary, or a tool, that runs Kubernetes' code in process, whose
+// admission plugins alone log thousands of informational lines over a
+// package's tests.
 func ToStderr() { Route(slog.NewTextHandler(os.Stderr, nil)) }
 
 // kubeLevels is the slog.Handler Kubernetes' own packages (which log

@@ -89,9 +89,9 @@ func Close() error {
 // 20 s for them, since etcd's client and member goroutines end a moment
 // after Close. A TestMain calls os.Exit(testbackends.Run(m)).
 //
-// What Kubernetes' packages log through klog (thousands of lines from the
-// admission plugins of every server a package starts) shows at WARN and
-// above only, so that a failing test's report stays in sight.
+// Of what Kubernetes' packages log through klog (thousands of lines from
+// the admission plugins of every server a package starts), only errors
+// show (kubelog.ToStderr), so that a failing test's report stays in sight.
 func Run(m *testing.M) int {
 	kubelog.ToStderr()
 	code := m.Run()
