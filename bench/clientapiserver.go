@@ -61,6 +61,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/listwatch/listwatch/apiserver"
+	"github.com/listwatch/listwatch/internal/kubelog"
 	"github.com/listwatch/listwatch/storage/memory"
 )
 
@@ -70,6 +71,8 @@ const apiserverChildEnv = "LISTWATCH_BENCH_APISERVER"
 
 func init() {
 	if spec := os.Getenv(apiserverChildEnv); spec != "" {
+		// The child starts here, before main routes klog.
+		kubelog.ToStderr()
 		os.Exit(runAPIServerChild(spec))
 	}
 	register("client-apiserver-sync-100k", func(cfg config) ([]Row, error) {
