@@ -201,6 +201,11 @@ type Controller struct {
 	// unschedulable holds the keys of pods no node fitted: they are tried
 	// again when a node changes or a pod leaves one.
 	unschedulable map[string]bool
+	// failedScheduling holds, for each pod marked unschedulable, the
+	// message written: a retry that reads the pod before the informer
+	// shows that write (a node's update queues it at once) must not
+	// record the FailedScheduling event again.
+	failedScheduling map[types.UID]string
 	// confirmed holds the pods whose deletion was confirmed until the
 	// informer shows them gone: a termination sync queued meanwhile (by
 	// another update of the pod) would otherwise delete them again, and
@@ -231,20 +236,21 @@ func New(pods cache.Informer[*corev1.Pod], nodes cache.Informer[*corev1.Node], c
 		}
 	}
 	c := &Controller{
-		informer:      pods,
-		nodeInformer:  nodes,
-		client:        client,
-		opts:          opts,
-		nodes:         map[string]bool{},
-		boundAt:       map[types.UID]time.Time{},
-		startedAt:     map[types.UID]time.Time{},
-		assumed:       map[types.UID]placement{},
-		placed:        map[types.UID]placement{},
-		used:          map[string]usage{},
-		unschedulable: map[string]bool{},
-		confirmed:     map[types.UID]bool{},
-		killed:        map[types.UID]bool{},
-		recorders:     map[string]controller.EventRecorder{},
+		informer:         pods,
+		nodeInformer:     nodes,
+		client:           client,
+		opts:             opts,
+		nodes:            map[string]bool{},
+		boundAt:          map[types.UID]time.Time{},
+		startedAt:        map[types.UID]time.Time{},
+		assumed:          map[types.UID]placement{},
+		placed:           map[types.UID]placement{},
+		used:             map[string]usage{},
+		unschedulable:    map[string]bool{},
+		failedScheduling: map[types.UID]string{},
+		confirmed:        map[types.UID]bool{},
+		killed:           map[types.UID]bool{},
+		recorders:        map[string]controller.EventRecorder{},
 	}
 	for _, n := range opts.Nodes {
 		c.nodes[n] = true
@@ -343,6 +349,7 @@ func (c *Controller) forget(p *corev1.Pod) {
 	delete(c.assumed, p.UID)
 	delete(c.confirmed, p.UID)
 	delete(c.killed, p.UID)
+	delete(c.failedScheduling, p.UID)
 	pl, freed := c.placed[p.UID]
 	if freed {
 		c.used[pl.node] = c.used[pl.node].minus(pl.use)
@@ -533,7 +540,11 @@ func (c *Controller) assume(pod *corev1.Pod) (string, map[string]int, int) {
 func (c *Controller) markUnschedulable(ctx context.Context, key string, pod *corev1.Pod, msg string) error {
 	c.mu.Lock()
 	c.unschedulable[key] = true
+	written := c.failedScheduling[pod.UID] == msg
 	c.mu.Unlock()
+	if written {
+		return nil
+	}
 	for _, cond := range pod.Status.Conditions {
 		if cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionFalse && cond.Reason == corev1.PodReasonUnschedulable && cond.Message == msg {
 			return nil
@@ -548,6 +559,11 @@ func (c *Controller) markUnschedulable(ctx context.Context, key string, pod *cor
 		r.Eventf(pod, corev1.EventTypeWarning, "FailedScheduling", "%s", msg)
 	}
 	_, err := c.client.UpdateStatus(ctx, next)
+	if err == nil {
+		c.mu.Lock()
+		c.failedScheduling[pod.UID] = msg
+		c.mu.Unlock()
+	}
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		return fmt.Errorf("marking pod %s unschedulable: %w", key, err)
 	}
